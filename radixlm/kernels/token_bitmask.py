@@ -1,0 +1,43 @@
+"""Apply a packed vocabulary bitmask to logits (constrained decoding).
+
+The bitmask is int32 ``[bs, ceil(vocab / 32)]``; bit ``j % 32`` of word ``j // 32`` set means token
+``j`` is allowed (the layout outlines-core's ``write_mask_into`` fills). Disallowed logits become -inf.
+"""
+from __future__ import annotations
+
+import torch
+
+_BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
+def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """``[bs, words]`` int32 -> ``[bs, vocab_size]`` bool (True = allowed)."""
+    shifts = _BIT_SHIFTS.get(bitmask.device)
+    if shifts is None:
+        shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+        _BIT_SHIFTS[bitmask.device] = shifts
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1  # [bs, words, 32]
+    return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+
+
+def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
+                              rows: torch.Tensor | None = None) -> None:
+    """In place: ``logits[r, j] = -inf`` where token ``j`` is not allowed for row ``r``.
+
+    ``rows`` (optional) selects which logits rows the bitmask rows apply to, so unconstrained rows of
+    a mixed batch cost nothing.
+    """
+    vocab = logits.shape[-1]
+    allowed = unpack_bitmask(bitmask, vocab)
+    if rows is None:
+        logits.masked_fill_(~allowed, float("-inf"))
+    else:
+        sub = logits[rows]
+        sub.masked_fill_(~allowed, float("-inf"))
+        logits[rows] = sub
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor,
+                        rows: torch.Tensor | None = None) -> None:
+    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
+    apply_token_bitmask_torch(logits, bitmask, rows)

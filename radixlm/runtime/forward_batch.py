@@ -1,0 +1,67 @@
+"""The batch a model forward reads: token ids, positions and the attention metadata.
+
+Models never look at requests; they read this object, and the attention backend reads the KV
+layout from it. Extend (prefill, possibly on top of a cached prefix) and decode (one new token per
+request) are the two modes.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import torch
+
+if TYPE_CHECKING:
+    from radixlm.runtime.layers.attention_backend import AttentionBackend
+    from radixlm.runtime.memory.kv_pool import KVPool
+    from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+
+
+class ForwardMode(enum.Enum):
+    EXTEND = "extend"
+    DECODE = "decode"
+
+
+@dataclass
+class ForwardBatch:
+    """Inputs of one forward step over ``bs`` requests and ``num_tokens`` new tokens.
+
+    Tensors live on the model's device; index tensors are int64.
+
+    - ``input_ids``/``positions``: ``[num_tokens]``, the new tokens of all requests, concatenated in
+      request order.
+    - ``req_pool_indices``: ``[bs]`` rows of ``req_to_token`` owned by the requests.
+    - ``seq_lens``: ``[bs]`` sequence length of each request *after* this step (prefix + new tokens).
+    - ``extend_prefix_lens``/``extend_seq_lens``: ``[bs]`` tokens already in the KV cache and new
+      tokens in this step (decode: ``seq_lens - 1`` and ones).
+    - ``out_cache_loc``: ``[num_tokens]`` KV slots that receive the new tokens' K and V. The slots
+      are already written into ``req_to_token`` at positions ``prefix_len .. seq_len-1``.
+    - ``logits_indices``: ``[num_outputs]`` positions into the token axis whose logits are returned
+      (the last token of each request, or all tokens when input logprobs are asked for).
+    """
+
+    mode: ForwardMode
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    req_pool_indices: torch.Tensor
+    seq_lens: torch.Tensor
+    extend_prefix_lens: torch.Tensor
+    extend_seq_lens: torch.Tensor
+    out_cache_loc: torch.Tensor
+    logits_indices: torch.Tensor
+    req_to_token_pool: "ReqToTokenPool"
+    kv_pool: "KVPool"
+    attn_backend: "AttentionBackend"
+    # Host-side copies, so backends can plan without device syncs.
+    seq_lens_cpu: Optional[list[int]] = None
+    extend_prefix_lens_cpu: Optional[list[int]] = None
+    extend_seq_lens_cpu: Optional[list[int]] = None
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.req_pool_indices.shape[0])
+
+    @property
+    def is_decode(self) -> bool:
+        return self.mode is ForwardMode.DECODE

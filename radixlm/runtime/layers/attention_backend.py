@@ -1,0 +1,73 @@
+"""Attention backends: how a model layer's attention reads and writes the paged KV cache."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from radixlm.kernels.decode_attention import decode_attention
+from radixlm.kernels.extend_attention import extend_attention
+from radixlm.kernels.store_kv import store_kv
+from radixlm.runtime.forward_batch import ForwardBatch
+
+
+class AttentionBackend(ABC):
+    """One interface for every backend: store the new K/V, then attend (extend or decode)."""
+
+    def init_forward_metadata(self, fb: ForwardBatch) -> None:
+        """Plan the step once, before the layers run (e.g. split sizes, max lengths)."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
+                fb: ForwardBatch, sm_scale: float) -> torch.Tensor:
+        """``q``: ``[T, Hq, D]``, ``k``/``v``: ``[T, Hkv, D]``; returns ``[T, Hq, D]``."""
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        store_kv(k_buffer, v_buffer, fb.out_cache_loc, k, v)
+        if fb.is_decode:
+            return self.forward_decode(q, layer_id, fb, sm_scale)
+        return self.forward_extend(q, layer_id, fb, sm_scale)
+
+    @abstractmethod
+    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
+                       sm_scale: float) -> torch.Tensor: ...
+
+    @abstractmethod
+    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
+                       sm_scale: float) -> torch.Tensor: ...
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """Exact attention in plain torch, on any device; reads KV through ``req_to_token``."""
+
+    def init_forward_metadata(self, fb: ForwardBatch) -> None:
+        if fb.seq_lens_cpu is None:
+            fb.seq_lens_cpu = fb.seq_lens.tolist()
+        self._max_seq_len = max(fb.seq_lens_cpu) if fb.seq_lens_cpu else 0
+        if not fb.is_decode:
+            if fb.extend_prefix_lens_cpu is None:
+                fb.extend_prefix_lens_cpu = fb.extend_prefix_lens.tolist()
+            if fb.extend_seq_lens_cpu is None:
+                fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
+
+    def forward_extend(self, q, layer_id, fb, sm_scale):
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        return extend_attention(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+                                fb.req_pool_indices, fb.extend_prefix_lens_cpu,
+                                fb.extend_seq_lens_cpu, sm_scale)
+
+    def forward_decode(self, q, layer_id, fb, sm_scale):
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        return decode_attention(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+                                fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)
+
+
+def create_attention_backend(name: str, device: torch.device) -> AttentionBackend:
+    """``auto`` picks Triton on CUDA and torch elsewhere."""
+    if name == "auto":
+        name = "triton" if device.type == "cuda" else "torch"
+    if name == "torch":
+        return TorchAttentionBackend()
+    if name == "triton":
+        from radixlm.runtime.layers.triton_backend import TritonAttentionBackend
+
+        return TritonAttentionBackend()
+    raise ValueError(f"unknown attention_backend {name!r} (expected auto, torch or triton)")

@@ -1,0 +1,79 @@
+"""The paged KV cache: per-layer K and V buffers and the slot allocator."""
+from __future__ import annotations
+
+import torch
+
+
+class SlotAllocator:
+    """A free list of KV slot indices (page size 1). Slot 0 is the reserved dummy write target."""
+
+    def __init__(self, num_slots: int, device: str | torch.device = "cpu") -> None:
+        self.num_slots = num_slots
+        self.device = device
+        self.clear()
+
+    def clear(self) -> None:
+        self._free = torch.arange(1, self.num_slots + 1, dtype=torch.int64, device=self.device)
+        self._freed_chunks: list[torch.Tensor] = []
+
+    def _merge(self) -> None:
+        if self._freed_chunks:
+            self._free = torch.cat([self._free, *self._freed_chunks])
+            self._freed_chunks = []
+
+    def available_size(self) -> int:
+        return int(self._free.numel()) + sum(int(c.numel()) for c in self._freed_chunks)
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        """Take ``n`` slots, or None (taking nothing) when fewer are free."""
+        if n > int(self._free.numel()):
+            self._merge()
+            if n > int(self._free.numel()):
+                return None
+        out, self._free = self._free[:n], self._free[n:]
+        return out
+
+    def free(self, slots: torch.Tensor) -> None:
+        if slots.numel():
+            self._freed_chunks.append(slots.to(torch.int64))
+
+    def free_slots(self) -> torch.Tensor:
+        """All free slot indices (for integrity checks)."""
+        self._merge()
+        return self._free
+
+
+class KVPool:
+    """K and V buffers ``[num_slots + 1, num_kv_heads, head_dim]`` per layer, plus the allocator."""
+
+    def __init__(
+        self,
+        num_slots: int,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.num_slots = num_slots
+        self.num_layers = num_layers
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.dtype = dtype
+        self.device = device
+        shape = (num_slots + 1, num_kv_heads, head_dim)
+        self.k_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.allocator = SlotAllocator(num_slots, device)
+
+    @staticmethod
+    def bytes_per_slot(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+        return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+    @classmethod
+    def slots_for_budget(cls, budget_bytes: float, num_layers: int, num_kv_heads: int, head_dim: int,
+                         dtype: torch.dtype) -> int:
+        return max(1, int(budget_bytes // cls.bytes_per_slot(num_layers, num_kv_heads, head_dim, dtype)))
+
+    def get_kv_buffer(self, layer_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k_buffers[layer_id], self.v_buffers[layer_id]

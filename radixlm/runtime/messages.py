@@ -1,0 +1,115 @@
+"""Every message that crosses a process boundary (ZeroMQ) or the Engine's queues.
+
+Small dataclasses, pickled. Token ids travel as numpy int32 arrays, never Python lists (lists of
+ints pickle ~4x slower). The scheduler dispatches on the message type through one table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+
+
+# ---- TokenizerManager / Engine -> Scheduler -------------------------------------------------
+@dataclass
+class TokenizedGenerateReq:
+    """One generation request (``n > 1`` is expanded by the scheduler into ``n`` samples)."""
+
+    rid: str
+    input_ids: np.ndarray  # int32 [prompt_len]
+    sampling_params: SamplingParams
+    return_logprob: bool = False
+    logprob_start_len: int = -1  # -1: no input logprobs; k: input logprobs from position k
+    top_logprobs_num: int = 0
+    stream: bool = False
+    input_text: Optional[str] = None
+
+
+@dataclass
+class AbortReq:
+    rid: str
+
+
+@dataclass
+class FlushCacheReq:
+    pass
+
+
+@dataclass
+class GetStatsReq:
+    pass
+
+
+@dataclass
+class ProgramGraphReq:
+    """A compiled request graph to execute next to the KV cache (the language's ``POST /program``)."""
+
+    rid: str
+    graph: Any
+
+
+# ---- Scheduler -> Detokenizer / Engine ------------------------------------------------------
+@dataclass
+class ReqTokenOut:
+    """New tokens of one request since its last output."""
+
+    rid: str
+    new_token_ids: np.ndarray  # int32
+    finished: bool
+    finish_reason: Optional[dict[str, Any]]  # {"type": "stop", "matched": ...} | {"type": "length", ...} | {"type": "abort", "message": ...}
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    # logprobs (present only when asked): lists of (logprob, token_id), top: list per position of list[(logprob, id)]
+    input_token_logprobs: Optional[list[tuple[Optional[float], int]]] = None
+    input_top_logprobs: Optional[list[Optional[list[tuple[float, int]]]]] = None
+    output_token_logprobs: Optional[list[tuple[float, int]]] = None  # only the new tokens
+    output_top_logprobs: Optional[list[list[tuple[float, int]]]] = None  # only the new tokens
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    stop_strings: list[str] = field(default_factory=list)
+    no_stop_trim: bool = False
+
+
+@dataclass
+class BatchTokenOut:
+    outs: list[ReqTokenOut]
+
+
+@dataclass
+class FlushCacheOut:
+    success: bool
+    message: str = ""
+
+
+@dataclass
+class StatsOut:
+    stats: dict[str, Any]
+
+
+# ---- Detokenizer -> TokenizerManager --------------------------------------------------------
+@dataclass
+class ReqTextOut:
+    """Cumulative text of one request (never moves backwards) plus the token-level fields."""
+
+    rid: str
+    text: str
+    output_ids: np.ndarray  # all output ids so far
+    finished: bool
+    meta_info: dict[str, Any]
+
+
+@dataclass
+class BatchTextOut:
+    outs: list[ReqTextOut]
+
+
+@dataclass
+class SchedulerDied:
+    """Sent by a child process's guard before it exits on an exception."""
+
+    where: str
+    traceback: str

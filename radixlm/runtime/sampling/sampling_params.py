@@ -1,0 +1,147 @@
+"""Per-request sampling parameters and their validation."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+
+@dataclass
+class SamplingParams:
+    """What and how to generate. ``temperature == 0`` means greedy.
+
+    Constrained generation: at most one of ``regex``, ``json_schema`` (a JSON string), ``choices``
+    (a list of strings) or ``dtype`` (``int``, ``float``, ``bool``, ``str``).
+    """
+
+    max_new_tokens: int = 128
+    min_new_tokens: int = 0
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    seed: Optional[int] = None
+    regex: Optional[str] = None
+    json_schema: Optional[str] = None
+    choices: Optional[list[str]] = None
+    dtype: Optional[str] = None
+    no_stop_trim: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Optional[dict[str, Any]]) -> "SamplingParams":
+        """Build from a JSON-like dict; unknown keys raise ``ValueError`` naming them."""
+        d = dict(d or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names)
+        if unknown:
+            raise ValueError(f"unknown sampling parameter(s): {', '.join(unknown)}")
+        if isinstance(d.get("stop"), str):
+            d["stop"] = [d["stop"]]
+        if d.get("stop") is None:
+            d.pop("stop", None)
+        if isinstance(d.get("stop_token_ids"), int):
+            d["stop_token_ids"] = [d["stop_token_ids"]]
+        if d.get("stop_token_ids") is None:
+            d.pop("stop_token_ids", None)
+        if isinstance(d.get("json_schema"), (dict, list)):
+            import json
+
+            d["json_schema"] = json.dumps(d["json_schema"])
+        params = cls(**d)
+        params.validate()
+        return params
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad parameter."""
+
+        def bad(name: str, why: str) -> None:
+            raise ValueError(f"invalid sampling parameter {name}={getattr(self, name)!r}: {why}")
+
+        def is_int(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        def is_num(x: Any) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < 0:
+            bad("max_new_tokens", "must be an integer >= 0")
+        if not is_int(self.min_new_tokens) or self.min_new_tokens < 0:
+            bad("min_new_tokens", "must be an integer >= 0")
+        if self.min_new_tokens > self.max_new_tokens:
+            bad("min_new_tokens", "must not exceed max_new_tokens")
+        if not is_int(self.n) or self.n < 1:
+            bad("n", "must be an integer >= 1")
+        if not is_num(self.temperature) or self.temperature < 0:
+            bad("temperature", "must be a number >= 0")
+        if not is_num(self.top_p) or not 0 < self.top_p <= 1:
+            bad("top_p", "must be in (0, 1]")
+        if not is_int(self.top_k) or (self.top_k < 1 and self.top_k != -1):
+            bad("top_k", "must be -1 (disabled) or an integer >= 1")
+        if not is_num(self.min_p) or not 0 <= self.min_p <= 1:
+            bad("min_p", "must be in [0, 1]")
+        for name in ("frequency_penalty", "presence_penalty"):
+            val = getattr(self, name)
+            if not is_num(val) or not -2 <= val <= 2:
+                bad(name, "must be in [-2, 2]")
+        if not is_num(self.repetition_penalty) or not 0 < self.repetition_penalty <= 2:
+            bad("repetition_penalty", "must be in (0, 2]")
+        if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
+            bad("stop", "must be a non-empty string or a list of non-empty strings")
+        if not isinstance(self.stop_token_ids, list) or not all(is_int(t) and t >= 0 for t in self.stop_token_ids):
+            bad("stop_token_ids", "must be a list of token ids")
+        if self.seed is not None and not is_int(self.seed):
+            bad("seed", "must be an integer")
+        constraints = [k for k in ("regex", "json_schema", "choices", "dtype") if getattr(self, k) is not None]
+        if len(constraints) > 1:
+            raise ValueError(f"only one constraint may be given, got {', '.join(constraints)}")
+        if self.regex is not None and not isinstance(self.regex, str):
+            bad("regex", "must be a string")
+        if self.json_schema is not None and not isinstance(self.json_schema, str):
+            bad("json_schema", "must be a JSON string or object")
+        if self.choices is not None and (
+            not isinstance(self.choices, list) or not self.choices or not all(isinstance(c, str) for c in self.choices)
+        ):
+            bad("choices", "must be a non-empty list of strings")
+        if self.dtype is not None and self.dtype not in ("int", "float", "bool", "str"):
+            bad("dtype", "must be one of int, float, bool, str")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1
+
+    @property
+    def constraint(self) -> Optional[tuple[str, str]]:
+        """``(kind, text)`` of the grammar, or None when unconstrained."""
+        if self.regex is not None:
+            return ("regex", self.regex)
+        if self.json_schema is not None:
+            return ("json", self.json_schema)
+        if self.choices is not None:
+            import json
+
+            return ("choices", json.dumps(self.choices))
+        if self.dtype is not None:
+            return ("dtype", self.dtype)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SamplingParamsLike = Union[SamplingParams, dict, None]
+
+
+def as_sampling_params(p: SamplingParamsLike) -> SamplingParams:
+    if isinstance(p, SamplingParams):
+        p.validate()
+        return p
+    return SamplingParams.from_dict(p)
