@@ -1,8 +1,12 @@
 """Extend (prefill) attention: new tokens on top of a cached prefix, causal within the new tokens."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
+
+from radixlm.kernels._launch import dot_precision, next_power_of_2
 
 
 def extend_attention_torch(
@@ -43,6 +47,60 @@ def extend_attention_torch(
     return out
 
 
+class ExtendMetadata(NamedTuple):
+    """Flat per-request metadata the Triton kernel reads on the device."""
+
+    prefix_lens: torch.Tensor  # [bs]
+    extend_lens: torch.Tensor  # [bs]
+    start_loc: torch.Tensor  # [bs] offset of each request's first new token in ``q``
+    max_extend_len: int  # host int: sizes the grid
+
+
+def build_extend_metadata(extend_prefix_lens: torch.Tensor, extend_seq_lens: torch.Tensor,
+                          max_extend_len: int) -> ExtendMetadata:
+    """Start offsets from the per-request lengths (device tensors); one small cumsum per step."""
+    start_loc = torch.cumsum(extend_seq_lens, 0) - extend_seq_lens
+    return ExtendMetadata(extend_prefix_lens, extend_seq_lens, start_loc, int(max_extend_len))
+
+
+def extend_attention_triton(
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    meta: ExtendMetadata,
+    sm_scale: float,
+) -> torch.Tensor:
+    """Triton version of :func:`extend_attention_torch`; the lengths come as :class:`ExtendMetadata`.
+
+    One program per ``(request, query head, block of new tokens)`` with an online softmax over the
+    request's keys; GQA maps query head ``h`` to KV head ``h // (Hq // Hkv)``.
+    """
+    q = q.contiguous()
+    num_tokens, num_q_heads, head_dim = q.shape
+    num_kv_heads = k_buffer.shape[1]
+    out = torch.empty_like(q)
+    bs = int(req_pool_indices.shape[0])
+    if num_tokens == 0 or bs == 0:
+        return out
+    from radixlm.kernels._triton import extend_attention as kernels
+
+    block_m = 64 if q.is_cuda else 16
+    block_n = 64 if q.is_cuda else 16
+    grid = (bs, num_q_heads, -(-meta.max_extend_len // block_m))
+    kernels.extend_kernel[grid](
+        q, k_buffer, v_buffer, out, req_to_token, req_pool_indices,
+        meta.prefix_lens, meta.extend_lens, meta.start_loc, sm_scale,
+        q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1),
+        v_buffer.stride(0), v_buffer.stride(1), out.stride(0), out.stride(1),
+        req_to_token.stride(0),
+        GROUP=num_q_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
+        BLOCK_D=next_power_of_2(head_dim), PRECISION=dot_precision(k_buffer.dtype),
+    )
+    return out
+
+
 def extend_attention(
     q: torch.Tensor,
     k_buffer: torch.Tensor,
@@ -53,6 +111,15 @@ def extend_attention(
     extend_seq_lens: list[int],
     sm_scale: float,
 ) -> torch.Tensor:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    return extend_attention_torch(q, k_buffer, v_buffer, req_to_token, req_pool_indices,
-                                  extend_prefix_lens, extend_seq_lens, sm_scale)
+    """Dispatch point: Triton on CUDA, the torch reference elsewhere.
+
+    The Triton path builds :class:`ExtendMetadata` from the host lists here; a backend that plans
+    once per step (``TritonAttentionBackend``) calls :func:`extend_attention_triton` directly.
+    """
+    if not q.is_cuda:
+        return extend_attention_torch(q, k_buffer, v_buffer, req_to_token, req_pool_indices,
+                                      extend_prefix_lens, extend_seq_lens, sm_scale)
+    lens = torch.tensor([extend_prefix_lens, extend_seq_lens], dtype=torch.int64).to(q.device)
+    meta = build_extend_metadata(lens[0], lens[1], max(extend_seq_lens, default=0))
+    return extend_attention_triton(q, k_buffer, v_buffer, req_to_token, req_pool_indices, meta,
+                                   sm_scale)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.kernels._launch import next_power_of_2
+
 _BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
 
 
@@ -37,7 +39,29 @@ def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
         logits[rows] = sub
 
 
+def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,
+                               rows: torch.Tensor | None = None) -> None:
+    """Triton version of :func:`apply_token_bitmask_torch`, same arguments and effect (in place).
+
+    ``logits`` must have a unit stride along the vocabulary (rows may be strided).
+    """
+    assert logits.stride(-1) == 1, "logits need a contiguous vocabulary axis"
+    num_rows = int(bitmask.shape[0])
+    vocab = int(logits.shape[-1])
+    if num_rows == 0 or vocab == 0:
+        return
+    from radixlm.kernels._triton import token_bitmask as kernels
+
+    bitmask = bitmask.contiguous()
+    block = min(4096 if logits.is_cuda else 256, next_power_of_2(vocab))
+    kernels.apply_bitmask_kernel[(num_rows, -(-vocab // block))](
+        logits, bitmask, rows if rows is not None else bitmask, vocab,
+        logits.stride(0), bitmask.stride(0), HAS_ROWS=rows is not None, BLOCK=block,
+    )
+
+
 def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor,
                         rows: torch.Tensor | None = None) -> None:
     """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    apply_token_bitmask_torch(logits, bitmask, rows)
+    fn = apply_token_bitmask_triton if logits.is_cuda else apply_token_bitmask_torch
+    fn(logits, bitmask, rows)

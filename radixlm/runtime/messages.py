@@ -113,3 +113,20 @@ class SchedulerDied:
 
     where: str
     traceback: str
+
+
+def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerateReq]:
+    """Split ``n > 1`` into ``n`` requests ``{rid}-{i}`` (seeds ``seed + i``), sharing the prompt's
+    KV through the radix cache. Front ends merge the outputs back in order."""
+    import dataclasses
+
+    n = req.sampling_params.n
+    if n == 1:
+        return [req]
+    out = []
+    for i in range(n):
+        params = dataclasses.replace(req.sampling_params, n=1)
+        if params.seed is not None:
+            params.seed = params.seed + i
+        out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", sampling_params=params))
+    return out

@@ -1,0 +1,167 @@
+"""The language's public functions, with SGLang's names and parameters."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional, Union
+
+from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.choices import ChoicesSamplingMethod, method_name
+from radixlm.frontend.function import SglFunction
+from radixlm.frontend.ir import Expr, ExprLike, Gen, Image, RoleBegin, RoleEnd, Select, role
+
+_default_backend: Optional[Backend] = None
+
+
+def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Optional[int] = None) -> Any:
+    """Decorate a program ``def prog(s, ...)``; bare (``@function``) or with options."""
+    if func is not None:
+        return SglFunction(func, num_api_spec_tokens=num_api_spec_tokens)
+    return lambda f: SglFunction(f, num_api_spec_tokens=num_api_spec_tokens)
+
+
+# ---- backends -------------------------------------------------------------------------------
+def as_backend(backend: Any) -> Backend:
+    """A ``Backend`` as is; a ``radixlm.Engine`` wrapped in the in-process backend."""
+    if isinstance(backend, Backend):
+        return backend
+    if hasattr(backend, "async_generate") and hasattr(backend, "model_info"):
+        from radixlm.frontend.backends.engine import EngineBackend
+
+        return EngineBackend(backend)
+    raise TypeError(f"not a backend: {backend!r}")
+
+
+def set_default_backend(backend: Any) -> None:
+    """The backend programs use when ``run()`` gets none (a Backend or a ``radixlm.Engine``)."""
+    global _default_backend
+    _default_backend = as_backend(backend)
+
+
+def get_default_backend() -> Backend:
+    if _default_backend is None:
+        raise ValueError("no backend: pass backend= or call radixlm.set_default_backend() first, e.g. "
+                         "radixlm.set_default_backend(radixlm.Runtime(model='smollm2-135m'))")
+    return _default_backend
+
+
+def flush_cache(backend: Optional[Any] = None) -> Any:
+    """Drop the runtime's prefix cache."""
+    return (as_backend(backend) if backend is not None else get_default_backend()).flush_cache()
+
+
+def get_server_info(backend: Optional[Any] = None) -> dict[str, Any]:
+    """The runtime's configuration and statistics."""
+    return (as_backend(backend) if backend is not None else get_default_backend()).get_server_info()
+
+
+# ---- expressions ----------------------------------------------------------------------------
+def gen(
+    name: Optional[str] = None,
+    max_tokens: Optional[int] = None,
+    min_tokens: Optional[int] = None,
+    n: Optional[int] = None,
+    stop: Optional[Union[str, list[str]]] = None,
+    stop_token_ids: Optional[list[int]] = None,
+    temperature: Optional[float] = None,
+    top_p: Optional[float] = None,
+    top_k: Optional[int] = None,
+    min_p: Optional[float] = None,
+    frequency_penalty: Optional[float] = None,
+    presence_penalty: Optional[float] = None,
+    ignore_eos: Optional[bool] = None,
+    return_logprob: Optional[bool] = None,
+    logprob_start_len: Optional[int] = None,
+    top_logprobs_num: Optional[int] = None,
+    return_text_in_logprobs: Optional[bool] = None,
+    dtype: Optional[Union[type, str]] = None,
+    choices: Optional[list[str]] = None,
+    choices_method: Optional[ChoicesSamplingMethod] = None,
+    regex: Optional[str] = None,
+    json_schema: Optional[Union[str, dict]] = None,
+) -> Expr:
+    """Generate into variable ``name``. Unset options take the run's defaults. With ``choices``
+    this is ``select``. ``regex``, ``json_schema`` and ``dtype`` (int, float, bool, str) constrain
+    the output; the value is the generated text."""
+    if choices:
+        return select(name, choices, 0.0 if temperature is None else temperature, choices_method)
+    if regex is not None:
+        re.compile(regex)  # a bad pattern fails here, in the user's code
+    if isinstance(dtype, type):
+        dtype = dtype.__name__
+    if dtype is not None and dtype not in ("int", "float", "bool", "str"):
+        raise ValueError(f"dtype must be int, float, bool or str, not {dtype!r}")
+    if isinstance(json_schema, dict):
+        import json
+
+        json_schema = json.dumps(json_schema)
+    params = dict(
+        max_tokens=max_tokens, min_tokens=min_tokens, n=n, stop=stop, stop_token_ids=stop_token_ids,
+        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
+        presence_penalty=presence_penalty, ignore_eos=ignore_eos, return_logprob=return_logprob,
+        logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
+        return_text_in_logprobs=return_text_in_logprobs, dtype=dtype, regex=regex, json_schema=json_schema,
+    )
+    return Gen(name, {k: v for k, v in params.items() if v is not None})
+
+
+def gen_int(name: Optional[str] = None, **kwargs: Any) -> Expr:
+    """``gen`` constrained to an integer."""
+    return gen(name, dtype="int", **kwargs)
+
+
+def gen_string(name: Optional[str] = None, **kwargs: Any) -> Expr:
+    """``gen`` constrained to a string value (the runtime's ``str`` type)."""
+    return gen(name, dtype="str", **kwargs)
+
+
+def select(
+    name: Optional[str] = None,
+    choices: Optional[list[str]] = None,
+    temperature: float = 0.0,
+    choices_method: Optional[ChoicesSamplingMethod] = None,
+) -> Expr:
+    """Append the most likely of ``choices`` (scored in one batched prefill) and store it in ``name``."""
+    if not choices:
+        raise ValueError("select needs a non-empty list of choices")
+    return Select(name, [str(c) for c in choices], temperature, method_name(choices_method))
+
+
+def image(path: str) -> Expr:
+    """An image input (raises a clear error at run time on text-only models)."""
+    return Image(path)
+
+
+def system(expr: Optional[ExprLike] = None) -> Expr:
+    return role("system", expr)
+
+
+def user(expr: Optional[ExprLike] = None) -> Expr:
+    return role("user", expr)
+
+
+def assistant(expr: Optional[ExprLike] = None) -> Expr:
+    return role("assistant", expr)
+
+
+def system_begin() -> Expr:
+    return RoleBegin("system")
+
+
+def system_end() -> Expr:
+    return RoleEnd("system")
+
+
+def user_begin() -> Expr:
+    return RoleBegin("user")
+
+
+def user_end() -> Expr:
+    return RoleEnd("user")
+
+
+def assistant_begin() -> Expr:
+    return RoleBegin("assistant")
+
+
+def assistant_end() -> Expr:
+    return RoleEnd("assistant")

@@ -1,0 +1,99 @@
+"""The one interface through which the language talks to a runtime.
+
+A backend answers /generate-style requests (see ``radixlm.frontend.ops`` for their shape),
+optionally streams them, optionally executes a whole compiled request graph next to the KV cache,
+and reports the chat template its model was trained with.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterator, Optional, Union
+
+from radixlm.frontend.chat_template import ChatTemplate, from_jinja, get_chat_template
+from radixlm.frontend.choices import method_name
+from radixlm.frontend.errors import UnsupportedFeatureError
+from radixlm.frontend.ops import Request, drive, select_protocol
+
+
+class Backend:
+    """Base class; subclasses implement ``generate`` and ``model_info`` at least."""
+
+    #: Short name used in error messages.
+    name = "backend"
+    #: Whether ``run_graph`` can execute compiled programs.
+    supports_graphs = False
+    #: Whether gen requests must carry the conversation as ``messages`` (chat-completion APIs).
+    chat_mode = False
+
+    def __init__(self, chat_template: Union[str, ChatTemplate, None] = None) -> None:
+        self._chat_template_override = chat_template
+        self._chat_template: Optional[ChatTemplate] = None
+
+    # ---- generation -------------------------------------------------------------------------
+    def generate(self, req: Request) -> Any:
+        """Answer one /generate request (a list of responses for a batch or ``n > 1``)."""
+        raise NotImplementedError
+
+    async def agenerate(self, req: Request) -> Any:
+        """``generate`` on asyncio; the default runs the blocking call in a worker thread."""
+        return await asyncio.to_thread(self.generate, req)
+
+    def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
+        """Responses with cumulative text as tokens arrive; the last one is final."""
+        yield self.generate(req)
+
+    def select(self, prefix: str, choices: list[str], method: Any, messages: Optional[list] = None) -> tuple[str, dict]:
+        """Pick a choice continuing ``prefix``; returns ``(choice, meta_info)``."""
+        return drive(select_protocol(prefix, choices, method_name(method)), self.generate)
+
+    def cache_prefix(self, text: str) -> None:
+        """Prefill ``text`` without generating, so the forks that continue it share its KV."""
+        self.generate({"text": text, "sampling_params": {"max_new_tokens": 0}})
+
+    def check_request(self, req: Request) -> None:
+        """Raise ``UnsupportedFeatureError`` for what this backend cannot serve."""
+
+    def check_image(self) -> None:
+        """Raise unless the model accepts images (no model served by radixlm does yet)."""
+        model = self.model_info().get("model_path") or self.model_info().get("model") or "the model"
+        raise UnsupportedFeatureError(self.name, "image inputs", f"{model} is a text-only model")
+
+    # ---- whole programs ---------------------------------------------------------------------
+    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """Execute a compiled request graph; None when this backend cannot (use the interpreter)."""
+        return None
+
+    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        return await asyncio.to_thread(self.run_graph, graph)
+
+    # ---- model and server -------------------------------------------------------------------
+    def model_info(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def get_server_info(self) -> dict[str, Any]:
+        return {}
+
+    def flush_cache(self) -> Any:
+        return None
+
+    def shutdown(self) -> None:
+        """Release what the backend started (nothing by default)."""
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        """The override if given, else the template the server reports, else the ``default`` one."""
+        if self._chat_template is None:
+            self._chat_template = self._resolve_chat_template()
+        return self._chat_template
+
+    def _resolve_chat_template(self) -> ChatTemplate:
+        override = self._chat_template_override
+        if isinstance(override, ChatTemplate):
+            return override
+        if isinstance(override, str):
+            return get_chat_template(override)
+        info = self.model_info()
+        source = info.get("chat_template")
+        if source:
+            return from_jinja(source, name=str(info.get("model_path", "model")), special=info)
+        return get_chat_template("default")

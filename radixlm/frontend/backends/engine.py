@@ -1,0 +1,97 @@
+"""The in-process backend: programs run against a ``radixlm.Engine`` in this process."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Coroutine, Iterator, Optional, Union
+
+from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.ops import Request
+
+_ENGINE_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
+
+
+class EngineBackend(Backend):
+    """Wraps an ``Engine`` (or builds one from a model name and runtime options).
+
+    Compiled programs run through ``radixlm.runtime.program_executor`` on the engine's asyncio
+    API, exactly as the server runs ``POST /program``.
+    """
+
+    name = "Engine"
+    supports_graphs = True
+
+    def __init__(self, engine: Any = "smollm2-135m", chat_template: Union[str, ChatTemplate, None] = None,
+                 **server_args: Any) -> None:
+        super().__init__(chat_template)
+        if isinstance(engine, str):
+            from radixlm.runtime.engine import Engine
+
+            engine = Engine(model=engine, **server_args)
+            self._owns_engine = True
+        else:
+            self._owns_engine = False
+        self.engine = engine
+
+    def _kwargs(self, req: Request) -> dict[str, Any]:
+        kwargs = {k: req[k] for k in _ENGINE_KEYS if k in req}
+        if "input_ids" in req:
+            kwargs["input_ids"] = req["input_ids"]
+        else:
+            kwargs["prompt"] = req["text"]
+        kwargs["sampling_params"] = req.get("sampling_params")
+        return kwargs
+
+    def generate(self, req: Request) -> Any:
+        return self.engine.generate(**self._kwargs(req))
+
+    async def agenerate(self, req: Request) -> Any:
+        return await self.engine.async_generate(**self._kwargs(req))
+
+    def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
+        return self.engine.generate(**self._kwargs(req), stream=True)
+
+    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        return run_coroutine(self.arun_graph(graph))
+
+    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        from radixlm.runtime.program_executor import execute_program
+
+        return await execute_program(graph, self.agenerate)
+
+    def model_info(self) -> dict[str, Any]:
+        return self.engine.model_info()
+
+    def get_server_info(self) -> dict[str, Any]:
+        return self.engine.get_server_info()
+
+    def flush_cache(self) -> Any:
+        return self.engine.flush_cache()
+
+    def shutdown(self) -> None:
+        if self._owns_engine:
+            self.engine.shutdown()
+
+
+def run_coroutine(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to completion from synchronous code, even inside a running event loop
+    (then on a private thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="radixlm-graph")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -1,0 +1,38 @@
+"""``Runtime``: start a local radixlm server subprocess and talk to it over HTTP."""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
+from radixlm.frontend.chat_template import ChatTemplate
+
+
+class Runtime(RuntimeEndpoint):
+    """``Runtime(model="smollm2-135m", **server_args)``: a server of our own, shut down with
+    ``shutdown()`` or by leaving a ``with`` block."""
+
+    name = "Runtime"
+
+    def __init__(self, model: str = "smollm2-135m", chat_template: Union[str, ChatTemplate, None] = None,
+                 **server_args: Any) -> None:
+        from radixlm.runtime.server.launch import launch_server
+
+        self._server = launch_server(model=model, **server_args)
+        super().__init__(self._server.url, api_key=server_args.get("api_key"), chat_template=chat_template)
+
+    @property
+    def endpoint(self) -> RuntimeEndpoint:
+        """SGLang compatibility: the endpoint backend (this object)."""
+        return self
+
+    def shutdown(self) -> None:
+        server: Optional[Any] = getattr(self, "_server", None)
+        if server is not None:
+            server.shutdown()
+            self._server = None
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()

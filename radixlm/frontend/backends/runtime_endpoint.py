@@ -1,0 +1,128 @@
+"""``RuntimeEndpoint``: a radixlm (or SGLang) server over its native HTTP API."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Optional, Union
+
+from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.ops import Request
+
+
+class RuntimeEndpoint(Backend):
+    """Talks to ``/generate``, ``/get_model_info``, ``/get_server_info``, ``/flush_cache`` and
+    ``/program`` (compiled request graphs; a server without it makes programs run in the
+    interpreter)."""
+
+    name = "RuntimeEndpoint"
+    supports_graphs = True
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        chat_template: Union[str, ChatTemplate, None] = None,
+        timeout: Optional[float] = None,
+    ) -> None:
+        super().__init__(chat_template)
+        import requests
+
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self._session = requests.Session()
+        self._model_info: Optional[dict[str, Any]] = None
+        self._has_program_endpoint = True
+
+    @property
+    def url(self) -> str:
+        return self.base_url
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        resp = self._session.request(method, self.base_url + path, json=body, headers=self._headers(),
+                                     timeout=self.timeout)
+        _raise_for_status(resp.status_code, resp.text, path)
+        return resp.json() if resp.content else None
+
+    # ---- Backend ----------------------------------------------------------------------------
+    def generate(self, req: Request) -> Any:
+        return self._request("POST", "/generate", req)
+
+    async def agenerate(self, req: Request) -> Any:
+        return await self._apost("/generate", req)
+
+    def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
+        with self._session.post(self.base_url + "/generate", json={**req, "stream": True}, headers=self._headers(),
+                                stream=True, timeout=self.timeout) as resp:
+            _raise_for_status(resp.status_code, resp.text if resp.status_code >= 400 else "", "/generate")
+            for line in resp.iter_lines(decode_unicode=True):
+                if not line or not line.startswith("data:"):
+                    continue
+                data = line[len("data:"):].strip()
+                if data == "[DONE]":
+                    return
+                event = json.loads(data)
+                if "error" in event:
+                    raise RuntimeError(f"/generate stream failed: {event['error']}")
+                yield event
+
+    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        if not self._has_program_endpoint:
+            return None
+        resp = self._session.post(self.base_url + "/program", json={"graph": graph}, headers=self._headers(),
+                                  timeout=self.timeout)
+        if resp.status_code in (404, 405):
+            self._has_program_endpoint = False
+            return None
+        _raise_for_status(resp.status_code, resp.text, "/program")
+        return resp.json()
+
+    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+        if not self._has_program_endpoint:
+            return None
+        try:
+            return await self._apost("/program", {"graph": graph})
+        except _NotFound:
+            self._has_program_endpoint = False
+            return None
+
+    async def _apost(self, path: str, body: Any) -> Any:
+        import aiohttp
+
+        async with aiohttp.ClientSession(headers=self._headers()) as session:
+            async with session.post(self.base_url + path, json=body) as resp:
+                text = await resp.text()
+                if resp.status in (404, 405) and path == "/program":
+                    raise _NotFound(path)
+                _raise_for_status(resp.status, text, path)
+                return json.loads(text)
+
+    def model_info(self) -> dict[str, Any]:
+        if self._model_info is None:
+            self._model_info = self._request("GET", "/get_model_info")
+        return self._model_info
+
+    def get_server_info(self) -> dict[str, Any]:
+        return self._request("GET", "/get_server_info")
+
+    def flush_cache(self) -> Any:
+        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(), timeout=self.timeout)
+        _raise_for_status(resp.status_code, resp.text, "/flush_cache")
+        return resp.text
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _raise_for_status(status: int, body: str, path: str) -> None:
+    if status < 400:
+        return
+    try:
+        message = json.loads(body)["error"]["message"]
+    except Exception:  # noqa: BLE001 - not our error shape: show the raw body
+        message = body[:500]
+    raise RuntimeError(f"{path} returned HTTP {status}: {message}")

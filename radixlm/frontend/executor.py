@@ -1,0 +1,328 @@
+"""The interpreter: runs a program's expressions eagerly, one executor per program state.
+
+Each executor owns a state's text, messages and variables. Expressions are queued and executed in
+order on a worker thread (or inline), so ``s += gen(...)`` returns at once and ``s["x"]`` waits only
+for ``x``. A failure is kept with its cause and re-raised from ``s[...]``, ``sync()`` and ``run()``;
+nothing is swallowed.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.errors import ProgramError
+from radixlm.frontend.ir import (Argument, Constant, Expr, Gen, Image, RoleBegin, RoleEnd, Select, VarRef,
+                                 as_expr)
+from radixlm.frontend.ops import drive, gen_protocol, gen_request, gen_value, sampling_options
+
+#: ``(state id, op index)`` -> ``(value, meta_info)``: results of a compiled run, replayed here.
+Replay = dict[tuple[int, int], tuple[Any, dict[str, Any]]]
+
+
+@dataclass
+class RunContext:
+    """What all states of one program run share."""
+
+    backend: Optional[Backend]
+    defaults: dict[str, Any]
+    chat_template: ChatTemplate
+    stream: bool = False
+    replay: Optional[Replay] = None
+    var_refs: dict[str, Any] = field(default_factory=dict)  # VarRef key -> value (replay only)
+    executors: list["StreamExecutor"] = field(default_factory=list)
+    _ids: Any = field(default_factory=itertools.count)
+
+    def next_state_id(self) -> int:
+        return next(self._ids)
+
+    def end_all(self) -> None:
+        """The program finished: stop every state's worker."""
+        for executor in self.executors:
+            executor.end()
+
+
+class StreamExecutor:
+    """Executes the expressions of one program state."""
+
+    def __init__(self, ctx: RunContext, use_thread: bool = True) -> None:
+        self.ctx = ctx
+        self.state_id = ctx.next_state_id()
+        ctx.executors.append(self)
+        self.text_ = ""
+        self.messages_: list[dict[str, str]] = []
+        self.variables: dict[str, Any] = {}
+        self.meta_info: dict[str, Any] = {}
+        self.error_: Optional[BaseException] = None
+        self._var_events: dict[str, threading.Event] = {}
+        self._role: Optional[str] = None
+        self._role_start = 0
+        self._roles_seen = False
+        self._op_index = 0
+        self._fork_point = 0
+        self._versions: dict[str, int] = {}
+        # Streaming: every appended piece of text as (variable name or None, chunk).
+        self._chunks: list[tuple[Optional[str], str]] = []
+        self._cond = threading.Condition()
+        self._finished = False
+        self._ended = False
+        self._queue: Optional[queue.Queue] = None
+        if use_thread:
+            self._queue = queue.Queue()
+            threading.Thread(target=self._work, daemon=True, name=f"radixlm-state-{self.state_id}").start()
+
+    # ---- submission -------------------------------------------------------------------------
+    def submit(self, expr: Any) -> None:
+        """Queue an expression (or run it now without a worker thread)."""
+        if self._finished or self._ended:
+            raise RuntimeError("this program has finished; run another program to continue")
+        leaves = as_expr(expr).flatten()
+        for leaf in leaves:
+            if isinstance(leaf, (Gen, Select)) and leaf.name is not None:
+                self._var_events.setdefault(leaf.name, threading.Event()).clear()
+        if self._queue is not None:
+            self._queue.put(leaves)
+        else:
+            self._run(leaves)
+            self._raise_if_failed()
+
+    def end(self) -> None:
+        """No more expressions: let the worker exit and text iterators finish."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._queue is not None:
+            self._queue.put(None)
+        else:
+            self._finish()
+
+    def sync(self) -> None:
+        """Wait until every queued expression ran; raise ``ProgramError`` if one failed."""
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_if_failed()
+
+    def _work(self) -> None:
+        assert self._queue is not None
+        while True:
+            leaves = self._queue.get()
+            try:
+                if leaves is None:
+                    self._finish()
+                    return
+                if self.error_ is None:
+                    self._run(leaves)
+            finally:
+                self._queue.task_done()
+
+    def _run(self, leaves: list[Expr]) -> None:
+        try:
+            for leaf in leaves:
+                self._execute(leaf)
+        except BaseException as exc:  # noqa: BLE001 - kept and re-raised to the program's caller
+            self.error_ = exc
+            for event in self._var_events.values():
+                event.set()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _finish(self) -> None:
+        with self._cond:
+            self._finished = True
+            self._cond.notify_all()
+
+    def _raise_if_failed(self) -> None:
+        if self.error_ is not None:
+            raise ProgramError(f"program failed: {type(self.error_).__name__}: {self.error_}") from self.error_
+
+    # ---- variables --------------------------------------------------------------------------
+    def get_var(self, name: str) -> Any:
+        """The value of ``name``, waiting until it is generated."""
+        event = self._var_events.get(name)
+        if event is not None:
+            event.wait()
+        if name not in self.variables:
+            self._raise_if_failed()
+            raise KeyError(f"program state has no variable {name!r}")
+        return self.variables[name]
+
+    def set_var(self, name: str, value: Any) -> None:
+        self.variables[name] = value
+        self._var_events.setdefault(name, threading.Event()).set()
+
+    # ---- execution of one leaf --------------------------------------------------------------
+    def _execute(self, leaf: Expr) -> None:
+        if isinstance(leaf, Constant):
+            self._append(leaf.value)
+        elif isinstance(leaf, Gen):
+            self._gen(leaf)
+        elif isinstance(leaf, Select):
+            self._select(leaf)
+        elif isinstance(leaf, RoleBegin):
+            self._role_begin(leaf.role)
+        elif isinstance(leaf, RoleEnd):
+            self._role_end(leaf.role)
+        elif isinstance(leaf, VarRef):
+            self._append(str(self.ctx.var_refs[leaf.key]))
+        elif isinstance(leaf, Image):
+            if self.ctx.backend is None:
+                raise ValueError("image() needs a backend")
+            self.ctx.backend.check_image()
+        elif isinstance(leaf, Argument):
+            raise ValueError(f"argument {leaf.name!r} was not given a value")
+        else:
+            raise TypeError(f"unknown expression {leaf!r}")
+
+    def _append(self, text: str, var: Optional[str] = None) -> None:
+        self.text_ += text
+        with self._cond:
+            self._chunks.append((var, text))
+            self._cond.notify_all()
+
+    def _next_op(self) -> tuple[int, int]:
+        key = (self.state_id, self._op_index)
+        self._op_index += 1
+        return key
+
+    def _store(self, name: Optional[str], value: Any, meta: dict[str, Any]) -> None:
+        if name is None:
+            return
+        version = self._versions.get(name, 0)
+        self._versions[name] = version + 1
+        self.ctx.var_refs[f"{self.state_id}.{name}.{version}"] = value
+        self.variables[name] = value
+        self.meta_info[name] = meta
+        self._var_events.setdefault(name, threading.Event()).set()
+
+    def _gen(self, gen: Gen) -> None:
+        key = self._next_op()
+        options = sampling_options(self.ctx.defaults, gen.params)
+        if self.ctx.replay is not None:
+            value, meta = self.ctx.replay[key]
+            self._append(value if isinstance(value, str) else "", gen.name)
+        elif self.ctx.stream and options.get("n", 1) == 1:
+            value, meta = self._gen_streaming(options, gen.name)
+        else:
+            value, meta = drive(gen_protocol(self.text_, options), self._generate)
+            self._append(value if isinstance(value, str) else "", gen.name)
+        self._store(gen.name, value, meta)
+
+    def _gen_streaming(self, options: dict[str, Any], name: Optional[str]) -> tuple[Any, dict[str, Any]]:
+        req = self._with_messages(gen_request(self.text_, options))
+        backend = self._backend()
+        backend.check_request(req)
+        sent = 0
+        last: Optional[dict[str, Any]] = None
+        for last in backend.generate_stream(req):
+            text = last["text"]
+            if len(text) > sent:
+                self._append(text[sent:], name)
+                sent = len(text)
+        if last is None:
+            raise RuntimeError("the backend's stream ended without a response")
+        return gen_value(last)
+
+    def _select(self, sel: Select) -> None:
+        key = self._next_op()
+        if self.ctx.replay is not None:
+            value, meta = self.ctx.replay[key]
+        else:
+            value, meta = self._backend().select(self.text_, sel.choices, sel.method, self._messages_for_request())
+        self._append(value, sel.name)
+        self._store(sel.name, value, meta)
+
+    def _generate(self, req: dict[str, Any]) -> Any:
+        req = self._with_messages(req)
+        backend = self._backend()
+        backend.check_request(req)
+        return backend.generate(req)
+
+    def _with_messages(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.ctx.backend is not None and self.ctx.backend.chat_mode:
+            req = {**req, "messages": self._messages_for_request()}
+        return req
+
+    def _messages_for_request(self) -> list[dict[str, str]]:
+        """Finished turns plus the open one (its content so far), for chat-completion APIs."""
+        msgs = list(self.messages_)
+        if self._role is not None:
+            msgs.append({"role": self._role, "content": self.text_[self._role_start:]})
+        return msgs
+
+    def _backend(self) -> Backend:
+        if self.ctx.backend is None:
+            raise ValueError("no backend: pass backend= or call radixlm.set_default_backend()")
+        return self.ctx.backend
+
+    # ---- roles ------------------------------------------------------------------------------
+    def _role_begin(self, role: str) -> None:
+        if self._role is not None:
+            raise ValueError(f"{role}_begin() inside an open {self._role} turn; end it first")
+        self._append(self.ctx.chat_template.begin_text(role, first_turn=not self._roles_seen))
+        self._roles_seen = True
+        self._role = role
+        self._role_start = len(self.text_)
+
+    def _role_end(self, role: str) -> None:
+        if self._role != role:
+            raise ValueError(f"{role}_end() without a matching {role}_begin()")
+        self.messages_.append({"role": role, "content": self.text_[self._role_start:]})
+        self._append(self.ctx.chat_template.suffix(role))
+        self._role = None
+
+    # ---- fork and join ----------------------------------------------------------------------
+    def fork(self, size: int) -> list["StreamExecutor"]:
+        """Child executors that start from this state's text, messages and variables."""
+        self.sync()
+        if self.ctx.replay is None and self.ctx.backend is not None and self.text_:
+            self.ctx.backend.cache_prefix(self.text_)
+        children = []
+        for _ in range(size):
+            child = StreamExecutor(self.ctx, use_thread=self.ctx.replay is None)
+            child.text_ = self.text_
+            child.messages_ = list(self.messages_)
+            child.variables = dict(self.variables)
+            child.meta_info = dict(self.meta_info)
+            child._role, child._role_start, child._roles_seen = self._role, self._role_start, self._roles_seen
+            child._fork_point = len(self.text_)
+            children.append(child)
+        return children
+
+    def join(self, children: list["StreamExecutor"], mode: str) -> None:
+        """``gather_variable``: new variables of the children become lists here.
+        ``concate_and_append``: the children's text after the fork point is appended in order."""
+        for child in children:
+            child.sync()
+        if mode == "gather_variable":
+            for name in dict.fromkeys(k for c in children for k in c.variables if k not in self.variables):
+                self.set_var(name, [c.variables.get(name) for c in children])
+                self.meta_info[name] = [c.meta_info.get(name) for c in children]
+        elif mode == "concate_and_append":
+            self.submit("".join(c.text_[c._fork_point:] for c in children))
+            self.sync()
+        else:
+            raise ValueError(f"invalid join mode {mode!r}; use gather_variable or concate_and_append")
+        for child in children:
+            child.end()
+
+    # ---- streaming --------------------------------------------------------------------------
+    def iter_chunks(self, var_name: Optional[str] = None):
+        """Yield appended text as it arrives (only ``var_name``'s chunks when given)."""
+        index = 0
+        while True:
+            with self._cond:
+                while index >= len(self._chunks) and not self._finished and self.error_ is None:
+                    self._cond.wait()
+                pending = self._chunks[index:]
+                index = len(self._chunks)
+                done = self._finished or self.error_ is not None
+            for var, chunk in pending:
+                if var_name is None or var == var_name:
+                    yield chunk
+            if done and index >= len(self._chunks):
+                self._raise_if_failed()
+                return

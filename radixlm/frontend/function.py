@@ -1,0 +1,288 @@
+"""``SglFunction``: a program made with ``@function``, and the ways to run it.
+
+``run()`` picks the path itself: a static program (no Python control flow reading generated
+values) is traced, compiled to a request graph and executed whole by the runtime, and its state is
+rebuilt locally from the results; anything else runs in the interpreter. With greedy decoding both
+paths give the same variables.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Optional, Union
+
+from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.compiler import compile_program, replay_table
+from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
+from radixlm.frontend.executor import RunContext, StreamExecutor
+from radixlm.frontend.ir import ExprList
+from radixlm.frontend.program_ir import Extend, Fork, Join, ProgramIR, SetVar
+from radixlm.frontend.state import ProgramState
+from radixlm.frontend.tracer import trace_program
+
+#: Run-level sampling defaults (SGLang's ``run()`` keywords) and their values.
+SAMPLING_DEFAULTS: dict[str, Any] = {
+    "max_new_tokens": 128, "n": 1, "stop": None, "stop_token_ids": None, "temperature": 1.0, "top_p": 1.0,
+    "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "ignore_eos": False,
+    "return_logprob": None, "logprob_start_len": None, "top_logprobs_num": None, "return_text_in_logprobs": None,
+}
+EXECUTION_PATHS = ("auto", "graph", "interpreter")
+
+
+class SglFunction:
+    """A program: ``func(s, *args, **kwargs)`` appends to the state ``s``."""
+
+    def __init__(self, func: Callable[..., Any], num_api_spec_tokens: Optional[int] = None,
+                 bind_arguments: Optional[dict[str, Any]] = None) -> None:
+        self.func = func
+        self.num_api_spec_tokens = num_api_spec_tokens
+        self.bind_arguments = dict(bind_arguments or {})
+        self.arg_names = list(inspect.signature(func).parameters)[1:]
+        functools.update_wrapper(self, func)
+
+    def bind(self, **kwargs: Any) -> "SglFunction":
+        """A copy with some arguments fixed."""
+        unknown = sorted(set(kwargs) - set(self.arg_names))
+        if unknown:
+            raise TypeError(f"{self.func.__name__}() has no argument(s) {', '.join(unknown)}")
+        return SglFunction(self.func, self.num_api_spec_tokens, {**self.bind_arguments, **kwargs})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ProgramState:
+        return self.run(*args, **kwargs)
+
+    # ---- running ----------------------------------------------------------------------------
+    def run(self, *args: Any, max_new_tokens: int = 128, n: int = 1, stop: Union[str, list[str], None] = None,
+            stop_token_ids: Optional[list[int]] = None, temperature: float = 1.0, top_p: float = 1.0,
+            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
+            ignore_eos: bool = False, return_logprob: Optional[bool] = None,
+            logprob_start_len: Optional[int] = None, top_logprobs_num: Optional[int] = None,
+            return_text_in_logprobs: Optional[bool] = None, stream: bool = False, backend: Optional[Backend] = None,
+            use_thread: bool = True, execution: str = "auto", **kwargs: Any) -> ProgramState:
+        """Run the program once and return its state (raises ``ProgramError`` if a generation
+        failed). ``stream=True`` returns at once; read ``state.text_iter()``. ``execution``:
+        ``auto`` (default), ``graph`` (compiled, or raise) or ``interpreter``."""
+        defaults = _defaults(locals())
+        return self._run_one(args, kwargs, defaults, _backend(backend), stream, use_thread, execution)
+
+    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
+                  num_threads: Union[str, int] = "auto", progress_bar: bool = False, generator_style: bool = False,
+                  execution: str = "auto", **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
+        """Run the program on each argument dict; states come back in input order. The traced
+        shared prefix of the batch is prefilled once first. ``num_threads="auto"`` uses up to 64
+        workers (not one thread per program); ``progress_bar`` shows a tqdm bar. If programs fail,
+        raises ``ProgramError`` for the first failure after all have finished."""
+        defaults = _defaults(sampling_defaults, strict=True)
+        be = _backend(backend)
+        items = [_as_call(b) for b in batch_kwargs]
+        if not items:
+            return iter([]) if generator_style else []
+        self._warm_cache(items, be)
+        workers = min(len(items), 64) if num_threads == "auto" else max(1, int(num_threads))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radixlm-batch")
+        futures = [pool.submit(self._run_one, a, k, defaults, be, False, False, execution) for a, k in items]
+        pool.shutdown(wait=False)
+        if generator_style:
+            return (f.result() for f in futures)
+        bar = _progress(len(items)) if progress_bar else None
+        lock = threading.Lock()
+        if bar is not None:
+            for f in futures:
+                f.add_done_callback(lambda _f: _tick(bar, lock))
+        errors = [(i, f.exception()) for i, f in enumerate(futures) if f.exception() is not None]
+        if bar is not None:
+            bar.close()
+        if errors:
+            i, exc = errors[0]
+            raise ProgramError(f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
+        return [f.result() for f in futures]
+
+    async def arun(self, *args: Any, backend: Optional[Backend] = None, execution: str = "auto",
+                   **kwargs: Any) -> ProgramState:
+        """``run`` on asyncio. Static programs await the runtime directly; dynamic ones run the
+        interpreter in a worker thread."""
+        defaults, kwargs = _split_defaults(kwargs)
+        be = _backend(backend)
+        call_kwargs = {**self.bind_arguments, **kwargs}
+        if execution != "interpreter" and be.supports_graphs:
+            ir = trace_program(self.func, args, call_kwargs, placeholders=False)
+            graph = self._compile_or_none(ir, be, defaults, execution)
+            if graph is not None:
+                try:
+                    result = await be.arun_graph(graph)
+                except Exception as exc:
+                    raise _graph_error(exc) from exc
+                if result is not None:
+                    return _replay(ir, graph, result, be, defaults)
+                if execution == "graph":
+                    raise UnsupportedFeatureError(be.name, "request graphs")
+        return await asyncio.to_thread(self._run_one, args, kwargs, defaults, be, False, True, "interpreter")
+
+    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
+                         max_concurrency: int = 64, execution: str = "auto",
+                         **sampling_defaults: Any) -> list[ProgramState]:
+        """``run_batch`` on asyncio; raises ``ProgramError`` for the first failure."""
+        be = _backend(backend)
+        items = [_as_call(b) for b in batch_kwargs]
+        if items:
+            await asyncio.to_thread(self._warm_cache, items, be)
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(args: tuple, kwargs: dict[str, Any]) -> ProgramState:
+            async with gate:
+                return await self.arun(*args, backend=be, execution=execution, **kwargs, **sampling_defaults)
+
+        results = await asyncio.gather(*(one(a, k) for a, k in items), return_exceptions=True)
+        for i, r in enumerate(results):
+            if isinstance(r, BaseException):
+                raise ProgramError(f"program #{i} of {len(items)} failed: {r}") from r
+        return list(results)
+
+    # ---- tracing and compiling --------------------------------------------------------------
+    def trace(self, *args: Any, **kwargs: Any) -> ProgramIR:
+        """The program's IR; arguments not given become placeholders (``print()`` it, or
+        ``to_dot()``). ``ir.is_static`` tells whether it compiles to a request graph."""
+        return trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=True)
+
+    def compile(self, *args: Any, backend: Optional[Backend] = None, **kwargs: Any) -> dict[str, Any]:
+        """The request graph for these arguments (JSON-serializable; see
+        ``radixlm.runtime.program_executor``). Raises ``DynamicProgramError`` for a dynamic program."""
+        defaults, kwargs = _split_defaults(kwargs)
+        ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=False)
+        return compile_program(ir, _backend(backend).chat_template, defaults)
+
+    # ---- internals --------------------------------------------------------------------------
+    def _run_one(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
+                 stream: bool, use_thread: bool, execution: str) -> ProgramState:
+        if execution not in EXECUTION_PATHS:
+            raise ValueError(f"execution must be one of {', '.join(EXECUTION_PATHS)}, not {execution!r}")
+        call_kwargs = {**self.bind_arguments, **kwargs}
+        if execution != "interpreter" and not stream and backend.supports_graphs:
+            ir = trace_program(self.func, args, call_kwargs, placeholders=False)
+            graph = self._compile_or_none(ir, backend, defaults, execution)
+            if graph is not None:
+                try:
+                    result = backend.run_graph(graph)
+                except Exception as exc:
+                    raise _graph_error(exc) from exc
+                if result is not None:
+                    return _replay(ir, graph, result, backend, defaults)
+                if execution == "graph":
+                    raise UnsupportedFeatureError(backend.name, "request graphs")
+        elif execution == "graph":
+            raise UnsupportedFeatureError(backend.name, "request graphs" + (" with stream=True" if stream else ""))
+        return self._interpret(args, call_kwargs, defaults, backend, stream, use_thread)
+
+    def _compile_or_none(self, ir: ProgramIR, backend: Backend, defaults: dict[str, Any],
+                         execution: str) -> Optional[dict[str, Any]]:
+        try:
+            return compile_program(ir, backend.chat_template, defaults)
+        except DynamicProgramError:
+            if execution == "graph":
+                raise
+            return None
+
+    def _interpret(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
+                   stream: bool, use_thread: bool) -> ProgramState:
+        ctx = RunContext(backend, defaults, backend.chat_template, stream=stream)
+        state = ProgramState(StreamExecutor(ctx, use_thread=use_thread or stream))
+        if stream:
+            threading.Thread(target=self._body_then_end, args=(state, ctx, args, kwargs), daemon=True,
+                             name="radixlm-program").start()
+            return state
+        try:
+            state.ret_value = self.func(state, *args, **kwargs)
+            state.sync()
+        finally:
+            ctx.end_all()
+        return state
+
+    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple, kwargs: dict[str, Any]) -> None:
+        try:
+            state.ret_value = self.func(state, *args, **kwargs)
+            state.executor.sync()
+        except BaseException as exc:  # noqa: BLE001 - surfaces from text_iter()/sync()
+            if state.executor.error_ is None:
+                state.executor.error_ = exc
+        finally:
+            ctx.end_all()
+
+    def _warm_cache(self, items: list[tuple[tuple, dict[str, Any]]], backend: Backend) -> None:
+        """Prefill the text every program of the batch starts with, once."""
+        if len(items) < 2:
+            return
+        template = backend.chat_template
+        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False).leading_text(template)
+                 for a, k in items]
+        shared = os.path.commonprefix(texts)
+        if len(shared) >= 8:
+            backend.cache_prefix(shared)
+
+
+def _replay(ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backend: Backend,
+            defaults: dict[str, Any]) -> ProgramState:
+    """Rebuild the program's state (text, messages, variables, forks) from a graph's results."""
+    ctx = RunContext(backend, defaults, backend.chat_template, replay=replay_table(graph, result))
+    root = ProgramState(StreamExecutor(ctx, use_thread=False))
+    states: dict[int, StreamExecutor] = {0: root.executor}
+    for st in ir.statements:
+        if isinstance(st, Extend):
+            states[st.state].submit(ExprList(st.items))
+        elif isinstance(st, Fork):
+            for child_id, child in zip(st.children, states[st.state].fork(len(st.children))):
+                states[child_id] = child
+        elif isinstance(st, Join):
+            states[st.state].join([states[c] for c in st.children], st.mode)
+        elif isinstance(st, SetVar):
+            states[st.state].set_var(st.name, st.value)
+    ctx.end_all()
+    root.execution_path = "graph"
+    return root
+
+
+def _graph_error(exc: Exception) -> ProgramError:
+    return ProgramError(f"program failed: {type(exc).__name__}: {exc}")
+
+
+def _defaults(values: dict[str, Any], strict: bool = False) -> dict[str, Any]:
+    """The run-level sampling defaults among ``values`` (unknown names raise with ``strict``)."""
+    if strict:
+        unknown = sorted(set(values) - set(SAMPLING_DEFAULTS))
+        if unknown:
+            raise TypeError(f"unknown sampling default(s): {', '.join(unknown)}")
+    merged = {k: values.get(k, v) for k, v in SAMPLING_DEFAULTS.items()}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def _split_defaults(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    sampling = {k: v for k, v in kwargs.items() if k in SAMPLING_DEFAULTS}
+    rest = {k: v for k, v in kwargs.items() if k not in SAMPLING_DEFAULTS}
+    return _defaults(sampling), rest
+
+
+def _as_call(item: Union[dict[str, Any], tuple, list]) -> tuple[tuple, dict[str, Any]]:
+    if isinstance(item, dict):
+        return (), dict(item)
+    if isinstance(item, (tuple, list)):
+        return tuple(item), {}
+    raise TypeError(f"run_batch takes argument dicts (or tuples), not {type(item).__name__}")
+
+
+def _backend(backend: Optional[Any]) -> Backend:
+    from radixlm.frontend.api import as_backend, get_default_backend
+
+    return as_backend(backend) if backend is not None else get_default_backend()
+
+
+def _progress(total: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="programs")
+
+
+def _tick(bar: Any, lock: threading.Lock) -> None:
+    with lock:
+        bar.update(1)

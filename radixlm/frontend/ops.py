@@ -1,0 +1,164 @@
+"""What ``gen`` and ``select`` send to a runtime and how they read the answers, free of IO.
+
+The interpreter (synchronous, threads) and the request-graph executor (asyncio, next to the
+runtime) both run these same protocols, so both paths produce identical variables. A protocol is a
+generator that yields /generate-style request dicts and receives their responses; ``drive`` and
+``adrive`` run one against a synchronous or asynchronous ``generate`` callable.
+
+Request dicts follow the native ``/generate`` API: ``text`` (a string or a list for a batch),
+``sampling_params``, ``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``,
+``return_text_in_logprobs``. Responses are ``{"text", "output_ids", "meta_info"}`` (a list for a
+batch or ``n > 1``); logprob entries are ``[logprob, token_id, text-or-None]``.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Generator, Optional
+
+from radixlm.frontend.choices import METHODS
+from radixlm.frontend.ir import LOGPROB_KEYS, SAMPLING_KEYS
+
+Request = dict[str, Any]
+Protocol = Generator[Request, Any, tuple[Any, dict[str, Any]]]
+
+# Tokens before the prefix's end that are re-scored in select: a choice can merge with the last
+# few characters of the prefix into one token (for example "...answer:" + "yes" -> ":yes").
+BOUNDARY_SLACK = 4
+
+_SGL_TO_RUNTIME = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}
+
+
+def sampling_options(defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Merge run-level defaults and a gen's own options (the gen's win) into request options."""
+    merged = {**defaults}
+    for key, val in params.items():
+        if val is not None:
+            merged[_SGL_TO_RUNTIME.get(key, key)] = val
+    return merged
+
+
+def gen_request(prefix: str, options: dict[str, Any]) -> Request:
+    """The /generate request of one ``gen`` continuing ``prefix``."""
+    sampling = {k: v for k, v in options.items() if k in SAMPLING_KEYS and v is not None}
+    if isinstance(sampling.get("dtype"), type):
+        sampling["dtype"] = sampling["dtype"].__name__
+    if sampling.get("stop") == []:
+        del sampling["stop"]
+    if sampling.get("stop_token_ids") == []:
+        del sampling["stop_token_ids"]
+    req: Request = {"text": prefix, "sampling_params": sampling}
+    for key in LOGPROB_KEYS:
+        if options.get(key) is not None:
+            req[key] = options[key]
+    return req
+
+
+def gen_protocol(prefix: str, options: dict[str, Any]) -> Protocol:
+    """Generate once; the value is the text (a list of texts when ``n > 1``)."""
+    resp = yield gen_request(prefix, options)
+    return gen_value(resp)
+
+
+def gen_value(resp: Any) -> tuple[Any, dict[str, Any]]:
+    """``(value, meta_info)`` of a /generate response (lists when it holds several samples)."""
+    if isinstance(resp, list):
+        if len(resp) == 1:
+            return resp[0]["text"], resp[0].get("meta_info", {})
+        return [r["text"] for r in resp], {"samples": [r.get("meta_info", {}) for r in resp]}
+    return resp["text"], resp.get("meta_info", {})
+
+
+def select_protocol(prefix: str, choices: list[str], method: str) -> Protocol:
+    """Score every choice as a continuation of ``prefix`` in one batched prefill-only request.
+
+    1. Prefill ``prefix`` alone (max_new_tokens 0): its token count ``P``; this also puts the
+       prefix in the radix cache so every choice below shares its KV.
+    2. One batch: ``prefix`` and ``prefix + choice`` for each choice, input logprobs from
+       ``P - BOUNDARY_SLACK``. A choice's tokens are those after the longest run of token ids it
+       shares with the prefix's own tokenization, so the first token of a choice is scored exactly
+       as the model tokenizes the joined text (a choice with or without a leading space, or one
+       that merges with the prefix's last characters).
+    3. For ``unconditional_likelihood_normalized``: the choices alone, to normalize by.
+    """
+    if not choices:
+        raise ValueError("select needs at least one choice")
+    decide = METHODS[method]
+    first = yield {"text": prefix, "sampling_params": {"max_new_tokens": 0}}
+    prompt_tokens = _single(first)["meta_info"]["prompt_tokens"]
+    start = max(prompt_tokens - BOUNDARY_SLACK, 0)
+    batch = yield {
+        "text": [prefix] + [prefix + c for c in choices],
+        "sampling_params": {"max_new_tokens": 0},
+        "return_logprob": True,
+        "logprob_start_len": start,
+        "return_text_in_logprobs": True,
+    }
+    entries = [r["meta_info"]["input_token_logprobs"] for r in batch]
+    prefix_ids = [e[1] for e in entries[0]]
+    choice_entries = [_after_common_prefix(prefix_ids, e) for e in entries[1:]]
+    cond = [[_lp(e) for e in es] for es in choice_entries]
+    uncond: Optional[list[list[float]]] = None
+    uncond_entries = None
+    if decide.requires_unconditional_logprobs:
+        alone = yield {
+            "text": list(choices),
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+            "return_text_in_logprobs": True,
+        }
+        uncond_entries = [r["meta_info"]["input_token_logprobs"] for r in alone]
+        uncond = [_align([_lp(e) for e in es], len(c)) for es, c in zip(uncond_entries, cond)]
+    index, scores = decide.decide(cond, uncond)
+    meta = {
+        "choices": list(choices),
+        "normalized_prompt_logprobs": scores,
+        "input_token_logprobs": choice_entries,
+        "unconditional_token_logprobs": uncond_entries,
+        "prefix_tokens": prompt_tokens,
+    }
+    return choices[index], meta
+
+
+def _single(resp: Any) -> dict[str, Any]:
+    return resp[0] if isinstance(resp, list) else resp
+
+
+def _lp(entry: list[Any]) -> float:
+    # NOTE: position 0 of a sequence has no logprob (None): nothing precedes it.
+    return 0.0 if entry[0] is None else float(entry[0])
+
+
+def _after_common_prefix(prefix_ids: list[int], entries: list[list[Any]]) -> list[list[Any]]:
+    k = 0
+    while k < len(prefix_ids) and k < len(entries) and entries[k][1] == prefix_ids[k]:
+        k += 1
+    if k == len(entries):  # an empty choice: nothing to score
+        return []
+    return entries[k:]
+
+
+def _align(uncond: list[float], n: int) -> list[float]:
+    """Right-align the unconditional logprobs with the ``n`` conditional ones (0 where missing)."""
+    if len(uncond) >= n:
+        return uncond[len(uncond) - n:]
+    return [0.0] * (n - len(uncond)) + uncond
+
+
+def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> tuple[Any, dict[str, Any]]:
+    """Run a protocol against a synchronous ``generate``."""
+    try:
+        req = next(protocol)
+        while True:
+            req = protocol.send(generate(req))
+    except StopIteration as done:
+        return done.value
+
+
+async def adrive(protocol: Protocol, generate: Callable[[Request], Awaitable[Any]]) -> tuple[Any, dict[str, Any]]:
+    """Run a protocol against an asynchronous ``generate``."""
+    try:
+        req = next(protocol)
+        while True:
+            req = protocol.send(await generate(req))
+    except StopIteration as done:
+        return done.value

@@ -1,0 +1,159 @@
+"""``ProgramState``: what a program function receives as ``s`` and what ``run()`` returns."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence, Union
+
+from radixlm.frontend.executor import StreamExecutor
+from radixlm.frontend.ir import Expr, ExprLike, RoleBegin, RoleEnd, role
+
+
+class ProgramState:
+    """The text, messages and variables of one running program (or one fork of it).
+
+    ``s += expr`` appends (returns at once); ``s["x"]`` waits for variable ``x``; ``text()`` and
+    ``messages()`` wait for everything queued. A failed generation raises ``ProgramError`` (its
+    ``__cause__`` is the original error) from ``s[...]``, ``sync()``, ``text()`` and ``run()``.
+    """
+
+    def __init__(self, executor: StreamExecutor) -> None:
+        self.executor = executor
+        #: What the program function returned (``None`` for most programs).
+        self.ret_value: Any = None
+        #: ``"graph"`` when the program ran as a compiled request graph, else ``"interpreter"``.
+        self.execution_path = "interpreter"
+
+    # ---- appending and variables ------------------------------------------------------------
+    def __iadd__(self, other: ExprLike) -> "ProgramState":
+        self.executor.submit(other)
+        return self
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get_var(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.set_var(name, value)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.executor.variables
+
+    def get_var(self, name: str) -> Any:
+        """The variable's value, waiting until it is generated."""
+        return self.executor.get_var(name)
+
+    def set_var(self, name: str, value: Any) -> None:
+        self.executor.set_var(name, value)
+
+    def get_meta_info(self, name: str) -> Any:
+        """The runtime's meta_info of the request that produced ``name`` (token counts, logprobs...)."""
+        self.executor.get_var(name)
+        return self.executor.meta_info.get(name)
+
+    # ---- whole state ------------------------------------------------------------------------
+    def sync(self) -> "ProgramState":
+        """Wait for every queued expression; raise if one failed."""
+        self.executor.sync()
+        return self
+
+    def text(self) -> str:
+        self.sync()
+        return self.executor.text_
+
+    def messages(self) -> list[dict[str, str]]:
+        """The finished role turns as ``[{"role", "content"}]``."""
+        self.sync()
+        return list(self.executor.messages_)
+
+    def error(self) -> Optional[BaseException]:
+        """The exception that stopped this state, if any (without raising it)."""
+        return self.executor.error_
+
+    # ---- roles ------------------------------------------------------------------------------
+    def system(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("system", expr)
+
+    def user(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("user", expr)
+
+    def assistant(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("assistant", expr)
+
+    def _role(self, name: str, expr: Optional[ExprLike]) -> Any:
+        """With ``expr``: append a whole turn. Without: a context manager around the turn."""
+        if expr is not None:
+            self.executor.submit(role(name, expr))
+            return None
+        return self._role_block(name)
+
+    @contextlib.contextmanager
+    def _role_block(self, name: str) -> Iterator[None]:
+        self.executor.submit(RoleBegin(name))
+        yield
+        self.executor.submit(RoleEnd(name))
+
+    # ---- fork -------------------------------------------------------------------------------
+    def fork(self, size: int = 1) -> "ProgramStateGroup":
+        """``size`` states continuing from this one; they share its prefix (and its KV cache)."""
+        children = [ProgramState(e) for e in self.executor.fork(int(size))]
+        return ProgramStateGroup(children, self)
+
+    # ---- streaming --------------------------------------------------------------------------
+    def text_iter(self, var_name: Optional[str] = None) -> Iterator[str]:
+        """Yield text as it is appended (with ``run(stream=True)``, token by token); with
+        ``var_name`` only that variable's chunks. The chunks concatenate to the final text."""
+        return self.executor.iter_chunks(var_name)
+
+    async def text_async_iter(self, var_name: Optional[str] = None) -> AsyncIterator[str]:
+        """``text_iter`` for asyncio code."""
+        it = self.executor.iter_chunks(var_name)
+        done = object()
+        while True:
+            chunk = await asyncio.to_thread(next, it, done)
+            if chunk is done:
+                return
+            yield chunk
+
+    def __repr__(self) -> str:
+        return f"ProgramState({self.executor.text_!r})"
+
+
+class ProgramStateGroup:
+    """The states made by ``fork``; ``join()`` merges their variables back into the parent."""
+
+    def __init__(self, states: list[ProgramState], parent: ProgramState) -> None:
+        self.states = states
+        self.parent = parent
+
+    def __getitem__(self, i: int) -> ProgramState:
+        return self.states[i]
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __iter__(self) -> Iterator[ProgramState]:
+        return iter(self.states)
+
+    def __setitem__(self, i: int, value: ProgramState) -> None:
+        if self.states[i] is not value:
+            raise ValueError("cannot replace a forked state")
+
+    def __iadd__(self, other: Union[ExprLike, Sequence[ExprLike], Callable[[int], ExprLike]]) -> "ProgramStateGroup":
+        """Append to every fork: the same expression, one per fork from a list, or ``f(i)``."""
+        if callable(other) and not isinstance(other, Expr):
+            for i, s in enumerate(self.states):
+                s += other(i)
+        elif isinstance(other, (list, tuple)):
+            if len(other) != len(self.states):
+                raise ValueError(f"{len(other)} expressions for {len(self.states)} forks")
+            for s, expr in zip(self.states, other):
+                s += expr
+        else:
+            for s in self.states:
+                s += other
+        return self
+
+    def join(self, mode: str = "gather_variable") -> None:
+        """Wait for the forks. ``gather_variable`` (default): each variable the forks generated
+        becomes a list in the parent; ``concate_and_append``: their texts are appended to it."""
+        self.parent.executor.join([s.executor for s in self.states], mode)

@@ -1,0 +1,243 @@
+"""The tracer: runs a program function on stand-in states and records its statements as IR.
+
+Generated values are ``TracedValue`` placeholders. They may flow into text (``s += x``, ``"a" + x``,
+f-strings, ``str(x)``), which the IR records as variable reads; anything that would need the actual
+value (comparisons, ``bool``, ``len``, ``int``, string methods, ``s.text()``) raises
+``DynamicProgramError``: the program's control flow depends on generated values and it must run in
+the interpreter.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Iterator, Optional
+
+from radixlm.frontend.errors import DynamicProgramError
+from radixlm.frontend.ir import (Argument, Expr, ExprLike, ExprList, Gen, RoleBegin, RoleEnd, Select, VarRef,
+                                 as_expr, role, sentinel)
+from radixlm.frontend.program_ir import Extend, Fork, Join, ProgramIR, SetVar
+
+
+class _Placeholder:
+    """Stands for a value unknown while tracing; usable only as text."""
+
+    def __init__(self, kind: str, key: str) -> None:
+        self._kind = kind
+        self._key = key
+
+    def __sgl_expr__(self) -> Expr:
+        return Argument(self._key) if self._kind == "arg" else VarRef(self._key)
+
+    def __str__(self) -> str:
+        return sentinel(self._kind, self._key)
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            self._dynamic(f"format spec {spec!r}")
+        return str(self)
+
+    def __add__(self, other: Any) -> ExprList:
+        return ExprList([self.__sgl_expr__(), as_expr(other)])
+
+    def __radd__(self, other: Any) -> ExprList:
+        return ExprList([as_expr(other), self.__sgl_expr__()])
+
+    def __repr__(self) -> str:
+        return f"<traced {self._kind} {self._key}>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def _dynamic(self, what: str) -> Any:
+        raise DynamicProgramError(f"{what} reads the value of {self._kind} {self._key!r}")
+
+    def __eq__(self, other: Any) -> bool:
+        return self._dynamic("==")
+
+    def __ne__(self, other: Any) -> bool:
+        return self._dynamic("!=")
+
+    def __lt__(self, other: Any) -> bool:
+        return self._dynamic("<")
+
+    def __gt__(self, other: Any) -> bool:
+        return self._dynamic(">")
+
+    def __bool__(self) -> bool:
+        return self._dynamic("a truth test")
+
+    def __len__(self) -> int:
+        return self._dynamic("len()")
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._dynamic("iteration")
+
+    def __contains__(self, item: Any) -> bool:
+        return self._dynamic("'in'")
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._dynamic("indexing")
+
+    def __int__(self) -> int:
+        return self._dynamic("int()")
+
+    def __float__(self) -> float:
+        return self._dynamic("float()")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._dynamic(f".{name}")
+
+
+class TracerState:
+    """Mimics ``ProgramState`` and records what the program does with it."""
+
+    def __init__(self, ir: ProgramIR, counter: list[int]) -> None:
+        self._ir = ir
+        self._counter = counter
+        self.state_id = counter[0]
+        counter[0] += 1
+        self._vars: dict[str, Any] = {}
+        self._versions: dict[str, int] = {}
+
+    def __iadd__(self, other: ExprLike) -> "TracerState":
+        self._extend(as_expr(other))
+        return self
+
+    def _extend(self, expr: Expr) -> None:
+        leaves = expr.flatten()
+        for leaf in leaves:
+            if isinstance(leaf, (Gen, Select)) and leaf.name is not None:
+                version = self._versions.get(leaf.name, 0)
+                self._versions[leaf.name] = version + 1
+                self._vars[leaf.name] = _Placeholder("var", f"{self.state_id}.{leaf.name}.{version}")
+        self._ir.statements.append(Extend(self.state_id, leaves))
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get_var(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.set_var(name, value)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._vars
+
+    def get_var(self, name: str) -> Any:
+        if name not in self._vars:
+            raise KeyError(f"program state has no variable {name!r}")
+        return self._vars[name]
+
+    def set_var(self, name: str, value: Any) -> None:
+        self._vars[name] = value
+        self._ir.statements.append(SetVar(self.state_id, name, value))
+
+    def _dynamic(self, what: str) -> Any:
+        raise DynamicProgramError(f"the program calls {what} while it runs")
+
+    def text(self) -> str:
+        return self._dynamic("s.text()")
+
+    def messages(self) -> list:
+        return self._dynamic("s.messages()")
+
+    def get_meta_info(self, name: str) -> Any:
+        return self._dynamic("s.get_meta_info()")
+
+    def text_iter(self, var_name: Optional[str] = None) -> Any:
+        return self._dynamic("s.text_iter()")
+
+    def sync(self) -> "TracerState":
+        return self
+
+    def error(self) -> None:
+        return None
+
+    def system(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("system", expr)
+
+    def user(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("user", expr)
+
+    def assistant(self, expr: Optional[ExprLike] = None) -> Any:
+        return self._role("assistant", expr)
+
+    def _role(self, name: str, expr: Optional[ExprLike]) -> Any:
+        if expr is not None:
+            self._extend(role(name, expr))
+            return None
+        return self._role_block(name)
+
+    @contextlib.contextmanager
+    def _role_block(self, name: str) -> Iterator[None]:
+        self._extend(RoleBegin(name))
+        yield
+        self._extend(RoleEnd(name))
+
+    def fork(self, size: int = 1) -> "TracerStateGroup":
+        children = [TracerState(self._ir, self._counter) for _ in range(int(size))]
+        for child in children:
+            child._vars = dict(self._vars)
+        self._ir.statements.append(Fork(self.state_id, [c.state_id for c in children]))
+        return TracerStateGroup(children, self)
+
+
+class TracerStateGroup:
+    """Mimics ``ProgramStateGroup``."""
+
+    def __init__(self, states: list[TracerState], parent: TracerState) -> None:
+        self.states = states
+        self.parent = parent
+
+    def __getitem__(self, i: int) -> TracerState:
+        return self.states[i]
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __iter__(self) -> Iterator[TracerState]:
+        return iter(self.states)
+
+    def __setitem__(self, i: int, value: TracerState) -> None:
+        if self.states[i] is not value:
+            raise ValueError("cannot replace a forked state")
+
+    def __iadd__(self, other: Any) -> "TracerStateGroup":
+        if callable(other) and not isinstance(other, Expr):
+            for i, s in enumerate(self.states):
+                s += other(i)
+        elif isinstance(other, (list, tuple)):
+            for s, expr in zip(self.states, other, strict=True):
+                s += expr
+        else:
+            for s in self.states:
+                s += other
+        return self
+
+    def join(self, mode: str = "gather_variable") -> None:
+        if mode == "gather_variable":
+            parent_vars = self.parent._vars
+            for name in dict.fromkeys(k for c in self.states for k in c._vars if k not in parent_vars):
+                parent_vars[name] = [c._vars.get(name) for c in self.states]
+        self.parent._ir.statements.append(Join(self.parent.state_id, [c.state_id for c in self.states], mode))
+
+
+def trace_program(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any], placeholders: bool) -> ProgramIR:
+    """Trace ``func(s, *args, **kwargs)``. With ``placeholders``, parameters not given become
+    argument placeholders. Never raises for the program's own errors: they mark the IR dynamic."""
+    ir = ProgramIR(name=getattr(func, "__name__", "program"))
+    params = list(inspect.signature(func).parameters.values())[1:]
+    if placeholders:
+        given = {p.name for p in params[: len(args)]} | set(kwargs)
+        missing = [p.name for p in params if p.name not in given and p.default is inspect.Parameter.empty]
+        kwargs = {**{name: _Placeholder("arg", name) for name in missing}, **kwargs}
+    state = TracerState(ir, [0])
+    try:
+        ret = func(state, *args, **kwargs)
+        if ret is not None:
+            ir.dynamic_reason = "the program returns a value"
+    except DynamicProgramError as exc:
+        ir.dynamic_reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - the interpreter reruns the program and raises it for real
+        ir.dynamic_reason = f"tracing raised {type(exc).__name__}: {exc}"
+    return ir

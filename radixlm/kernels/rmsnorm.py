@@ -1,0 +1,68 @@
+"""RMSNorm, alone or fused with the residual add that precedes it in a transformer block.
+
+Semantics follow Hugging Face's ``LlamaRMSNorm``: normalise in fp32, round to the input dtype,
+then multiply by the weight (in the input dtype). ``x``/``residual``: ``[T, hidden]``.
+"""
+from __future__ import annotations
+
+import torch
+
+from radixlm.kernels._launch import next_power_of_2
+
+
+def rmsnorm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Exact reference: ``weight * (x / sqrt(mean(x^2) + eps))`` with the HF rounding points."""
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * (xf * rstd).to(x.dtype)
+
+
+def fused_add_rmsnorm_torch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact reference: ``h = x + residual``; returns ``(rmsnorm(h), h)``."""
+    h = x + residual
+    return rmsnorm_torch(h, weight, eps), h
+
+
+def _rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    from radixlm.kernels._triton import rmsnorm as kernels
+
+    x = x.contiguous()
+    hidden = int(x.shape[-1])
+    x2 = x.view(-1, hidden)
+    out = torch.empty_like(x2, dtype=torch.promote_types(x.dtype, weight.dtype))
+    res_in = residual.contiguous().view(-1, hidden) if residual is not None else x2
+    res_out = torch.empty_like(x2) if residual is not None else x2
+    if x2.shape[0]:
+        kernels.rmsnorm_kernel[(x2.shape[0],)](
+            x2, res_in, res_out, weight, out, eps, hidden,
+            x2.stride(0), res_in.stride(0), res_out.stride(0), out.stride(0),
+            HAS_RESIDUAL=residual is not None, BLOCK=next_power_of_2(hidden),
+        )
+    return out.view(x.shape), res_out.view(x.shape) if residual is not None else None
+
+
+def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Triton version of :func:`rmsnorm_torch`: one program per token row."""
+    return _rmsnorm_triton(x, None, weight, eps)[0]
+
+
+def fused_add_rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`fused_add_rmsnorm_torch`: the add and the norm in one pass."""
+    out, h = _rmsnorm_triton(x, residual, weight, eps)
+    assert h is not None
+    return out, h
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
+    return (rmsnorm_triton if x.is_cuda else rmsnorm_torch)(x, weight, eps)
+
+
+def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
+    fn = fused_add_rmsnorm_triton if x.is_cuda else fused_add_rmsnorm_torch
+    return fn(x, residual, weight, eps)

@@ -1,0 +1,77 @@
+"""Rotary position embedding in the "rotate half" layout of Hugging Face Llama.
+
+``cos_sin_cache``: ``[max_positions, head_dim]`` fp32, cosines in the first half of each row and
+sines in the second. The rotation is computed in fp32 and rounded once to the input dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+from radixlm.kernels._launch import next_power_of_2
+
+
+def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
+    """The default (unscaled) inverse frequencies ``base^(-2i/head_dim)``, fp32 ``[head_dim/2]``."""
+    return 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+
+
+def build_cos_sin_cache(inv_freq: torch.Tensor, max_positions: int,
+                        device: str | torch.device = "cpu") -> torch.Tensor:
+    """``[max_positions, 2 * len(inv_freq)]``: ``cos(p * f)`` then ``sin(p * f)`` per position.
+
+    Pass scaled frequencies (e.g. Llama 3 rope scaling) as ``inv_freq`` to use them.
+    """
+    pos = torch.arange(max_positions, dtype=torch.float32)
+    freqs = torch.outer(pos, inv_freq.float().cpu())
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(device)
+
+
+def _rotate_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def apply_rotary_torch(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                       cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact reference. ``q``: ``[T, Hq, D]``, ``k``: ``[T, Hkv, D]``, ``positions``: ``[T]``.
+
+    Returns new rotated ``(q, k)``.
+    """
+    half = q.shape[-1] // 2
+    cs = cos_sin_cache[positions].float()[:, None, :]  # [T, 1, D]
+    cos, sin = cs[..., :half], cs[..., half:]
+    return _rotate_torch(q, cos, sin), _rotate_torch(k, cos, sin)
+
+
+def _rotate_triton(x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+    from radixlm.kernels._triton import rotary as kernels
+
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.shape[0] and x.shape[1]:
+        half = x.shape[-1] // 2
+        kernels.rotary_kernel[(x.shape[0], x.shape[1])](
+            x, out, positions, cache, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+            cache.stride(0), HALF=half, BLOCK=next_power_of_2(half),
+        )
+    return out
+
+
+def apply_rotary_triton(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                        cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton version of :func:`apply_rotary_torch`: one program per ``(token, head)``.
+
+    ``q``/``k`` may be strided views (e.g. slices of a fused qkv projection) with a unit stride
+    along ``head_dim``.
+    """
+    assert q.stride(-1) == 1 and k.stride(-1) == 1, "head_dim must be contiguous"
+    cache = cos_sin_cache.contiguous()
+    return _rotate_triton(q, positions, cache), _rotate_triton(k, positions, cache)
+
+
+def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                 cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
+    fn = apply_rotary_triton if q.is_cuda else apply_rotary_torch
+    return fn(q, k, positions, cos_sin_cache)

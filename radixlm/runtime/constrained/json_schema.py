@@ -1,0 +1,107 @@
+"""JSON schema -> regex, on top of ``outlines_core.json_schema.build_regex_from_schema``.
+
+Two additions to outlines-core:
+
+- numeric bounds: outlines-core ignores ``minimum``/``maximum``; bounded ``integer``/``number``
+  subschemas are swapped for a placeholder before the conversion and the placeholder for a range regex
+  after it (non-integral bounds of a ``number`` are tightened to integers, so output stays valid);
+- whitespace: a BOUNDED pattern by default, so a model can never loop on whitespace between tokens.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Optional
+
+from outlines_core.json_schema import build_regex_from_schema
+
+from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
+
+DEFAULT_WHITESPACE = r"[ ]?"
+FREE_WHITESPACE = r"[\n\t\r ]*"
+JSON_OBJECT_DEPTH = 2
+
+_STRING = r'"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])*"'
+_NUMBER = r"(-)?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+_DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
+_PLACEHOLDER = "RADIXLMNUMERICRANGE{}"
+
+
+def resolve_whitespace_pattern(flag: Optional[str]) -> str:
+    """Server flag -> regex: None is the bounded default, ``"free"`` any whitespace, else the regex itself."""
+    if flag is None:
+        return DEFAULT_WHITESPACE
+    if flag == "free":
+        return FREE_WHITESPACE
+    return flag
+
+
+def _bounds(node: dict[str, Any]) -> tuple[Optional[int], Optional[int]]:
+    """Integral ``[lo, hi]`` inside the node's bounds (None = unbounded)."""
+    lo = hi = None
+    if isinstance(node.get("minimum"), (int, float)):
+        lo = math.ceil(node["minimum"])
+    if isinstance(node.get("exclusiveMinimum"), (int, float)) and not isinstance(node["exclusiveMinimum"], bool):
+        lo = max(lo if lo is not None else -math.inf, math.floor(node["exclusiveMinimum"]) + 1)
+    if isinstance(node.get("maximum"), (int, float)):
+        hi = math.floor(node["maximum"])
+    if isinstance(node.get("exclusiveMaximum"), (int, float)) and not isinstance(node["exclusiveMaximum"], bool):
+        hi = min(hi if hi is not None else math.inf, math.ceil(node["exclusiveMaximum"]) - 1)
+    return lo, hi
+
+
+def _replace_bounded_numbers(node: Any, ranges: list[str]) -> Any:
+    """Copy of ``node`` with bounded numeric subschemas replaced by placeholder consts."""
+    if isinstance(node, list):
+        return [_replace_bounded_numbers(x, ranges) for x in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if kind in ("integer", "number") and any(
+        k in node for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+    ):
+        lo, hi = _bounds(node)
+        ranges.append(integer_range_regex(lo, hi) if kind == "integer" else number_range_regex(lo, hi))
+        return {"const": _PLACEHOLDER.format(len(ranges) - 1)}
+    return {k: (v if k in _DATA_KEYS else _replace_bounded_numbers(v, ranges)) for k, v in node.items()}
+
+
+def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHITESPACE) -> str:
+    """Regex for the JSON documents valid under ``schema_text``; ``ValueError`` if unsupported."""
+    try:
+        schema = json.loads(schema_text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"json_schema is not valid JSON: {e}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise ValueError("json_schema must be a JSON object")
+    ranges: list[str] = []
+    rewritten = _replace_bounded_numbers(schema, ranges)
+    try:
+        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"unsupported json_schema: {str(e).splitlines()[0]}") from None
+    for i, rx in enumerate(ranges):
+        quoted = '"' + _PLACEHOLDER.format(i) + '"'
+        if quoted not in regex:
+            raise ValueError("unsupported json_schema: numeric bounds in an unsupported position")
+        regex = regex.replace(quoted, rx)
+    return regex
+
+
+def json_value_regex(depth: int, ws: str) -> str:
+    """Regex for any JSON value with objects/arrays nested at most ``depth`` levels."""
+    scalar = f"({_STRING}|{_NUMBER}|true|false|null)"
+    value = scalar
+    for _ in range(depth):
+        member = f"{_STRING}{ws}:{ws}{value}"
+        obj = rf"\{{{ws}({member}({ws},{ws}{member})*)?{ws}\}}"
+        arr = rf"\[{ws}({value}({ws},{ws}{value})*)?{ws}\]"
+        value = f"({scalar}|{obj}|{arr})"
+    return value
+
+
+def json_object_regex(ws: str = DEFAULT_WHITESPACE, depth: int = JSON_OBJECT_DEPTH) -> str:
+    """Regex for any JSON object (``response_format: json_object``), nested at most ``depth`` levels."""
+    inner = json_value_regex(depth - 1, ws)
+    member = f"{_STRING}{ws}:{ws}{inner}"
+    return rf"\{{{ws}({member}({ws},{ws}{member})*)?{ws}\}}"

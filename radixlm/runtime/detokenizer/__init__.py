@@ -1,0 +1,1 @@
+"""The detokenizer: incremental text per request (``incremental``) and its process (``process``)."""

@@ -1,0 +1,67 @@
+"""Token outputs of the scheduler -> cumulative text outputs for the TokenizerManager."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from radixlm.runtime.detokenizer.incremental import IncrementalDetokenizer
+from radixlm.runtime.messages import BatchTextOut, BatchTokenOut, ReqTextOut, ReqTokenOut
+
+# Token-level fields passed through as deltas (only the new positions); the receiver accumulates.
+LOGPROB_FIELDS = ("input_token_logprobs", "input_top_logprobs", "output_token_logprobs", "output_top_logprobs")
+
+
+@dataclass
+class _ReqState:
+    detok: IncrementalDetokenizer
+    id_chunks: list[np.ndarray] = field(default_factory=list)
+
+    def output_ids(self) -> np.ndarray:
+        if len(self.id_chunks) > 1:
+            self.id_chunks = [np.concatenate(self.id_chunks)]
+        return self.id_chunks[0] if self.id_chunks else np.zeros(0, dtype=np.int32)
+
+
+class DetokenizerManager:
+    """Keeps one ``IncrementalDetokenizer`` per running request; forgets it when it finishes."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.states: dict[str, _ReqState] = {}
+
+    def handle(self, batch: BatchTokenOut) -> BatchTextOut:
+        return BatchTextOut([self._handle_one(out) for out in batch.outs])
+
+    def _handle_one(self, out: ReqTokenOut) -> ReqTextOut:
+        state = self.states.get(out.rid)
+        if state is None:
+            detok = IncrementalDetokenizer(
+                self.tokenizer,
+                skip_special_tokens=out.skip_special_tokens,
+                spaces_between_special_tokens=out.spaces_between_special_tokens,
+                stop_strings=out.stop_strings,
+                no_stop_trim=out.no_stop_trim,
+            )
+            state = self.states[out.rid] = _ReqState(detok)
+        new_ids = np.asarray(out.new_token_ids, dtype=np.int32)
+        if len(new_ids):
+            state.id_chunks.append(new_ids)
+        if out.finished:
+            state.detok.finish(out.finish_reason, new_ids.tolist())
+            del self.states[out.rid]
+        else:
+            state.detok.feed(new_ids.tolist())
+        meta_info: dict[str, Any] = {
+            "id": out.rid,
+            "finish_reason": out.finish_reason if out.finished else None,
+            "prompt_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "cached_tokens": out.cached_tokens,
+        }
+        for name in LOGPROB_FIELDS:
+            value = getattr(out, name)
+            if value is not None:
+                meta_info[name] = value
+        return ReqTextOut(out.rid, state.detok.text, state.output_ids(), out.finished, meta_info)

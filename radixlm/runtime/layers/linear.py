@@ -1,0 +1,56 @@
+"""Linear and embedding layers with uninitialised parameters (weights always come from a checkpoint).
+
+``MergedLinear`` fuses several projections of the same input (q/k/v, gate/up) into one matmul; the
+checkpoint's separate tensors are copied into row blocks of its parameters by ``load_shard``.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Linear(nn.Module):
+    """``y = x @ W^T (+ b)`` with ``W``: ``[out_features, in_features]``."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class MergedLinear(Linear):
+    """Several output blocks of sizes ``out_sizes`` computed by one matmul, concatenated."""
+
+    def __init__(self, in_features: int, out_sizes: list[int], bias: bool = False) -> None:
+        super().__init__(in_features, sum(out_sizes), bias)
+        self.out_sizes = list(out_sizes)
+
+    def load_shard(self, param_name: str, shard: int, tensor: torch.Tensor) -> None:
+        """Copy ``tensor`` into block ``shard`` of ``self.weight`` or ``self.bias``."""
+        param = getattr(self, param_name)
+        start = sum(self.out_sizes[:shard])
+        block = param.data.narrow(0, start, self.out_sizes[shard])
+        copy_checked(block, tensor, f"{param_name}[{shard}]")
+
+
+class Embedding(nn.Module):
+    """Token id -> row of ``weight`` ``[vocab_size, hidden_size]``."""
+
+    def __init__(self, vocab_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab_size, hidden_size))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
+def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
+    """``dst.copy_(src)`` after checking the shapes agree (casting dtype and device)."""
+    if tuple(dst.shape) != tuple(src.shape):
+        raise ValueError(f"weight {name}: checkpoint shape {tuple(src.shape)} != model shape "
+                         f"{tuple(dst.shape)}")
+    dst.copy_(src)

@@ -1,0 +1,124 @@
+"""The model runner: owns the model, the KV memory pools and the attention backend on one device."""
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.layers.attention_backend import create_attention_backend
+from radixlm.runtime.memory.kv_pool import KVPool
+from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.model_loader import load_model
+from radixlm.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+_GIB = 1 << 30
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> cuda when available, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` -> fp32 on CPU (bf16 matmuls are ~100x slower there), bf16 on CUDA."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if name not in _DTYPES:
+        raise ValueError(f"unknown dtype {name!r} (expected auto, {', '.join(_DTYPES)})")
+    return _DTYPES[name]
+
+
+class ModelRunner:
+    """Loads the model and sizes the KV cache from ``server_args``; ``forward(fb)`` returns logits.
+
+    Attributes: ``device``, ``dtype``, ``loaded`` (LoadedModel), ``model``, ``context_length``,
+    ``vocab_size``, ``req_to_token_pool``, ``kv_pool``, ``attn_backend``.
+    """
+
+    def __init__(self, server_args: ServerArgs) -> None:
+        self.server_args = server_args
+        self.device = resolve_device(server_args.device)
+        self.dtype = resolve_dtype(server_args.dtype, self.device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(self._cpu_threads())
+        elif self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        torch.manual_seed(server_args.seed)
+
+        self.loaded = load_model(server_args.model, self.device, self.dtype,
+                                 tokenizer=server_args.tokenizer,
+                                 context_length=server_args.context_length)
+        self.model = self.loaded.model
+        self.context_length = self.loaded.context_length
+        self.vocab_size = self.loaded.vocab_size
+        model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
+        if self.context_length > model_max:
+            logger.warning("context_length %d exceeds the model's max positions %d",
+                           self.context_length, model_max)
+
+        self.req_to_token_pool = ReqToTokenPool(server_args.max_running_requests, self.context_length,
+                                                device=self.device)
+        num_slots = self._num_kv_slots()
+        self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.loaded.num_kv_heads,
+                              self.loaded.head_dim, self.dtype, device=self.device)
+        self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
+        # Hook point: a CUDA-graph runner for decode, set up after the pools exist.
+        self.cuda_graph_runner = None
+        logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
+                    self.device, self.dtype, num_slots, self.context_length)
+
+    @torch.inference_mode()
+    def forward(self, fb: ForwardBatch) -> torch.Tensor:
+        """Float32 logits ``[len(fb.logits_indices), vocab_size]``; writes the new tokens' KV."""
+        self.attn_backend.init_forward_metadata(fb)
+        return self.model(fb)
+
+    @property
+    def max_total_num_tokens(self) -> int:
+        return self.kv_pool.num_slots
+
+    def _cpu_threads(self) -> int:
+        """``num_threads``, else ``OMP_NUM_THREADS`` when set, else every core this process may use."""
+        if self.server_args.num_threads:
+            return self.server_args.num_threads
+        env = os.environ.get("OMP_NUM_THREADS", "")
+        return int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
+
+    def _num_kv_slots(self) -> int:
+        args, loaded = self.server_args, self.loaded
+        if args.max_total_tokens:
+            return int(args.max_total_tokens)
+        per_slot = KVPool.bytes_per_slot(loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, self.dtype)
+        if self.device.type == "cuda":
+            budget = self._cuda_kv_budget()
+        else:
+            budget = args.kv_cache_gb * _GIB
+        slots = int(budget // per_slot)
+        if slots < 1:
+            raise ValueError(f"no memory left for the KV cache (budget {budget / _GIB:.2f} GiB); "
+                             f"raise kv_cache_gb / mem_fraction_static or set max_total_tokens")
+        return slots
+
+    def _cuda_kv_budget(self) -> float:
+        """``mem_fraction_static`` of the memory free after loading weights, less an activation reserve."""
+        torch.cuda.synchronize(self.device)
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return free * self.server_args.mem_fraction_static - self._activation_reserve()
+
+    def _activation_reserve(self) -> int:
+        """Bytes a prefill step of ``max_prefill_tokens`` tokens may need beyond weights and KV."""
+        cfg = self.loaded.hf_config
+        hidden, inter = int(cfg["hidden_size"]), int(cfg["intermediate_size"])
+        elt = torch.empty((), dtype=self.dtype).element_size()
+        tokens = max(self.server_args.max_prefill_tokens, self.server_args.chunked_prefill_size)
+        per_token = (6 * hidden + 3 * inter) * elt
+        logits = self.server_args.max_running_requests * self.vocab_size * 4 * 4
+        return tokens * per_token + logits + _GIB // 2

@@ -1,0 +1,65 @@
+"""The architecture hyperparameters our model code reads, parsed robustly from a config.json dict."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Decoder-only transformer shape. Built with ``from_hf`` from a Hugging Face config dict."""
+
+    architecture: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    max_position_embeddings: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+
+    @classmethod
+    def from_hf(cls, cfg: dict[str, Any]) -> "ModelConfig":
+        """Read both transformers 4 (``rope_theta``/``rope_scaling`` at top level) and transformers 5
+        (``rope_parameters``) layouts."""
+        archs = cfg.get("architectures") or []
+        if not archs:
+            raise ValueError("config.json has no 'architectures' entry")
+        act = cfg.get("hidden_act", "silu")
+        if act != "silu":
+            raise ValueError(f"unsupported hidden_act {act!r} (only silu)")
+        num_heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        theta, scaling = _rope(cfg)
+        return cls(
+            architecture=archs[0],
+            hidden_size=hidden,
+            intermediate_size=int(cfg["intermediate_size"]),
+            num_layers=int(cfg["num_hidden_layers"]),
+            num_heads=num_heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or num_heads),
+            head_dim=int(cfg.get("head_dim") or hidden // num_heads),
+            vocab_size=int(cfg["vocab_size"]),
+            max_position_embeddings=int(cfg.get("max_position_embeddings") or 2048),
+            rms_norm_eps=float(cfg.get("rms_norm_eps") or 1e-6),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            attention_bias=bool(cfg.get("attention_bias", False)),
+            mlp_bias=bool(cfg.get("mlp_bias", False)),
+        )
+
+
+def _rope(cfg: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """(rope theta, the non-default scaling dict or None) from either config layout."""
+    dicts = [d for d in (cfg.get("rope_parameters"), cfg.get("rope_scaling")) if isinstance(d, dict)]
+    theta = cfg.get("rope_theta") or next((d["rope_theta"] for d in dicts if d.get("rope_theta")), 10000.0)
+    scaling = next((d for d in dicts if (d.get("rope_type") or d.get("type")) not in (None, "default")), None)
+    return float(theta), dict(scaling) if scaling else None

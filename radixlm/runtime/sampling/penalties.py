@@ -1,0 +1,35 @@
+"""Logit adjustments that depend on a request's history: penalties and min_new_tokens."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from radixlm.runtime.scheduler.req import Req
+
+
+def apply_penalties(logits: torch.Tensor, reqs: list["Req"], eos_token_ids: list[int]) -> None:
+    """In place, only on the rows that ask for it (the common case costs one Python check per row).
+
+    - frequency/presence penalty (OpenAI semantics) over the generated tokens;
+    - repetition penalty (Hugging Face semantics) over prompt and generated tokens;
+    - min_new_tokens: EOS and stop token ids are banned until that many tokens exist.
+    """
+    vocab = logits.shape[1]
+    for i, req in enumerate(reqs):
+        p = req.sampling_params
+        if p.frequency_penalty or p.presence_penalty:
+            if req.output_ids:
+                counts = torch.bincount(torch.tensor(req.output_ids, dtype=torch.int64), minlength=vocab)[:vocab]
+                counts = counts.to(device=logits.device, dtype=logits.dtype)
+                logits[i] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
+        if p.repetition_penalty != 1.0:
+            seen = torch.tensor(sorted(set(req.fill_ids)), dtype=torch.int64, device=logits.device)
+            seen = seen[seen < vocab]
+            vals = logits[i, seen]
+            logits[i, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        if len(req.output_ids) < p.min_new_tokens:
+            banned = [t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab]
+            if banned:
+                logits[i, banned] = float("-inf")

@@ -1,0 +1,76 @@
+"""Turn a batch's logits into next tokens: greedy rows in one argmax, sampled rows with their own
+seeded generators, so a request draws the same tokens whatever else shares its batch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import torch
+
+from radixlm.runtime.sampling.penalties import apply_penalties
+
+if TYPE_CHECKING:
+    from radixlm.runtime.scheduler.req import Req
+
+
+@dataclass
+class SampleOutput:
+    next_token_ids: list[int]
+    # Per row, the model's (raw) logprob of the chosen token and the top-k, for rows that asked.
+    logprobs: list[Optional[float]]
+    top_logprobs: list[Optional[list[tuple[float, int]]]]
+
+
+def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    """Zero out tokens outside top-k / the top-p nucleus / below ``min_p * max_prob`` (1-D)."""
+    if top_k > 0 and top_k < probs.numel():
+        kth = torch.topk(probs, top_k).values[-1]
+        probs = torch.where(probs < kth, torch.zeros_like(probs), probs)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        cum = torch.cumsum(sorted_probs, 0)
+        # keep the smallest set whose mass reaches top_p (the token crossing the line included)
+        drop_sorted = (cum - sorted_probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+    if min_p > 0.0:
+        probs = probs.masked_fill(probs < min_p * probs.max(), 0.0)
+    return probs
+
+
+def sample_row(logits: torch.Tensor, req: "Req") -> int:
+    """Sample one token from a row of processed logits with the request's per-step generator."""
+    p = req.sampling_params
+    probs = torch.softmax(logits.float() / p.temperature, dim=-1)
+    probs = filter_probs(probs, p.top_k, p.top_p, p.min_p)
+    gen = req.generator(len(req.output_ids))
+    # Exponential race: argmax(p / E) with E ~ Exp(1) draws from p; the noise comes from the
+    # request's own generator on the CPU, so it does not depend on the batch or the device.
+    noise = torch.empty(probs.shape[0], dtype=torch.float32).exponential_(generator=gen).to(probs.device)
+    return int(torch.argmax(probs / noise))
+
+
+def sample(logits: torch.Tensor, reqs: list["Req"], eos_token_ids: list[int]) -> SampleOutput:
+    """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied)."""
+    want_logprobs = [r.return_logprob for r in reqs]
+    raw_logprobs = None
+    if any(want_logprobs):
+        raw_logprobs = torch.log_softmax(logits.float(), dim=-1)
+    apply_penalties(logits, reqs, eos_token_ids)
+
+    next_ids = torch.argmax(logits, dim=-1).tolist()
+    for i, req in enumerate(reqs):
+        if not req.sampling_params.is_greedy:
+            next_ids[i] = sample_row(logits[i], req)
+
+    logprobs: list[Optional[float]] = [None] * len(reqs)
+    tops: list[Optional[list[tuple[float, int]]]] = [None] * len(reqs)
+    if raw_logprobs is not None:
+        for i, req in enumerate(reqs):
+            if not want_logprobs[i]:
+                continue
+            logprobs[i] = float(raw_logprobs[i, next_ids[i]])
+            if req.top_logprobs_num > 0:
+                vals, ids = torch.topk(raw_logprobs[i], req.top_logprobs_num)
+                tops[i] = list(zip(vals.tolist(), ids.tolist()))
+    return SampleOutput(next_ids, logprobs, tops)

@@ -1,0 +1,95 @@
+"""Build a ``ForwardBatch`` from the scheduled requests (extend or decode)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.scheduler.req import Req
+
+
+@dataclass
+class LogitsLayout:
+    """Where each request's logits rows sit in the model output.
+
+    ``input_rows[i]`` is ``(first_row, count, first_position)`` of the positions whose logits give input
+    logprobs (position ``p`` predicts token ``p + 1``); ``sample_row[i]`` is the row to sample from, or -1
+    when this step does not finish the request's prompt (a middle chunk).
+    """
+
+    sample_row: list[int]
+    input_rows: list[tuple[int, int, int]]
+
+
+def build_extend_batch(reqs: list[Req], runner) -> tuple[ForwardBatch, LogitsLayout]:
+    """Each request computes ``fill_ids[kv_len : kv_len + extend_len]`` (slots already in its row)."""
+    device = runner.device
+    table = runner.req_to_token_pool.req_to_token
+    ids: list[int] = []
+    positions: list[torch.Tensor] = []
+    locs: list[torch.Tensor] = []
+    logits_idx: list[int] = []
+    sample_rows: list[int] = []
+    input_rows: list[tuple[int, int, int]] = []
+    offset = 0
+    for req in reqs:
+        start, end = req.kv_len, req.kv_len + req.extend_len
+        ids.extend(req.fill_ids[start:end])
+        positions.append(torch.arange(start, end, dtype=torch.int64))
+        locs.append(table[req.row, start:end])
+        first_in = count_in = 0
+        if req.needs_input_logprobs:
+            lo = max(req.logprob_start_len - 1, start)
+            hi = min(end, len(req.origin_input_ids) - 1)  # the last prompt position predicts output 0
+            if hi > lo:
+                first_in, count_in = len(logits_idx), hi - lo
+                logits_idx.extend(range(offset + lo - start, offset + hi - start))
+        input_rows.append((first_in, count_in, max(req.logprob_start_len - 1, start)))
+        if end == req.seq_len:
+            sample_rows.append(len(logits_idx))
+            logits_idx.append(offset + end - 1 - start)
+        else:
+            sample_rows.append(-1)
+        offset += req.extend_len
+
+    fb = ForwardBatch(
+        mode=ForwardMode.EXTEND,
+        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
+        positions=torch.cat(positions).to(device),
+        req_pool_indices=torch.tensor([r.row for r in reqs], dtype=torch.int64, device=device),
+        seq_lens=torch.tensor([r.kv_len + r.extend_len for r in reqs], dtype=torch.int64, device=device),
+        extend_prefix_lens=torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=device),
+        extend_seq_lens=torch.tensor([r.extend_len for r in reqs], dtype=torch.int64, device=device),
+        out_cache_loc=torch.cat(locs).to(device),
+        logits_indices=torch.tensor(logits_idx, dtype=torch.int64, device=device),
+        req_to_token_pool=runner.req_to_token_pool,
+        kv_pool=runner.kv_pool,
+        attn_backend=runner.attn_backend,
+        seq_lens_cpu=[r.kv_len + r.extend_len for r in reqs],
+        extend_prefix_lens_cpu=[r.kv_len for r in reqs],
+        extend_seq_lens_cpu=[r.extend_len for r in reqs],
+    )
+    return fb, LogitsLayout(sample_rows, input_rows)
+
+
+def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner) -> ForwardBatch:
+    """Each request computes its last generated token at position ``kv_len`` into ``slots[i]``."""
+    device = runner.device
+    bs = len(reqs)
+    seq_lens = [r.kv_len + 1 for r in reqs]
+    return ForwardBatch(
+        mode=ForwardMode.DECODE,
+        input_ids=torch.tensor([r.output_ids[-1] for r in reqs], dtype=torch.int64, device=device),
+        positions=torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=device),
+        req_pool_indices=torch.tensor([r.row for r in reqs], dtype=torch.int64, device=device),
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int64, device=device),
+        extend_prefix_lens=torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=device),
+        extend_seq_lens=torch.ones(bs, dtype=torch.int64, device=device),
+        out_cache_loc=slots.to(device),
+        logits_indices=torch.arange(bs, dtype=torch.int64, device=device),
+        req_to_token_pool=runner.req_to_token_pool,
+        kv_pool=runner.kv_pool,
+        attn_backend=runner.attn_backend,
+        seq_lens_cpu=seq_lens,
+    )

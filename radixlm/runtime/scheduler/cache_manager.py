@@ -1,0 +1,182 @@
+"""KV ownership: who holds each slot, and the one release path.
+
+| tokens of a running request   | owner                               | freed when                         |
+|-------------------------------|-------------------------------------|------------------------------------|
+| ``[0, prefix_len)``           | the radix tree, locked by the req   | never by the req (the tree evicts) |
+| ``[prefix_len, kv_len)``      | the request (private tail)          | ``release``: moved into the tree,  |
+|                               |                                     | duplicates returned to the pool    |
+| slots taken for this step     | the request, once the step's ``kv_len`` is advanced | as above            |
+
+Invariant: every slot is at every moment in exactly one of: the allocator's free list, the tree,
+or one running request's private tail. ``check_integrity`` verifies it.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import torch
+
+from radixlm.radix import create_prefix_cache
+from radixlm.runtime.memory.kv_pool import KVPool
+from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.scheduler.req import Req
+
+
+class CacheManager:
+    """Rows, slots and the prefix cache, behind a narrow API the scheduler calls."""
+
+    def __init__(self, req_to_token_pool: ReqToTokenPool, kv_pool: KVPool, disable_radix_cache: bool) -> None:
+        self.req_to_token_pool = req_to_token_pool
+        self.kv_pool = kv_pool
+        self.allocator = kv_pool.allocator
+        self.disabled = disable_radix_cache
+        self.tree = create_prefix_cache(self.allocator, disabled=disable_radix_cache)
+
+    # ---- capacity ------------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self.kv_pool.num_slots
+
+    def available_tokens(self) -> int:
+        """Slots that can be had now: free ones plus what the tree could evict."""
+        return self.allocator.available_size() + self.tree.evictable_size()
+
+    def alloc_slots(self, n: int) -> Optional[torch.Tensor]:
+        """Take ``n`` slots, evicting unlocked cache leaves if needed; None if impossible."""
+        short = n - self.allocator.available_size()
+        if short > 0:
+            self.tree.evict(short)
+        return self.allocator.alloc(n)
+
+    # ---- admission -----------------------------------------------------------------------------
+    def cached_prefix_len(self, req: Req) -> int:
+        """How much of the request's next extend the cache would serve (no locks taken)."""
+        if self.disabled:
+            return 0
+        return int(self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=False).slots.numel())
+
+    def admit(self, req: Req, max_extend: int) -> bool:
+        """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
+
+        On success ``req.extend_len`` tokens starting at ``req.prefix_len`` are ready to compute.
+        A request continuing a chunked prefill keeps its row and prefix. On failure nothing changes.
+        """
+        fresh = req.row is None
+        if fresh:
+            if self.req_to_token_pool.available_size() == 0:
+                return False
+            match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+            prefix_slots, node = match.slots, match.last_node
+            self.tree.inc_lock(node)
+        else:
+            prefix_slots, node = None, req.last_node
+        prefix_len = int(prefix_slots.numel()) if fresh else req.kv_len
+        extend_len = min(req.seq_len - prefix_len, max_extend)
+        slots = self.alloc_slots(extend_len) if extend_len > 0 else None
+        if extend_len <= 0 or slots is None:
+            if fresh:
+                self.tree.dec_lock(node)
+            return False
+        if fresh:
+            req.row = self.req_to_token_pool.alloc()
+            self.req_to_token_pool.write(req.row, 0, prefix_slots)
+            req.last_node = node
+            req.prefix_len = req.kv_len = prefix_len
+            if not req.admitted_once:
+                req.cached_tokens = prefix_len
+                req.admitted_once = True
+        self.req_to_token_pool.write(req.row, req.kv_len, slots)
+        req.extend_len = extend_len
+        return True
+
+    def alloc_decode_slot(self, reqs: list[Req]) -> Optional[torch.Tensor]:
+        """One new slot per request, recorded at position ``kv_len`` of its row."""
+        slots = self.alloc_slots(len(reqs))
+        if slots is None:
+            return None
+        table = self.req_to_token_pool.req_to_token
+        rows = torch.tensor([r.row for r in reqs], dtype=torch.int64, device=table.device)
+        cols = torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=table.device)
+        table[rows, cols] = slots
+        return slots
+
+    # ---- committing and releasing ---------------------------------------------------------------
+    def commit_to_tree(self, req: Req) -> None:
+        """Move the request's computed private tail into the tree and lock the new path.
+
+        Called after each extend (so later requests reuse a prefix being generated, and a chunked
+        prefill never recomputes) — ``cache_unfinished_req`` in SGLang's vocabulary.
+        """
+        if self.disabled or req.kv_len == req.prefix_len:
+            return
+        tokens = req.fill_ids[: req.kv_len]
+        row_slots = self.req_to_token_pool.req_to_token[req.row, : req.kv_len]
+        cached = self.tree.insert(tokens, row_slots.clone())
+        # NOTE: slots in [prefix_len, cached) duplicate what another request inserted meanwhile.
+        if cached > req.prefix_len:
+            self.allocator.free(row_slots[req.prefix_len : cached].clone())
+        match = self.tree.match_prefix(tokens, count=False)
+        assert match.slots.numel() == req.kv_len, "tree lost a just-inserted path"
+        self.req_to_token_pool.write(req.row, 0, match.slots)
+        self.tree.inc_lock(match.last_node)
+        self.tree.dec_lock(req.last_node)
+        req.last_node = match.last_node
+        req.prefix_len = req.kv_len
+
+    def release(self, req: Req) -> None:
+        """The one release path (finish, abort, retraction): cache what was computed, free the rest."""
+        if req.row is None:
+            return
+        if self.disabled:
+            self.allocator.free(self.req_to_token_pool.req_to_token[req.row, : req.kv_len].clone())
+        else:
+            self.commit_to_tree(req)
+            self.tree.dec_lock(req.last_node)
+        self.req_to_token_pool.free(req.row)
+        req.row = None
+        req.last_node = None
+        req.prefix_len = req.kv_len = 0
+
+    def free_step_slots(self, slots: torch.Tensor) -> None:
+        """Return slots taken for a step that did not run."""
+        self.allocator.free(slots)
+
+    # ---- maintenance -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Drop the whole prefix cache. Only when no request holds slots."""
+        self.tree.reset()
+        self.allocator.clear()
+
+    def stats(self) -> dict:
+        free = self.allocator.available_size()
+        cached = self.tree.total_size()
+        tree_stats = self.tree.stats()
+        return {
+            "kv_total": self.capacity,
+            "kv_free": free,
+            "kv_cached": cached,
+            "kv_used": self.capacity - free - cached,
+            "kv_evictable": self.tree.evictable_size(),
+            "kv_protected": self.tree.protected_size(),
+            "cache_hit_rate": tree_stats.get("hit_rate", 0.0),
+            "cache_hit_tokens": tree_stats.get("hit_tokens", 0),
+            "cache_requested_tokens": tree_stats.get("requested_tokens", 0),
+            "cache_evicted_tokens": tree_stats.get("evicted_tokens", 0),
+        }
+
+    def check_integrity(self, running: Iterable[Req]) -> None:
+        """Assert the ownership invariant: free + tree + private tails = capacity, no slot twice."""
+        parts = [self.allocator.free_slots(), self.tree.all_slots()]
+        table = self.req_to_token_pool.req_to_token
+        for req in running:
+            if req.row is not None:
+                parts.append(table[req.row, req.prefix_len : req.kv_len])
+        every = torch.cat([p.to(torch.int64).cpu() for p in parts]) if parts else torch.empty(0)
+        expected = torch.arange(1, self.capacity + 1)
+        if every.numel() != self.capacity or not torch.equal(every.sort().values, expected):
+            counts = torch.bincount(every, minlength=self.capacity + 1)
+            raise AssertionError(
+                f"KV ownership broken: {every.numel()} slots accounted for, capacity {self.capacity}; "
+                f"duplicated {int((counts[1:] > 1).sum())}, missing {int((counts[1:] == 0).sum())}, "
+                f"free {parts[0].numel()}, tree {parts[1].numel()}")
+        self.tree.check_invariants()

@@ -1,0 +1,91 @@
+"""Admission: which waiting requests extend this step, under the token and KV budgets."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from radixlm.radix import create_prefix_cache
+from radixlm.runtime.scheduler.cache_manager import CacheManager
+from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.server_args import ServerArgs
+
+# NOTE: a waiting request that shares at least this many uncached tokens with a request admitted
+# in the same step waits one step, so the shared part is computed once and then matched.
+IN_BATCH_PREFIX_DEFER = 32
+LPM_MAX_QUEUE = 256  # beyond this, matching every waiting request costs more than it saves
+
+
+class _NullFreer:
+    def free(self, slots: torch.Tensor) -> None:
+        pass
+
+
+class PrefillPlanner:
+    """Plans one extend batch: a chunked request first, then waiting requests by policy."""
+
+    def __init__(self, args: ServerArgs, cache: CacheManager) -> None:
+        if args.schedule_policy not in ("lpm", "fcfs"):
+            raise ValueError(f"unknown schedule_policy {args.schedule_policy!r} (expected lpm or fcfs)")
+        self.args = args
+        self.cache = cache
+
+    def decode_reservation(self, running: list[Req]) -> int:
+        """Slots to keep for the decode growth of running requests."""
+        ratio = self.args.new_token_ratio
+        return int(sum(min(r.remaining_new_tokens(), 4096) * ratio for r in running))
+
+    def order(self, waiting: list[Req]) -> list[Req]:
+        if self.args.schedule_policy == "fcfs" or len(waiting) > LPM_MAX_QUEUE or self.cache.disabled:
+            return list(waiting)
+        prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
+        return sorted(waiting, key=lambda r: -prefix[id(r)])
+
+    def plan(self, waiting: list[Req], running: list[Req], chunked: Optional[Req]) -> list[Req]:
+        """Admit requests (allocating their rows and slots); returns them in batch order.
+
+        ``waiting`` is not modified; the caller removes the admitted requests from it.
+        """
+        chunk_size = self.args.chunked_prefill_size
+        token_budget = self.args.max_prefill_tokens
+        if chunk_size > 0:
+            token_budget = min(token_budget, chunk_size)
+        kv_budget = self.cache.available_tokens() - self.decode_reservation(running)
+        slots_left = self.args.max_running_requests - len(running)
+        batch: list[Req] = []
+
+        if chunked is not None:
+            if self.cache.admit(chunked, token_budget):
+                batch.append(chunked)
+                token_budget -= chunked.extend_len
+                kv_budget -= chunked.extend_len
+            else:
+                return batch
+
+        dedup = create_prefix_cache(_NullFreer(), disabled=False)
+        for req in self.order(waiting):
+            if slots_left - len(batch) <= 0 or token_budget <= 0:
+                break
+            cached = self.cache.cached_prefix_len(req)
+            shared = int(dedup.match_prefix(req.fill_ids, count=False).slots.numel())
+            if shared - cached >= IN_BATCH_PREFIX_DEFER:
+                continue
+            extend_len = req.seq_len - cached
+            reserve = int(min(req.remaining_new_tokens(), 4096) * self.args.new_token_ratio)
+            if extend_len + reserve > kv_budget and (batch or running):
+                break
+            max_extend = extend_len
+            if extend_len > token_budget:
+                if chunk_size > 0:
+                    max_extend = token_budget  # this request becomes the chunked one
+                elif batch:
+                    break
+            if not self.cache.admit(req, max_extend):
+                break
+            batch.append(req)
+            token_budget -= req.extend_len
+            kv_budget -= req.extend_len + reserve
+            dedup.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
+            if req.extend_len < extend_len:
+                break
+        return batch

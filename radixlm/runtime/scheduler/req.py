@@ -1,0 +1,115 @@
+"""A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from radixlm.runtime.constrained.matcher import GrammarMatcher
+
+
+class Req:
+    """One sequence being generated.
+
+    KV ownership (see ``cache_manager.py``): tokens ``[0, prefix_len)`` are owned by the radix tree
+    and protected by a lock on ``last_node``; tokens ``[prefix_len, kv_len)`` are this request's
+    private slots; ``req_to_token[row, :kv_len]`` holds all of them while the request is running.
+    """
+
+    def __init__(
+        self,
+        rid: str,
+        input_ids: list[int],
+        sampling_params: SamplingParams,
+        return_logprob: bool = False,
+        logprob_start_len: int = -1,
+        top_logprobs_num: int = 0,
+        stream: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.rid = rid
+        self.origin_input_ids = input_ids
+        self.sampling_params = sampling_params
+        self.return_logprob = return_logprob
+        self.logprob_start_len = logprob_start_len if return_logprob else -1
+        self.top_logprobs_num = top_logprobs_num if return_logprob else 0
+        self.stream = stream
+        self.seed = seed
+        self.output_ids: list[int] = []
+
+        # KV state
+        self.row: Optional[int] = None
+        self.prefix_len = 0  # tokens owned by the tree, locked via last_node
+        self.kv_len = 0  # tokens whose KV is computed and recorded in req_to_token[row]
+        self.last_node: Any = None
+        self.cached_tokens = 0  # prompt tokens served from the cache at first admission
+        self.admitted_once = False
+        self.extend_len = 0  # tokens computed in the current extend step
+
+        # Output state
+        self.finish_reason: Optional[dict[str, Any]] = None
+        self.to_abort: Optional[str] = None
+        self.sent_output_len = 0
+        self.num_retractions = 0
+
+        # Logprobs
+        self.input_token_logprobs: list[tuple[Optional[float], int]] = []
+        self.input_top_logprobs: list[Optional[list[tuple[float, int]]]] = []
+        self.output_token_logprobs: list[tuple[float, int]] = []
+        self.output_top_logprobs: list[list[tuple[float, int]]] = []
+        self.sent_logprob_len = 0
+        self.input_logprobs_done = self.logprob_start_len < 0
+        self.sent_input_logprobs = False
+
+        # Constrained decoding
+        self.grammar: Optional["GrammarMatcher"] = None
+        self.grammar_key: Optional[tuple[str, str]] = sampling_params.constraint
+
+    # ---- token views -------------------------------------------------------------------------
+    @property
+    def fill_ids(self) -> list[int]:
+        """Every token whose KV the request needs: prompt plus generated tokens."""
+        return self.origin_input_ids + self.output_ids
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+    @property
+    def is_prefill_only(self) -> bool:
+        return self.sampling_params.max_new_tokens == 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def max_prefix_len(self) -> int:
+        """The longest cached prefix the next extend may reuse.
+
+        At least one token must be computed to get logits; input logprobs from position ``k`` need the
+        logit at ``k - 1``.
+        """
+        limit = self.seq_len - 1
+        if self.needs_input_logprobs:
+            limit = min(limit, max(self.logprob_start_len - 1, 0))
+        return max(limit, 0)
+
+    @property
+    def needs_input_logprobs(self) -> bool:
+        return not self.input_logprobs_done
+
+    def remaining_new_tokens(self) -> int:
+        return max(self.sampling_params.max_new_tokens - len(self.output_ids), 0)
+
+    def generator(self, step: int) -> torch.Generator:
+        """A generator for output token ``step``: the same draw whatever else is in the batch."""
+        g = torch.Generator()
+        g.manual_seed((self.seed * 1_000_003 + step) & 0x7FFF_FFFF_FFFF_FFFF)
+        return g
+
+    def __repr__(self) -> str:
+        return (f"Req(rid={self.rid!r}, prompt={len(self.origin_input_ids)}, out={len(self.output_ids)}, "
+                f"prefix={self.prefix_len}, kv={self.kv_len}, row={self.row})")

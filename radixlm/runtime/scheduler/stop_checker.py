@@ -1,0 +1,50 @@
+"""Decide whether a request is finished after it received a new token."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from radixlm.runtime.scheduler.req import Req
+
+
+class StopChecker:
+    """EOS and stop token ids, stop strings (matched on decoded text across token boundaries),
+    grammar termination, max_new_tokens and the context length."""
+
+    def __init__(self, tokenizer, eos_token_ids: list[int], context_length: int) -> None:
+        self.tokenizer = tokenizer
+        self.eos_token_ids = set(eos_token_ids)
+        self.context_length = context_length
+
+    def check(self, req: Req) -> Optional[dict[str, Any]]:
+        p = req.sampling_params
+        token = req.output_ids[-1]
+        if req.to_abort is not None:
+            return {"type": "abort", "message": req.to_abort}
+        if len(req.output_ids) >= p.min_new_tokens:
+            if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
+                return {"type": "stop", "matched": token}
+            if req.grammar is not None and req.grammar.is_terminated():
+                return {"type": "stop", "matched": None}
+            if p.stop:
+                matched = self._match_stop_string(req)
+                if matched is not None:
+                    return {"type": "stop", "matched": matched}
+        if len(req.output_ids) >= p.max_new_tokens:
+            return {"type": "length", "length": p.max_new_tokens}
+        if req.seq_len >= self.context_length:
+            return {"type": "length", "length": len(req.output_ids)}
+        return None
+
+    def _match_stop_string(self, req: Req) -> Optional[str]:
+        stops = req.sampling_params.stop
+        longest = max(len(s) for s in stops)
+        # NOTE: every token decodes to at least one character except partial UTF-8 bytes, so
+        # `longest + 4` tokens cover any stop string that the newest token may have completed.
+        tail_ids = req.output_ids[-(longest + 4):]
+        tail = self.tokenizer.decode(tail_ids, skip_special_tokens=req.sampling_params.skip_special_tokens)
+        # A stop string inside the older part of this window was already seen by the previous step
+        # (whose window reached one token further back), which would have finished the request.
+        for s in stops:
+            if s in tail:
+                return s
+        return None

@@ -1,0 +1,77 @@
+"""The scheduler child process: drives a ``Scheduler`` object from ZeroMQ messages."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+import zmq
+
+from radixlm import _env  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported)
+from radixlm.runtime.ipc import IpcAddrs, recv_all, watch_parent, zmq_socket
+
+IDLE_POLL_MS = 200  # how long an idle scheduler blocks waiting for the next message
+
+
+def run_scheduler_process(
+    server_args: Any,
+    addrs: IpcAddrs,
+    parent_pid: int,
+    ready: Connection,
+    thread_env: dict[str, str | None],
+    scheduler_factory: Callable[[Any], Any] | None = None,
+) -> None:
+    """Entry point (multiprocessing spawn): load the model, report ``("ready", model_info)`` or
+    ``("error", traceback)`` on ``ready``, then loop until the parent stops it or dies.
+
+    ``scheduler_factory(server_args)`` builds the scheduler (default: the real ``Scheduler``); tests
+    pass a fake. This process owns the compute threads: ``thread_env`` restores the thread
+    variables the server had before it limited its own (applied before numpy or torch load).
+    """
+    for name, value in thread_env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    from radixlm.runtime.messages import SchedulerDied
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    watch_parent(parent_pid, addrs.directory)
+    ctx = zmq.Context()
+    pull = zmq_socket(ctx, zmq.PULL, addrs.scheduler, bind=True)
+    push = zmq_socket(ctx, zmq.PUSH, addrs.detokenizer, bind=False)
+    try:
+        if scheduler_factory is None:
+            from radixlm.runtime.scheduler.scheduler import Scheduler as scheduler_factory
+        scheduler = scheduler_factory(server_args)
+        ready.send(("ready", scheduler.model_info()))
+    except Exception:
+        ready.send(("error", traceback.format_exc()))
+        return
+    try:
+        import torch
+
+        with torch.inference_mode():
+            serve_forever(scheduler, pull, push)
+    except Exception:
+        # NOTE: the server prints the traceback it receives; exit quietly with status 1.
+        push.send_pyobj(SchedulerDied("scheduler", traceback.format_exc()))
+        push.close(linger=2000)  # deliver the notice before exiting
+        sys.exit(1)
+
+
+def serve_forever(scheduler: Any, pull: Any, push: Any) -> None:
+    """Receive -> handle -> step -> send, forever. Polls without waiting while there is work."""
+    from radixlm.runtime.messages import BatchTokenOut
+
+    while True:
+        for msg in recv_all(pull, timeout_ms=0 if scheduler.has_work() else IDLE_POLL_MS):
+            reply = scheduler.handle(msg)
+            if reply is not None:
+                push.send_pyobj(reply)
+        outs = scheduler.step()
+        if outs:
+            push.send_pyobj(BatchTokenOut(outs))

@@ -1,0 +1,29 @@
+"""The one error type of the HTTP layer and its JSON shape."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class ApiError(Exception):
+    """An error answered to the client as ``{"error": {"message", "type", "param", "code"}}``.
+
+    That is the OpenAI error shape; the native API uses the same body (its ``message`` is what
+    SGLang clients read).
+    """
+
+    def __init__(self, message: str, status_code: int = 400, param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.status_code, self.param)
+
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
+
+
+def error_body(message: str, status_code: int, param: Optional[str] = None) -> dict[str, Any]:
+    err_type = _TYPES.get(status_code, "server_error" if status_code >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": err_type, "param": param, "code": status_code}}

@@ -1,0 +1,165 @@
+"""The HTTP server: a FastAPI app over the TokenizerManager, and ``run_server`` that starts it all.
+
+``run_server`` is the main process of ``radixlm serve``: it starts the scheduler and detokenizer
+children, serves HTTP until Ctrl-C, SIGTERM or a dead child, then stops the children and removes
+the socket directory.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from radixlm import _env
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+CHILD_POLL_S = 0.5
+GRACEFUL_SHUTDOWN_S = 5
+
+logger = logging.getLogger(__name__)
+
+
+class ApiKeyMiddleware:
+    """Plain ASGI middleware (streaming and disconnect detection stay intact): every HTTP request
+    needs ``Authorization: Bearer <key>``; 401 otherwise."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not secrets.compare_digest(given, self.expected):
+                from fastapi.responses import JSONResponse
+
+                from radixlm.runtime.server.errors import error_body
+
+                body = error_body("invalid or missing API key (send Authorization: Bearer <key>)", 401)
+                await JSONResponse(body, status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
+    """The FastAPI app with the native and OpenAI routes, error handlers and optional API key."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from radixlm.runtime.server import native_api, openai_api
+    from radixlm.runtime.server.errors import ApiError, error_body
+
+    app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.tokenizer_manager = tokenizer_manager
+    app.state.server_args = server_args
+    app.state.served_model_name = server_args.served_model_name or server_args.model
+    app.state.started_at = time.time()
+    app.state.version = _version()
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("error while serving %s", request.url.path)
+        return JSONResponse(error_body(f"internal server error: {type(exc).__name__}: {exc}", 500), 500)
+
+    app.include_router(native_api.router)
+    app.include_router(openai_api.router)
+    if server_args.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=server_args.api_key)
+    return app
+
+
+def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any]] = None) -> None:
+    """Serve until stopped; exits with status 1 when a child process died."""
+    thread_env = {name: os.environ.get(name) for name in THREAD_VARS}
+    _env.limit_threads_for_helper_process()  # the scheduler child gets thread_env back
+    logging.basicConfig(level=server_args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+    from radixlm.runtime.server.processes import start_processes
+
+    procs = start_processes(server_args, thread_env, scheduler_factory)
+    try:
+        tokenizer_manager = _make_tokenizer_manager(server_args, procs)
+        asyncio.run(_serve(server_args, tokenizer_manager, procs))
+        if tokenizer_manager.dead is not None:
+            raise SystemExit(1)
+    finally:
+        procs.shutdown()
+
+
+def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    from radixlm.runtime.server.processes import tokenizer_path
+    from radixlm.runtime.server.tokenizer_manager import TokenizerManager
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path(procs.model_info))
+    chat_template = _read_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
+    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template)
+
+
+async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
+    import uvicorn
+
+    app = build_app(tokenizer_manager, server_args)
+    config = uvicorn.Config(app, host=server_args.host, port=server_args.port, log_level=server_args.log_level,
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    server = uvicorn.Server(config)
+
+    def on_fatal(message: str) -> None:
+        print(f"radixlm: {message}\nradixlm: stopping the server", file=sys.stderr, flush=True)
+        server.should_exit = True
+
+    tokenizer_manager.on_fatal = on_fatal
+    tokenizer_manager.start()
+    watcher = asyncio.get_running_loop().create_task(_watch(server, tokenizer_manager, procs, server_args))
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
+
+
+async def _watch(server: Any, tokenizer_manager: Any, procs: Any, server_args: Any) -> None:
+    """Print the URL once serving; fail every pending request when a child process exits."""
+    announced = False
+    while True:
+        await asyncio.sleep(0.05 if not announced else CHILD_POLL_S)
+        if server.started and not announced:
+            url = f"http://{server_args.host}:{server_args.port}"
+            print(f"radixlm: serving {server_args.model} at {url} (OpenAI API at {url}/v1)", flush=True)
+            announced = True
+        dead = procs.dead_child()
+        if dead is not None:
+            await asyncio.sleep(CHILD_POLL_S)  # let its own death notice (with traceback) arrive first
+            tokenizer_manager.fail(dead)
+            return
+
+
+def _read_chat_template(value: Optional[str]) -> Optional[str]:
+    """``--chat-template``: a file holding a Jinja template, or the template itself."""
+    if value and os.path.isfile(value):
+        with open(value, encoding="utf-8") as f:
+            return f.read()
+    return value
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("radixlm")
+    except Exception:
+        return "unknown"

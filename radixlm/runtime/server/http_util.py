@@ -1,0 +1,49 @@
+"""Small HTTP helpers shared by the native and OpenAI routes: JSON bodies, SSE, disconnects."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Awaitable, TypeVar
+
+from fastapi import Request
+
+from radixlm.runtime.server.errors import ApiError
+
+T = TypeVar("T")
+DISCONNECT_POLL_S = 0.5
+
+
+class ClientDisconnected(Exception):
+    """The client closed the connection before its response was ready."""
+
+
+async def read_json(request: Request) -> Any:
+    """The request body as JSON; 400 when it is not valid JSON."""
+    raw = await request.body()
+    try:
+        return json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ApiError(f"the request body is not valid JSON: {e}") from e
+
+
+def sse(obj: Any) -> str:
+    """One server-sent event carrying ``obj`` as JSON."""
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+SSE_DONE = "data: [DONE]\n\n"
+
+
+async def until_done_or_disconnect(awaitable: Awaitable[T], request: Request) -> T:
+    """Await ``awaitable``, checking meanwhile whether the client left (then raise ``ClientDisconnected``)."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientDisconnected()
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,141 @@
+"""The native, SGLang-compatible HTTP API (what ``sgl.RuntimeEndpoint`` calls)."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.http_util import (
+    SSE_DONE,
+    ClientDisconnected,
+    read_json,
+    sse,
+    until_done_or_disconnect,
+)
+from radixlm.runtime.server.native_protocol import parse_generate
+from radixlm.runtime.server.req_state import ReqGroup
+from radixlm.runtime.server.tokenizer_manager import TokenizerManager
+
+router = APIRouter()
+
+
+def _tm(request: Request) -> TokenizerManager:
+    return request.app.state.tokenizer_manager
+
+
+@router.get("/health")
+@router.post("/health")
+async def health(request: Request) -> Response:
+    """200 while the model is loaded and every process is alive (the port opens only after loading)."""
+    dead = _tm(request).dead
+    return Response(status_code=200) if dead is None else JSONResponse({"error": {"message": dead}}, 503)
+
+
+@router.get("/get_model_info")
+async def get_model_info(request: Request) -> dict[str, Any]:
+    tm = _tm(request)
+    info = tm.model_info
+    return {
+        **info,
+        "model_path": info.get("model_path"),
+        "tokenizer_path": info.get("tokenizer_path"),
+        "is_generation": True,
+        "chat_template": tm.chat_template or info.get("chat_template"),
+    }
+
+
+@router.get("/get_server_info")
+@router.get("/server_info")
+async def get_server_info(request: Request) -> dict[str, Any]:
+    tm = _tm(request)
+    stats = await tm.get_stats()
+    stats = {**stats, "num_pending_requests": tm.num_pending}
+    return {
+        **request.app.state.server_args.to_dict(),
+        "model_info": tm.model_info,
+        "stats": stats,
+        "internal_states": [stats],
+        "version": request.app.state.version,
+    }
+
+
+@router.get("/flush_cache")
+@router.post("/flush_cache")
+async def flush_cache(request: Request) -> Response:
+    out = await _tm(request).flush_cache()
+    if not out.success:
+        raise ApiError(out.message or "cannot flush the cache while requests are running")
+    return Response("Cache flushed.\n", status_code=200)
+
+
+@router.post("/abort_request")
+async def abort_request(request: Request) -> dict[str, Any]:
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    tm = _tm(request)
+    if body.get("abort_all"):
+        await tm.abort_all()
+        return {"success": True}
+    rid = body.get("rid")
+    if not isinstance(rid, str) or not rid:
+        raise ApiError("rid must be a non-empty string", param="rid")
+    return {"success": await tm.abort_rid(rid)}
+
+
+@router.post("/concate_and_append_request")
+async def concate_and_append_request(request: Request) -> dict[str, Any]:
+    """Accepted as a no-op: the SGLang client appends the forks' text itself."""
+    await read_json(request)
+    return {"success": True}
+
+
+@router.post("/generate")
+async def generate(request: Request) -> Any:
+    tm = _tm(request)
+    req = parse_generate(await read_json(request))
+    group = await tm.submit(req.items, req.stream, req.return_text_in_logprobs)
+    try:
+        if req.stream:
+            await until_done_or_disconnect(group.changed.wait(), request)  # a rejection answers 400
+            _raise_rejection(group)
+            return StreamingResponse(_stream(tm, group), media_type="text/event-stream")
+        await until_done_or_disconnect(group.wait(), request)
+    except ClientDisconnected:
+        await tm.abort(group)
+        return Response(status_code=499)
+    except BaseException:
+        await tm.abort(group)
+        raise
+    error = group.first_error()
+    if error is not None:
+        raise error
+    outs = [s.snapshot() for s in group.samples]
+    return outs if req.is_batch or len(outs) > 1 else outs[0]
+
+
+def _raise_rejection(group: ReqGroup) -> None:
+    """Answer with an error status when a sample was rejected before producing anything."""
+    error = group.first_error()
+    if error is not None:
+        raise error
+
+
+async def _stream(tm: TokenizerManager, group: ReqGroup) -> AsyncIterator[str]:
+    """SSE with the cumulative text of each sample; ``index`` tells samples apart."""
+    multi = len(group.samples) > 1
+    try:
+        async for sample in group.updates():
+            if sample.error is not None:
+                yield sse(sample.error.body())
+                continue
+            out = sample.snapshot()
+            if multi:
+                out["index"] = sample.index
+            yield sse(out)
+        yield SSE_DONE
+    finally:
+        if not group.finished:
+            await tm.abort(group)

@@ -1,0 +1,117 @@
+"""Validation of the native ``POST /generate`` body (SGLang's ``GenerateReqInput``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.tokenizer_manager import GenerateItem
+
+_PER_ITEM = ("sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num")
+_FIELDS = {"text", "input_ids", "stream", "return_text_in_logprobs", *_PER_ITEM}
+# SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
+_UNSUPPORTED_IF_SET = {
+    "image_data", "audio_data", "video_data", "lora_path", "modalities", "custom_logit_processor",
+    "return_hidden_states", "session_params", "data_parallel_rank", "log_metrics", "input_embeds",
+    "bootstrap_host", "bootstrap_port", "bootstrap_room",
+}
+
+
+@dataclass
+class GenerateRequest:
+    """A parsed ``/generate`` body: its prompts and how to answer."""
+
+    items: list[GenerateItem]
+    is_batch: bool
+    stream: bool
+    return_text_in_logprobs: bool
+
+
+def parse_generate(body: Any) -> GenerateRequest:
+    """Validate a ``/generate`` body; raises ``ApiError`` (400) naming the first problem."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    unknown = sorted(k for k in body if k not in _FIELDS and k not in _UNSUPPORTED_IF_SET)
+    if unknown:
+        raise ApiError(f"unknown field(s): {', '.join(unknown)}")
+    unsupported = sorted(k for k in _UNSUPPORTED_IF_SET if body.get(k) not in (None, False, [], {}, ""))
+    if unsupported:
+        raise ApiError(f"not supported by this server: {', '.join(unsupported)}")
+    prompts, is_batch = _prompts(body)
+    n = len(prompts)
+    items = []
+    for i, (key, prompt) in enumerate(prompts):
+        values = {name: _per_item(body, name, i, n, is_batch) for name in _PER_ITEM}
+        items.append(GenerateItem(
+            sampling_params=_sampling_params(values["sampling_params"]),
+            text=prompt if key == "text" else None,
+            input_ids=prompt if key == "input_ids" else None,
+            rid=_optional(values["rid"], str, "rid"),
+            return_logprob=bool(_optional(values["return_logprob"], bool, "return_logprob") or False),
+            logprob_start_len=_int(values["logprob_start_len"], "logprob_start_len", default=-1, minimum=-1),
+            top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
+        ))
+    stream = _optional(body.get("stream"), bool, "stream") or False
+    text_in_logprobs = _first(body.get("return_text_in_logprobs"))
+    return GenerateRequest(items, is_batch, stream, bool(_optional(text_in_logprobs, bool, "return_text_in_logprobs")))
+
+
+def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
+    text, input_ids = body.get("text"), body.get("input_ids")
+    if (text is None) == (input_ids is None):
+        raise ApiError("exactly one of text and input_ids must be given")
+    if text is not None:
+        if isinstance(text, str):
+            return [("text", text)], False
+        if isinstance(text, list) and text and all(isinstance(t, str) for t in text):
+            return [("text", t) for t in text], True
+        raise ApiError("text must be a string or a non-empty list of strings", param="text")
+    if _is_ids(input_ids):
+        return [("input_ids", input_ids)], False
+    if isinstance(input_ids, list) and input_ids and all(_is_ids(x) for x in input_ids):
+        return [("input_ids", x) for x in input_ids], True
+    raise ApiError("input_ids must be a list of token ids or a non-empty list of such lists", param="input_ids")
+
+
+def _is_ids(x: Any) -> bool:
+    return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x)
+
+
+def _per_item(body: dict[str, Any], name: str, i: int, n: int, is_batch: bool) -> Any:
+    """A field given once for all prompts, or as a list with one value per prompt."""
+    value = body.get(name)
+    if not isinstance(value, list):
+        return value
+    if not is_batch and len(value) == 1:  # SGLang's client sends e.g. [null] for a single prompt
+        return value[0]
+    if len(value) != n:
+        raise ApiError(f"{name} has {len(value)} values for {n} prompts", param=name)
+    return value[i]
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else value
+
+
+def _sampling_params(value: Any) -> SamplingParams:
+    if value is not None and not isinstance(value, dict):
+        raise ApiError("sampling_params must be an object", param="sampling_params")
+    try:
+        return SamplingParams.from_dict(value)
+    except (ValueError, TypeError) as e:
+        raise ApiError(str(e), param="sampling_params") from e
+
+
+def _optional(value: Any, kind: type, name: str) -> Any:
+    if value is not None and not isinstance(value, kind):
+        raise ApiError(f"{name} must be a {kind.__name__}", param=name)
+    return value
+
+
+def _int(value: Any, name: str, default: int, minimum: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ApiError(f"{name} must be an integer >= {minimum}", param=name)
+    return value

@@ -1,0 +1,144 @@
+"""Request bodies of the OpenAI-compatible API and their translation to ``SamplingParams``.
+
+Fields we do not implement are rejected with a 400 when set (never silently ignored); SGLang's
+extensions (``top_k``, ``min_p``, ``regex``, ``json_schema``, ...) are accepted as extra fields.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.server.errors import ApiError
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: Optional[dict[str, Any]] = None
+
+
+class _SamplingFields(BaseModel):
+    """Fields common to completions and chat completions."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: Optional[str] = None
+    max_tokens: Optional[int] = Field(None, ge=0)
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    n: int = Field(1, ge=1, le=128)
+    stream: bool = False
+    stream_options: Optional[StreamOptions] = None
+    stop: Optional[Union[str, list[str]]] = None
+    seed: Optional[int] = None
+    presence_penalty: Optional[float] = None
+    frequency_penalty: Optional[float] = None
+    response_format: Optional[ResponseFormat] = None
+    user: Optional[str] = None  # accepted, not used
+    logit_bias: Optional[dict[str, float]] = None  # rejected when non-empty
+    # SGLang / vLLM extensions
+    top_k: Optional[int] = None
+    min_p: Optional[float] = None
+    repetition_penalty: Optional[float] = None
+    min_tokens: Optional[int] = None
+    stop_token_ids: Optional[list[int]] = None
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    no_stop_trim: bool = False
+    regex: Optional[str] = None
+    json_schema: Optional[Union[str, dict[str, Any]]] = None
+    rid: Optional[str] = None
+
+    def sampling_params(self, max_new_tokens: Optional[int]) -> SamplingParams:
+        """``max_new_tokens`` None: up to the context (the manager caps it per prompt)."""
+        if self.logit_bias:
+            raise ApiError("logit_bias is not supported", param="logit_bias")
+        d: dict[str, Any] = {"n": self.n, "ignore_eos": self.ignore_eos, "no_stop_trim": self.no_stop_trim,
+                             "skip_special_tokens": self.skip_special_tokens,
+                             "spaces_between_special_tokens": self.spaces_between_special_tokens}
+        if max_new_tokens is not None:
+            d["max_new_tokens"] = max_new_tokens
+        optional = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+                    "presence_penalty": self.presence_penalty, "frequency_penalty": self.frequency_penalty,
+                    "top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty,
+                    "min_new_tokens": self.min_tokens, "stop": self.stop, "stop_token_ids": self.stop_token_ids,
+                    "regex": self.regex, "json_schema": self.json_schema}
+        d.update({k: v for k, v in optional.items() if v is not None})
+        schema = self._response_format_schema()
+        if schema is not None:
+            if "regex" in d or "json_schema" in d:
+                raise ApiError("give only one of response_format, regex and json_schema", param="response_format")
+            d["json_schema"] = schema
+        try:
+            return SamplingParams.from_dict(d)
+        except (ValueError, TypeError) as e:
+            raise ApiError(str(e)) from e
+
+    def _response_format_schema(self) -> Optional[str]:
+        fmt = self.response_format
+        if fmt is None or fmt.type == "text":
+            return None
+        if fmt.type == "json_object":
+            return json.dumps({"type": "object"})
+        spec = fmt.json_schema or {}
+        schema = spec.get("schema", spec.get("schema_"))
+        if not isinstance(schema, dict):
+            raise ApiError("response_format.json_schema.schema must be a JSON schema object", param="response_format")
+        return json.dumps(schema)
+
+
+class CompletionRequest(_SamplingFields):
+    prompt: Union[str, list[str], list[int], list[list[int]]]
+    max_tokens: Optional[int] = Field(16, ge=0)
+    logprobs: Optional[int] = Field(None, ge=0, le=20)
+    echo: bool = False
+    suffix: Optional[str] = None  # rejected when set
+    best_of: Optional[int] = None  # only best_of == n
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: Optional[Union[str, list[dict[str, Any]]]] = None
+
+    def as_template_input(self) -> dict[str, Any]:
+        content = self.content
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                    raise ApiError(f"only text content parts are supported, got {part.get('type')!r}", param="messages")
+                parts.append(part["text"])
+            content = "".join(parts)
+        role = "system" if self.role == "developer" else self.role
+        return {"role": role, "content": content or ""}
+
+
+class ChatCompletionRequest(_SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: Optional[int] = Field(None, ge=0)
+    logprobs: bool = False
+    top_logprobs: Optional[int] = Field(None, ge=0, le=20)
+    tools: Optional[list[Any]] = None  # rejected when non-empty
+    tool_choice: Optional[Any] = None
+    parallel_tool_calls: Optional[bool] = None
+
+
+def parse_body(model: type[BaseModel], body: Any) -> Any:
+    """Validate ``body`` against ``model``; a 400 naming the first bad field otherwise."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        raise ApiError(f"{where}: {first['msg']}" if where else first["msg"], param=where) from e

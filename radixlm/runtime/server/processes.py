@@ -1,0 +1,96 @@
+"""Start and stop the server's child processes: the scheduler and the detokenizer."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from radixlm.runtime.detokenizer.process import run_detokenizer_process
+from radixlm.runtime.ipc import IpcAddrs, IpcDir
+from radixlm.runtime.scheduler_process import run_scheduler_process
+
+STARTUP_POLL_S = 0.5
+STOP_TIMEOUT_S = 5.0
+
+
+@dataclass
+class RuntimeProcesses:
+    """The running children, their socket directory and what the scheduler reported at startup."""
+
+    ipc_dir: IpcDir
+    addrs: IpcAddrs
+    scheduler: Any  # multiprocessing.Process
+    detokenizer: Optional[Any]
+    model_info: dict[str, Any]
+
+    def dead_child(self) -> Optional[str]:
+        """A message naming the first child that exited, or None while both run."""
+        for name, proc in (("scheduler", self.scheduler), ("detokenizer", self.detokenizer)):
+            if proc is not None and proc.exitcode is not None:
+                return f"the {name} process exited unexpectedly (exit code {proc.exitcode})"
+        return None
+
+    def shutdown(self) -> None:
+        """Stop both children (terminate, then kill) and remove the socket directory."""
+        procs = [p for p in (self.scheduler, self.detokenizer) if p is not None]
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(STOP_TIMEOUT_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self.ipc_dir.close()
+
+
+def start_processes(
+    server_args: Any,
+    thread_env: dict[str, Optional[str]],
+    scheduler_factory: Optional[Callable[[Any], Any]] = None,
+) -> RuntimeProcesses:
+    """Start the scheduler, wait until its model is loaded, then start the detokenizer.
+
+    Raises ``RuntimeError`` with the child's traceback when the scheduler cannot start.
+    """
+    ctx = mp.get_context("spawn")
+    ipc_dir = IpcDir()
+    addrs = ipc_dir.addrs()
+    ready_recv, ready_send = ctx.Pipe(duplex=False)
+    scheduler = ctx.Process(
+        target=run_scheduler_process,
+        args=(server_args, addrs, os.getpid(), ready_send, thread_env, scheduler_factory),
+        name="radixlm-scheduler",
+        daemon=True,
+    )
+    procs = RuntimeProcesses(ipc_dir, addrs, scheduler, None, {})
+    try:
+        scheduler.start()
+        ready_send.close()
+        while not ready_recv.poll(STARTUP_POLL_S):
+            if scheduler.exitcode is not None:
+                raise RuntimeError(f"the scheduler process exited during startup (exit code {scheduler.exitcode})")
+        try:
+            status, payload = ready_recv.recv()
+        except EOFError:
+            scheduler.join(STOP_TIMEOUT_S)
+            raise RuntimeError(f"the scheduler process exited during startup (exit code {scheduler.exitcode})")
+        if status != "ready":
+            raise RuntimeError(f"the scheduler failed to start:\n{payload}")
+        procs.model_info = payload
+        procs.detokenizer = ctx.Process(
+            target=run_detokenizer_process,
+            args=(tokenizer_path(payload), addrs, os.getpid()),
+            name="radixlm-detokenizer",
+            daemon=True,
+        )
+        procs.detokenizer.start()
+    except BaseException:
+        procs.shutdown()
+        raise
+    return procs
+
+
+def tokenizer_path(model_info: dict[str, Any]) -> str:
+    return model_info.get("tokenizer_path") or model_info["model_path"]

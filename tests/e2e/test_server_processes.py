@@ -1,0 +1,144 @@
+"""The server's processes: clean stop on SIGTERM/SIGINT, no orphans, a dead child fails clients fast."""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import tempfile
+import threading
+import time
+
+import httpx
+import pytest
+
+from radixlm.runtime.server.launch import launch_server
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find child processes")
+
+
+def children_of(pid: int) -> list[int]:
+    kids = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            kids.append(int(stat.split("/")[2]))
+    return kids
+
+
+def workers_of(pid: int) -> list[int]:
+    """The scheduler and detokenizer (in start order), leaving out multiprocessing's resource tracker."""
+    def cmdline(p: int) -> str:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    return sorted(p for p in children_of(pid) if "spawn_main" in cmdline(p))
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], timeout: float = 15.0) -> None:
+    deadline = time.time() + timeout
+    while any(alive(p) for p in pids):
+        assert time.time() < deadline, f"still running: {[p for p in pids if alive(p)]}"
+        time.sleep(0.1)
+
+
+def ipc_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "radixlm-ipc-*")))
+
+
+def start(tiny_llama_dir: str):
+    before = ipc_dirs()
+    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512)
+    workers = workers_of(handle.pid)
+    assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
+    kids = workers + [p for p in children_of(handle.pid) if p not in workers]
+    new_dirs = ipc_dirs() - before
+    assert len(new_dirs) == 1
+    (ipc_dir,) = new_dirs
+    assert os.stat(ipc_dir).st_mode & 0o777 == 0o700
+    return handle, kids, ipc_dir
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_all_processes_and_removes_sockets(tiny_llama_dir, sig):
+    handle, kids, ipc_dir = start(tiny_llama_dir)
+    deadline = time.time() + 5
+    while "radixlm: serving" not in handle.log():  # printed right after the port opens
+        assert time.time() < deadline, handle.log()
+        time.sleep(0.05)
+    handle.process.send_signal(sig)
+    handle.process.wait(30)
+    wait_gone(kids)
+    assert not os.path.exists(ipc_dir)
+
+
+def test_killed_server_leaves_no_orphans(tiny_llama_dir):
+    handle, kids, ipc_dir = start(tiny_llama_dir)
+    handle.process.kill()
+    handle.process.wait(10)
+    wait_gone(kids)  # the children watch their parent
+    assert not os.path.exists(ipc_dir)  # and remove the sockets it could not
+
+
+def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_llama_dir):
+    handle, kids, ipc_dir = start(tiny_llama_dir)
+    results: dict[str, object] = {}
+
+    def stream_client() -> None:
+        body = {"text": "pending", "stream": True,
+                "sampling_params": {"max_new_tokens": 100000 // 200, "temperature": 0, "ignore_eos": True}}
+        try:
+            with httpx.stream("POST", handle.url + "/generate", json=body, timeout=60) as r:
+                results["stream"] = [line for line in r.iter_lines() if line]
+        except httpx.HTTPError as e:
+            results["stream"] = e
+
+    def waiting_client() -> None:
+        try:
+            results["plain"] = httpx.post(handle.url + "/generate", json={
+                "text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}, timeout=60)
+        except httpx.HTTPError as e:
+            results["plain"] = e
+
+    threads = [threading.Thread(target=stream_client), threading.Thread(target=waiting_client)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    scheduler_pid = kids[0]  # started first
+    os.kill(scheduler_pid, signal.SIGKILL)
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a client hung after the scheduler died"
+    handle.process.wait(30)
+    assert handle.process.returncode != 0
+    wait_gone(kids)
+    assert not os.path.exists(ipc_dir)
+    assert "scheduler process exited unexpectedly" in handle.log()
+    plain = results["plain"]
+    if isinstance(plain, httpx.Response):  # finished before the kill, or failed with a clear error
+        assert plain.status_code in (200, 500)
+        if plain.status_code == 500:
+            assert "scheduler" in plain.json()["error"]["message"]
+    stream = results["stream"]
+    if isinstance(stream, list) and stream[-1] == "data: [DONE]":
+        assert any("error" in line for line in stream) or '"finish_reason": {' in stream[-2]
+
+
+def test_scheduler_startup_failure_is_reported(tmp_path):
+    with pytest.raises(RuntimeError) as e:
+        launch_server(model=str(tmp_path / "no-such-model"), device="cpu", timeout=120)
+    assert "no-such-model" in str(e.value)

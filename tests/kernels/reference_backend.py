@@ -1,0 +1,24 @@
+"""An attention backend that always calls the exact torch references, on any device.
+
+``TorchAttentionBackend`` goes through the dispatch points, which pick Triton on CUDA; comparing
+against it there would compare Triton with itself.
+"""
+from __future__ import annotations
+
+from radixlm.kernels.decode_attention import decode_attention_torch
+from radixlm.kernels.extend_attention import extend_attention_torch
+from radixlm.runtime.layers.attention_backend import TorchAttentionBackend
+
+
+class ReferenceAttentionBackend(TorchAttentionBackend):
+    def forward_extend(self, q, layer_id, fb, sm_scale):
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+                                      fb.req_pool_indices, fb.extend_prefix_lens_cpu,
+                                      fb.extend_seq_lens_cpu, sm_scale)
+
+    def forward_decode(self, q, layer_id, fb, sm_scale):
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+                                      fb.req_pool_indices, fb.seq_lens, sm_scale,
+                                      max(fb.seq_lens_cpu))

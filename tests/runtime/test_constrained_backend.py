@@ -1,0 +1,71 @@
+"""GrammarBackend: validation errors, compile futures, the LRU cache."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from radixlm.runtime.constrained import GrammarBackend
+from tests.helpers.tokenizers import tiny_byte_level_tokenizer
+
+
+@pytest.fixture(scope="module")
+def backend():
+    tok = tiny_byte_level_tokenizer()
+    be = GrammarBackend(tok, [tok.eos_token_id], vocab_size=len(tok) + 5, cache_size=2)
+    yield be
+    be.shutdown()
+
+
+@pytest.mark.parametrize("kind,text,message", [
+    ("regex", "ab(", "invalid regex"),
+    ("regex", "a{2,1}", "invalid regex"),
+    ("regex", "(?=a)b", "look-around"),
+    ("regex", "(?<!a)b", "look-around"),
+    ("regex", r"\bword", "word boundaries"),
+    ("regex", "^abc$", "anchors"),
+    ("json", "{not json", "not valid JSON"),
+    ("json", '{"type": "foo"}', "unsupported json_schema"),
+    ("json", '{"not": {"type": "string"}}', "unsupported json_schema"),
+    ("json", '{"type": "integer", "minimum": 5, "maximum": 1}', "empty integer range"),
+    ("choices", "[]", "non-empty list"),
+    ("dtype", "complex", "unsupported dtype"),
+    ("grammar", "x", "unknown grammar kind"),
+])
+def test_validate_rejects_with_clear_message(backend, kind, text, message):
+    with pytest.raises(ValueError, match=message):
+        backend.validate(kind, text)
+
+
+@pytest.mark.parametrize("kind,text", [("regex", r"[a-z]+\d"), ("json", '{"type": "string"}'),
+                                       ("choices", '["a", "b"]'), ("dtype", "float"), ("json_object", "")])
+def test_validate_accepts(backend, kind, text):
+    backend.validate(kind, text)
+
+
+def test_second_submit_is_cached_and_instant(backend):
+    first = backend.submit("regex", "[0-9]{4}")
+    grammar = first.result(timeout=30)
+    start = time.perf_counter()
+    second = backend.submit("regex", "[0-9]{4}")
+    assert second is first and second.done() and time.perf_counter() - start < 0.01
+    assert second.result() is grammar and grammar.compile_seconds > 0
+
+
+def test_failed_compile_propagates_and_is_not_cached(backend):
+    future = backend.submit("json", json.dumps({"type": "nope"}))
+    with pytest.raises(ValueError, match="unsupported json_schema"):
+        future.result(timeout=30)
+    assert backend.submit("json", json.dumps({"type": "nope"})) is not future
+
+
+def test_lru_evicts_oldest(backend):
+    a = backend.submit("dtype", "int")
+    backend.submit("dtype", "bool")
+    backend.submit("dtype", "str")
+    assert backend.submit("dtype", "int") is not a
+
+
+def test_bitmask_covers_logits_width(backend):
+    assert backend.new_bitmask(3).shape == (3, (backend.vocab_size + 31) // 32)

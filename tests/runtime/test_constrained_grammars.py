@@ -1,0 +1,48 @@
+"""Grammar kinds -> regex: numeric ranges, dtypes, choices, json_object."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, grammar_to_regex
+from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE, json_object_regex, resolve_whitespace_pattern
+from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 0), (3, 10), (-5, 120), (0, None), (None, 0), (None, None), (17, None),
+                                   (-99, -7), (None, -3), (999, 1001)])
+def test_integer_range_is_exact(lo, hi):
+    rx = re.compile(integer_range_regex(lo, hi))
+    for v in range(-1200, 1200):
+        assert bool(rx.fullmatch(str(v))) == ((lo is None or v >= lo) and (hi is None or v <= hi)), v
+    assert not any(rx.fullmatch(s) for s in ("-0", "007", "", "-"))
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 1), (-90, 90), (-5, -2), (0, None), (3, 3)])
+def test_number_range_is_exact(lo, hi):
+    rx = re.compile(number_range_regex(lo, hi))
+    for s in ("0", "0.5", "1", "1.0", "1.5", "3", "3.25", "-2", "-2.5", "-5", "-5.1", "89.99", "90", "90.01", "120"):
+        v = float(s)
+        assert bool(rx.fullmatch(s)) == ((lo is None or v >= lo) and (hi is None or v <= hi)), s
+
+
+def test_dtypes_and_choices():
+    assert re.fullmatch(DTYPE_REGEXES["int"], "-12") and not re.fullmatch(DTYPE_REGEXES["int"], "012")
+    assert re.fullmatch(DTYPE_REGEXES["float"], "3.5e-2")
+    assert re.fullmatch(DTYPE_REGEXES["bool"], "True")
+    rx = grammar_to_regex("choices", json.dumps(["a.b", "c|d", "(x)"]))
+    assert all(re.fullmatch(rx, c) for c in ("a.b", "c|d", "(x)")) and not re.fullmatch(rx, "axb")
+
+
+def test_json_object_regex_matches_objects_only():
+    rx = re.compile(json_object_regex())
+    assert rx.fullmatch('{"a": 1, "b": [true, null], "c": {"d": "e"}}')
+    assert rx.fullmatch("{}") and not rx.fullmatch("[]") and not rx.fullmatch('"s"')
+
+
+def test_whitespace_flag():
+    assert resolve_whitespace_pattern(None) == r"[ ]?"
+    assert resolve_whitespace_pattern("free") == FREE_WHITESPACE
+    assert resolve_whitespace_pattern("") == ""

@@ -1,0 +1,48 @@
+"""DetokenizerManager: per-request state, cumulative text and ids, logprob deltas passed through."""
+from __future__ import annotations
+
+import numpy as np
+
+from radixlm.runtime.detokenizer.manager import DetokenizerManager
+from radixlm.runtime.messages import BatchTokenOut, ReqTokenOut
+from tests.runtime.test_detokenizer_incremental import tokenizer  # noqa: F401  (fixture)
+
+
+def token_out(rid: str, ids: list[int], finished: bool = False, reason=None, **kw) -> ReqTokenOut:
+    return ReqTokenOut(rid, np.asarray(ids, dtype=np.int32), finished, reason, prompt_tokens=3,
+                       completion_tokens=kw.pop("completion_tokens", len(ids)), cached_tokens=0, **kw)
+
+
+def test_interleaved_requests_keep_separate_state(tokenizer):  # noqa: F811
+    manager = DetokenizerManager(tokenizer)
+    a, b = tokenizer.encode("Hello 😀 world"), tokenizer.encode("你好, stop here")
+    texts = {"a": "", "b": ""}
+    for i in range(max(len(a), len(b))):
+        outs = []
+        for rid, ids in (("a", a), ("b", b)):
+            if i < len(ids):
+                last = i == len(ids) - 1
+                outs.append(token_out(rid, [ids[i]], last, {"type": "length", "length": len(ids)} if last else None,
+                                      stop_strings=["stop"] if rid == "b" else []))
+        for out in manager.handle(BatchTokenOut(outs)).outs:
+            assert out.text.startswith(texts[out.rid]) and "\ufffd" not in out.text
+            texts[out.rid] = out.text
+            if not out.finished:
+                assert out.meta_info["finish_reason"] is None
+    assert texts == {"a": "Hello 😀 world", "b": "你好, stop here"}
+    assert manager.states == {}
+
+
+def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):  # noqa: F811
+    manager = DetokenizerManager(tokenizer)
+    ids = tokenizer.encode("one two. three")
+    first = manager.handle(BatchTokenOut([token_out("r", ids[:2], stop_strings=["."],
+                                                    output_token_logprobs=[(-0.5, ids[0]), (-0.1, ids[1])])])).outs[0]
+    assert first.meta_info["output_token_logprobs"] == [(-0.5, ids[0]), (-0.1, ids[1])]
+    final = manager.handle(BatchTokenOut([token_out("r", ids[2:], True, {"type": "stop", "matched": "."},
+                                                    stop_strings=["."])])).outs[0]
+    assert final.text == "one two" and final.finished
+    assert final.output_ids.tolist() == ids and final.meta_info["finish_reason"]["matched"] == "."
+    assert "output_token_logprobs" not in final.meta_info
+
+
