@@ -25,7 +25,7 @@ def calculator(expression: str) -> str:
             return _OPS[type(node.op)](ev(node.operand))
         raise ValueError("unsupported expression")
     try:
-        return str(ev(ast.parse(expression.strip(), mode="eval").body))
+        return str(ev(ast.parse(expression.split("=")[0].strip(), mode="eval").body))
     except Exception as exc:  # noqa: BLE001 - the agent sees the error as an observation
         return f"error: {exc}"
 

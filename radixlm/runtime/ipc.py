@@ -34,7 +34,7 @@ class IpcDir:
     """A private (0700) temporary directory holding the socket files; ``close()`` removes it."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix="radixlm-ipc-")  # mkdtemp creates it with mode 0700
+        self.path = tempfile.mkdtemp(prefix=f"radixlm-ipc-{os.getpid()}-")  # mkdtemp creates it with mode 0700
         os.chmod(self.path, 0o700)
 
     def addrs(self) -> IpcAddrs:

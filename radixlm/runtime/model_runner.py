@@ -70,14 +70,20 @@ class ModelRunner:
         self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.loaded.num_kv_heads,
                               self.loaded.head_dim, self.dtype, device=self.device)
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
-        # Hook point: a CUDA-graph runner for decode, set up after the pools exist.
+        # Decode replays captured CUDA graphs; prefill runs eagerly.
         self.cuda_graph_runner = None
+        if self.device.type == "cuda" and not server_args.disable_cuda_graph:
+            from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
+
+            self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
                     self.device, self.dtype, num_slots, self.context_length)
 
     @torch.inference_mode()
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
         """Float32 logits ``[len(fb.logits_indices), vocab_size]``; writes the new tokens' KV."""
+        if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run(fb):
+            return self.cuda_graph_runner.replay(fb)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
 

@@ -56,17 +56,17 @@ def wait_gone(pids: list[int], timeout: float = 15.0) -> None:
         time.sleep(0.1)
 
 
-def ipc_dirs() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "radixlm-ipc-*")))
+def ipc_dirs(server_pid: int | str = "*") -> set[str]:
+    """Socket directories (of one server process, named by its pid), so other servers don't interfere."""
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), f"radixlm-ipc-{server_pid}-*")))
 
 
 def start(tiny_llama_dir: str):
-    before = ipc_dirs()
     handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512)
     workers = workers_of(handle.pid)
     assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
     kids = workers + [p for p in children_of(handle.pid) if p not in workers]
-    new_dirs = ipc_dirs() - before
+    new_dirs = ipc_dirs(handle.pid)
     assert len(new_dirs) == 1
     (ipc_dir,) = new_dirs
     assert os.stat(ipc_dir).st_mode & 0o777 == 0o700

@@ -5,8 +5,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from radixlm.kernels.decode_attention import decode_attention
-from radixlm.kernels.extend_attention import extend_attention
+from radixlm.kernels.decode_attention import decode_attention_torch
+from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.store_kv import store_kv
 from radixlm.runtime.forward_batch import ForwardBatch
 
@@ -36,7 +36,11 @@ class AttentionBackend(ABC):
 
 
 class TorchAttentionBackend(AttentionBackend):
-    """Exact attention in plain torch, on any device; reads KV through ``req_to_token``."""
+    """Exact attention in plain torch, on any device; reads KV through ``req_to_token``.
+
+    It calls the torch references directly (not the dispatch points), so ``--attention-backend torch``
+    means the exact path on a GPU too.
+    """
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         if fb.seq_lens_cpu is None:
@@ -50,13 +54,13 @@ class TorchAttentionBackend(AttentionBackend):
 
     def forward_extend(self, q, layer_id, fb, sm_scale):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return extend_attention(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+        return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
                                 fb.req_pool_indices, fb.extend_prefix_lens_cpu,
                                 fb.extend_seq_lens_cpu, sm_scale)
 
     def forward_decode(self, q, layer_id, fb, sm_scale):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return decode_attention(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
+        return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
                                 fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)
 
 
