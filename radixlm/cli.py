@@ -77,7 +77,7 @@ def _add_demo(sub) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from radixlm.frontend.demo import main as demo_main
+    from radixlm.demo import main as demo_main
 
     return demo_main(model=args.model) or 0
 

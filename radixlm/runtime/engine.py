@@ -33,6 +33,7 @@ from radixlm.runtime.messages import (
 from radixlm.runtime.output_format import format_logprobs, format_top_logprobs, public_finish_reason
 from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
 from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.server_info import build_server_info
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,10 @@ class Engine:
         return self._call(FlushCacheReq()).success
 
     def get_server_info(self) -> dict[str, Any]:
-        return {**self.server_args.to_dict(), **self._call(GetStatsReq()).stats}
+        from radixlm import __version__
+
+        return build_server_info(self.server_args.to_dict(), self.model_info(), self._call(GetStatsReq()).stats,
+                                 __version__)
 
     def model_info(self) -> dict[str, Any]:
         return self.scheduler.model_info()

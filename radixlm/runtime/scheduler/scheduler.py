@@ -27,6 +27,7 @@ from radixlm.runtime.sampling.sampler import sample
 from radixlm.runtime.scheduler.batch_builder import build_decode_batch, build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
+from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.stop_checker import StopChecker
@@ -53,6 +54,8 @@ class Scheduler:
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)
         self.grammars = GrammarQueue(server_args, self.tokenizer, self.eos_token_ids, self.runner.vocab_size)
+        self.jump_forward = (JumpForwardStep(self.tokenizer, self.cache, self.context_length)
+                             if server_args.enable_jump_forward else None)
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -147,7 +150,7 @@ class Scheduler:
 
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
-        self.waiting.extend(self.grammars.poll(self._finish_with_error))
+        self.waiting.extend(self.grammars.poll(self._finish_with_error, self.jump_forward))
         self._reap_aborted()
         batch = self.planner.plan(self.waiting, self.running, self.chunked) if (self.waiting or self.chunked) else []
         if batch:
@@ -228,6 +231,9 @@ class Scheduler:
 
     # ---- decode --------------------------------------------------------------------------------
     def _run_decode(self) -> None:
+        if self.jump_forward is not None and self.jump_forward.has_pending(self.running):
+            self._run_jump_forward_extend()
+            return
         slots = self.cache.alloc_decode_slot(self.running)
         while slots is None:
             self._retract_one()
@@ -240,6 +246,22 @@ class Scheduler:
         for req in batch:
             req.kv_len += 1
         self._sample_and_advance(batch, logits)
+        self.running = [r for r in self.running if not r.finished]
+
+    def _run_jump_forward_extend(self) -> None:
+        """A decode step run as one extend: jumped requests compute all their forced tokens at once."""
+        step = self.jump_forward.prepare(self.running, self.runner)
+        while step is None:
+            self._retract_one()
+            if not self.running:
+                return
+            step = self.jump_forward.prepare(self.running, self.runner)
+        fb, sample_rows = step
+        batch = list(self.running)
+        logits = self.runner.forward(fb)
+        for req in batch:
+            req.kv_len += req.extend_len
+        self._sample_and_advance(batch, logits[sample_rows])
         self.running = [r for r in self.running if not r.finished]
 
     def _retract_one(self) -> None:
@@ -274,6 +296,8 @@ class Scheduler:
                     self._finish(req, _abort_reason(f"grammar rejected token {token}", 500))
                     continue
             reason = self.stop_checker.check(req)
+            if reason is None and self.jump_forward is not None and self.jump_forward.apply(req):
+                reason = self.stop_checker.check(req)
             if reason is not None:
                 self._finish(req, reason)
             elif req.stream:

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server_info import build_server_info
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
@@ -52,13 +53,8 @@ async def get_server_info(request: Request) -> dict[str, Any]:
     tm = _tm(request)
     stats = await tm.get_stats()
     stats = {**stats, "num_pending_requests": tm.num_pending}
-    return {
-        **request.app.state.server_args.to_dict(),
-        "model_info": tm.model_info,
-        "stats": stats,
-        "internal_states": [stats],
-        "version": request.app.state.version,
-    }
+    return build_server_info(request.app.state.server_args.to_dict(), tm.model_info, stats,
+                             request.app.state.version)
 
 
 @router.get("/flush_cache")

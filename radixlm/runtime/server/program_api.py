@@ -1,0 +1,46 @@
+"""``POST /program``: run a compiled request graph next to the KV cache (no round trip per call)."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from radixlm.runtime.program_executor import execute_program
+from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
+from radixlm.runtime.server.native_protocol import parse_generate
+from radixlm.runtime.server.tokenizer_manager import TokenizerManager
+
+router = APIRouter()
+
+
+@router.post("/program")
+async def run_program(request: Request) -> Any:
+    """Body ``{"graph": <request graph, see radixlm.runtime.program_executor>}``; answers
+    ``{"results": [...]}``. Every node's generation goes straight to the scheduler."""
+    tm: TokenizerManager = request.app.state.tokenizer_manager
+    body = await read_json(request)
+    graph = body.get("graph") if isinstance(body, dict) else None
+    if not isinstance(graph, dict):
+        raise ApiError('the body must be {"graph": {...}} with a compiled request graph', 400, "graph")
+
+    async def generate(req_body: dict[str, Any]) -> Any:
+        req = parse_generate(req_body)
+        group = await tm.submit(req.items, False, req.return_text_in_logprobs)
+        try:
+            await group.wait()
+        except BaseException:
+            await tm.abort(group)
+            raise
+        error = group.first_error()
+        if error is not None:
+            raise error
+        outs = [s.snapshot() for s in group.samples]
+        return outs if req.is_batch or len(outs) > 1 else outs[0]
+
+    try:
+        return await until_done_or_disconnect(execute_program(graph, generate), request)
+    except ClientDisconnected:
+        return Response(status_code=499)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
