@@ -122,15 +122,20 @@ class Engine:
         return_text_in_logprobs: bool = False,
         stream: bool = False,
         rid: Optional[Union[str, list[str]]] = None,
+        pin_children: int = 0,
+        unpin_rids: Optional[list[str]] = None,
     ) -> Union[dict, list[dict], Iterator[dict]]:
         """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
 
         A single prompt with ``n > 1`` returns a list of ``n`` results. With ``stream=True`` (single
         prompt, n == 1) returns an iterator of dicts with the cumulative text.
-        Raises ``ValueError`` naming the bad parameter for invalid input.
+        Raises ``ValueError`` naming the bad parameter for invalid input. ``pin_children`` and
+        ``unpin_rids`` keep a program node's context locked in the cache until its children are
+        admitted (see ``TokenizedGenerateReq``).
         """
         reqs, single = self._build_requests(prompt, input_ids, sampling_params, return_logprob,
-                                            logprob_start_len, top_logprobs_num, stream, rid)
+                                            logprob_start_len, top_logprobs_num, stream, rid,
+                                            pin_children, unpin_rids)
         if stream:
             if len(reqs) != 1:
                 raise ValueError("stream=True takes a single prompt with n == 1")
@@ -144,10 +149,12 @@ class Engine:
     async def async_generate(self, prompt: Prompt = None, sampling_params=None, input_ids=None,
                              return_logprob: bool = False, logprob_start_len: int = -1,
                              top_logprobs_num: int = 0, return_text_in_logprobs: bool = False,
-                             stream: bool = False, rid=None):
+                             stream: bool = False, rid=None, pin_children: int = 0,
+                             unpin_rids: Optional[list[str]] = None):
         """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
         reqs, single = self._build_requests(prompt, input_ids, sampling_params, return_logprob,
-                                            logprob_start_len, top_logprobs_num, stream, rid)
+                                            logprob_start_len, top_logprobs_num, stream, rid,
+                                            pin_children, unpin_rids)
         if stream:
             if len(reqs) != 1:
                 raise ValueError("stream=True takes a single prompt with n == 1")
@@ -192,7 +199,8 @@ class Engine:
 
     # ---- request building ----------------------------------------------------------------------
     def _build_requests(self, prompt, input_ids, sampling_params, return_logprob, logprob_start_len,
-                        top_logprobs_num, stream, rid) -> tuple[list[TokenizedGenerateReq], bool]:
+                        top_logprobs_num, stream, rid, pin_children: int = 0,
+                        unpin_rids: Optional[list[str]] = None) -> tuple[list[TokenizedGenerateReq], bool]:
         if (prompt is None) == (input_ids is None):
             raise ValueError("give exactly one of prompt or input_ids")
         if prompt is not None:
@@ -219,12 +227,14 @@ class Engine:
             params = [as_sampling_params(sampling_params)] * len(ids_list)
         if top_logprobs_num < 0:
             raise ValueError("top_logprobs_num must be >= 0")
+        if not isinstance(pin_children, int) or pin_children < 0:
+            raise ValueError("pin_children must be an integer >= 0")
         rids = rid if isinstance(rid, list) else [rid] * len(ids_list)
         reqs: list[TokenizedGenerateReq] = []
         for ids, text, p, r in zip(ids_list, texts, params, rids):
             r = r or f"eng-{next(self._rid_counter)}-{uuid.uuid4().hex[:8]}"
             base = TokenizedGenerateReq(r, np.asarray(ids, dtype=np.int32), p, return_logprob, logprob_start_len,
-                                        top_logprobs_num, stream, text)
+                                        top_logprobs_num, stream, text, pin_children, list(unpin_rids or []))
             reqs.extend(expand_parallel_samples(base))
         if len(reqs) > 1:
             single = False

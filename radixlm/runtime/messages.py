@@ -26,6 +26,10 @@ class TokenizedGenerateReq:
     top_logprobs_num: int = 0
     stream: bool = False
     input_text: Optional[str] = None
+    # Program graphs: keep this request's final context locked in the radix tree until
+    # ``pin_children`` requests that list its rid in ``unpin_rids`` have been admitted.
+    pin_children: int = 0
+    unpin_rids: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -27,6 +27,7 @@ class ServerArgs:
     schedule_policy: str = "lpm"  # lpm | fcfs
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
+    pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
     # Constrained decoding
     enable_jump_forward: bool = False
     grammar_cache_size: int = 64

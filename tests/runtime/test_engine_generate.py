@@ -11,7 +11,7 @@ GREEDY = {"temperature": 0, "max_new_tokens": 12}
 
 
 def test_single_prompt_returns_text_ids_and_meta(tiny_engine):
-    out = tiny_engine.generate("Hello world", GREEDY)
+    out = tiny_engine.generate("Hello world", {**GREEDY, "ignore_eos": True})
     meta = out["meta_info"]
     assert len(out["output_ids"]) == 12
     assert meta["completion_tokens"] == 12

@@ -12,7 +12,7 @@ or one running request's private tail. ``check_integrity`` verifies it.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -137,9 +137,18 @@ class CacheManager:
         req.last_node = None
         req.prefix_len = req.kv_len = 0
 
-    def free_step_slots(self, slots: torch.Tensor) -> None:
-        """Return slots taken for a step that did not run."""
-        self.allocator.free(slots)
+    def pin(self, req: Req) -> Any:
+        """Keep the request's computed context locked in the tree beyond its release; returns the
+        node to ``unpin`` later (None when the cache is disabled: nothing can be kept)."""
+        if self.disabled or req.row is None:
+            return None
+        self.commit_to_tree(req)
+        self.tree.inc_lock(req.last_node)
+        return req.last_node
+
+    def unpin(self, node: Any) -> None:
+        if node is not None:
+            self.tree.dec_lock(node)
 
     # ---- maintenance -----------------------------------------------------------------------------
     def flush(self) -> None:

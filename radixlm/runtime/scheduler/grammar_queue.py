@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
 from radixlm.kernels.token_bitmask import apply_token_bitmask
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
-
-if TYPE_CHECKING:
-    from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
 
 
 class GrammarQueue:
@@ -59,12 +56,8 @@ class GrammarQueue:
         """Raise ``ValueError`` for a grammar that cannot compile (front ends call it for a 400)."""
         self._get_backend().validate(kind, text)
 
-    def poll(self, on_error: Callable[[Req, str], None],
-             jump_forward: Optional["JumpForwardStep"] = None) -> list[Req]:
-        """Requests whose grammar is ready, in arrival order; failures finish through ``on_error``.
-
-        With ``jump_forward``, a ready request starts with the tokens its grammar forces at the start.
-        """
+    def poll(self, on_error: Callable[[Req, str], None]) -> list[Req]:
+        """Requests whose grammar is ready, in arrival order; failures finish through ``on_error``."""
         ready: list[Req] = []
         for req in list(self.pending):
             fut = self._futures[id(req)]
@@ -77,8 +70,6 @@ class GrammarQueue:
             except Exception as e:  # compile failure fails only this request
                 on_error(req, f"grammar compilation failed: {e}")
                 continue
-            if jump_forward is not None:
-                jump_forward.apply(req)
             ready.append(req)
         return ready
 

@@ -1,11 +1,16 @@
 """Jump-forward in the scheduler: splice forced tokens into a running request, compute them in one step.
 
 After a constrained request accepted its sampled token, ``JumpForwardStep.apply`` asks the grammar for
-a forced continuation; when there is one, the output's tail is re-tokenized together with it
-(``constrained.jump_forward``), dropped tokens give back their KV and the forced tokens are appended
-without KV. The request stays in the running batch with ``kv_len < seq_len - 1``; the next step is then
-a mixed step (``prepare``): every running request extends over its uncomputed tokens (one for plain
-decoding, more after a jump) in ONE extend forward, and samples from its last position.
+a forced continuation and appends its tokens (without KV). The request stays in the running batch with
+``kv_len < seq_len - 1``; the next step is a mixed step (``prepare``): every running request extends
+over its uncomputed tokens (one for plain decoding, more after a jump) in ONE extend forward.
+
+Greedy requests must produce exactly the text of plain constrained decoding, and the model's own
+split of a forced string into tokens can differ from the tokenizer's (``"`` then ``{{`` vs ``"{{``).
+So for them the forced tokens are a draft: ``verify`` checks each against the masked argmax at its
+position (logits the mixed step computed anyway), keeps the longest agreeing prefix and samples the
+next token where the model disagreed. Sampled requests take the forced string re-tokenized together
+with the output's last few tokens (``constrained.jump_forward``), unverified.
 
 KV ownership on truncation (see ``cache_manager.py``): private slots past the new length go back to
 the allocator; tokens the tree owns stay in the tree (the request keeps its lock on ``last_node``,
@@ -13,46 +18,73 @@ released as usual) and ``prefix_len`` drops to the new length so the private tai
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple
 
 import torch
 
+from radixlm.kernels.token_bitmask import apply_token_bitmask
 from radixlm.runtime.constrained.jump_forward import MAX_RETOKENIZED, jump_forward
+from radixlm.runtime.constrained.matcher import GrammarMatcher
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.scheduler.batch_builder import build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
 
 
-class JumpForwardStep:
-    """Applies jump-forward to requests and plans the mixed extend step that computes the new tokens.
+class JumpDraft(NamedTuple):
+    """Forced tokens ``output_ids[start:start + len(token_ids)]`` of a greedy request, unverified.
 
-    Skipped for requests that return logprobs (forced tokens have none) or use stop strings (the stop
-    checker scans only a few trailing tokens). Already streamed tokens are never re-tokenized.
+    ``matcher`` is the grammar state before them (the request's own matcher has accepted them).
+    """
+
+    start: int
+    token_ids: list[int]
+    matcher: GrammarMatcher
+
+
+class MixedStep(NamedTuple):
+    """A planned mixed extend: the batch, and per request the first logits row and the row count."""
+
+    batch: ForwardBatch
+    rows: list[tuple[int, int]]
+    reqs: list[Req]
+
+
+def _verifiable(req: Req) -> bool:
+    """Greedy without penalties: the masked argmax at a position is exactly what decoding would pick."""
+    p = req.sampling_params
+    return p.frequency_penalty == 0 and p.presence_penalty == 0 and p.repetition_penalty == 1
+
+
+class JumpForwardStep:
+    """Applies jump-forward to requests, plans the mixed extend step and verifies greedy drafts.
+
+    Skipped for requests that return logprobs (forced tokens have none), use stop strings (the stop
+    checker scans only a few trailing tokens), or decode greedily with penalties. Already streamed
+    tokens are never re-tokenized.
     """
 
     def __init__(self, tokenizer: Any, cache: CacheManager, context_length: int) -> None:
         self.tokenizer = tokenizer
         self.cache = cache
         self.context_length = context_length
-        self.num_jumps = 0
-        self.num_forced_tokens = 0
+        self.stats = {"jumps": 0, "forced_tokens": 0, "draft_tokens": 0, "draft_accepted": 0}
 
+    # ---- after a token was accepted -------------------------------------------------------------
     def apply(self, req: Req) -> bool:
-        """Jump ``req`` forward if its grammar forces a continuation; True when its tokens changed.
-
-        Also right after the grammar compiled (no KV yet): the forced start joins the prompt's extend.
-        """
+        """Jump ``req`` forward if its grammar forces a continuation; True when its tokens changed."""
         matcher = req.grammar
         p = req.sampling_params
-        if matcher is None or req.return_logprob or p.stop:
+        greedy = p.is_greedy
+        if matcher is None or req.return_logprob or p.stop or (greedy and not _verifiable(req)):
             return False
         forced = matcher.forced_continuation()
         if not forced:
             return False
         unsent = len(req.output_ids) - req.sent_output_len if req.stream else len(req.output_ids)
-        jf = jump_forward(matcher, req.output_ids, self.tokenizer, forced, min(MAX_RETOKENIZED, unsent))
-        if jf is None:
+        retokenized = 0 if greedy else min(MAX_RETOKENIZED, unsent)
+        jf = jump_forward(matcher, req.output_ids, self.tokenizer, forced, retokenized)
+        if jf is None or not jf.token_ids:
             return False
         new_len = jf.keep_len + len(jf.token_ids)
         # NOTE: room stays for at least one sampled token, so max_new_tokens is never exceeded.
@@ -60,9 +92,11 @@ class JumpForwardStep:
             return False
         self._truncate_kv(req, len(req.origin_input_ids) + jf.keep_len)
         req.output_ids[jf.keep_len :] = jf.token_ids
+        if greedy:
+            req.jump_draft = JumpDraft(jf.keep_len, list(jf.token_ids), matcher)
         req.grammar = jf.matcher
-        self.num_jumps += 1
-        self.num_forced_tokens += len(jf.token_ids)
+        self.stats["jumps"] += 1
+        self.stats["forced_tokens"] += len(jf.token_ids)
         return True
 
     def _truncate_kv(self, req: Req, keep_tokens: int) -> None:
@@ -76,16 +110,17 @@ class JumpForwardStep:
         req.prefix_len = min(req.prefix_len, keep_tokens)
         req.kv_len = keep_tokens
 
+    # ---- the mixed step -------------------------------------------------------------------------
     @staticmethod
     def has_pending(running: list[Req]) -> bool:
         """True when some running request has more than its last token to compute (it jumped)."""
         return any(r.seq_len - r.kv_len > 1 for r in running)
 
-    def prepare(self, running: list[Req], runner: Any) -> Optional[tuple[ForwardBatch, torch.Tensor]]:
-        """Slots for every running request's uncomputed tokens and the mixed extend batch.
+    def prepare(self, running: list[Req], runner: Any) -> MixedStep | None:
+        """Slots for every running request's uncomputed tokens, and the extend batch computing them.
 
-        Returns ``(batch, sample_rows)`` (one logits row per request, in ``running`` order); None, with
-        nothing allocated, when the KV pool cannot hold the step (the caller retracts and retries).
+        A request with a draft gets logits for the draft's positions too. Returns None, with nothing
+        allocated, when the KV pool cannot hold the step (the caller retracts and retries).
         """
         need = [r.seq_len - r.kv_len for r in running]
         slots = self.cache.alloc_slots(sum(need))
@@ -96,5 +131,60 @@ class JumpForwardStep:
             self.cache.req_to_token_pool.write(req.row, req.kv_len, slots[offset : offset + n])
             req.extend_len = n
             offset += n
-        fb, layout = build_extend_batch(running, runner)
-        return fb, torch.tensor(layout.sample_row, dtype=torch.int64, device=fb.input_ids.device)
+        fb, _ = build_extend_batch(running, runner)
+        indices: list[int] = []
+        rows: list[tuple[int, int]] = []
+        offset = 0
+        for req in running:
+            draft = req.jump_draft
+            first = req.extend_len - 1
+            if draft is not None:
+                first_draft_pos = len(req.origin_input_ids) + draft.start
+                if req.kv_len < first_draft_pos:  # the position predicting the draft's first token
+                    first = first_draft_pos - 1 - req.kv_len
+                else:  # computed elsewhere (after a retraction): nothing left to verify
+                    req.jump_draft = None
+            rows.append((len(indices), req.extend_len - first))
+            indices.extend(range(offset + first, offset + req.extend_len))
+            offset += req.extend_len
+        fb.logits_indices = torch.tensor(indices, dtype=torch.int64, device=fb.input_ids.device)
+        return MixedStep(fb, rows, list(running))
+
+    def verify(self, step: MixedStep, logits: torch.Tensor) -> torch.Tensor:
+        """Check greedy drafts after the forward (``kv_len`` already advanced); the row to sample per request.
+
+        A rejected draft token and everything after it are dropped (with their KV); the request then
+        samples from the logits at the rejected position, which is what plain decoding would have done.
+        """
+        sample_rows: list[int] = []
+        for req, (first, count) in zip(step.reqs, step.rows):
+            draft = req.jump_draft
+            if draft is None:
+                sample_rows.append(first + count - 1)
+                continue
+            req.jump_draft = None
+            accepted = self._accepted_prefix(draft, logits[first : first + count - 1])
+            self.stats["draft_tokens"] += len(draft.token_ids)
+            self.stats["draft_accepted"] += accepted
+            if accepted < len(draft.token_ids):
+                matcher = draft.matcher
+                for token in draft.token_ids[:accepted]:
+                    matcher.accept_token(token)
+                req.grammar = matcher
+                keep = draft.start + accepted
+                del req.output_ids[keep:]
+                self._truncate_kv(req, len(req.origin_input_ids) + keep)
+            sample_rows.append(first + accepted)
+        return torch.tensor(sample_rows, dtype=torch.int64, device=logits.device)
+
+    def _accepted_prefix(self, draft: JumpDraft, logits: torch.Tensor) -> int:
+        """How many draft tokens equal the masked argmax at their position (``logits[i]`` predicts token i)."""
+        matcher = draft.matcher.copy()
+        bitmask = torch.zeros((len(draft.token_ids), (logits.shape[1] + 31) // 32), dtype=torch.int32)
+        for i, token in enumerate(draft.token_ids):
+            matcher.fill_bitmask(bitmask, i)
+            matcher.accept_token(token)
+        masked = logits.clone()
+        apply_token_bitmask(masked, bitmask.to(masked.device))
+        agree = (masked.argmax(dim=-1).cpu() == torch.tensor(draft.token_ids)).tolist()
+        return agree.index(False) if False in agree else len(agree)

@@ -9,6 +9,7 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from radixlm.runtime.constrained.matcher import GrammarMatcher
+    from radixlm.runtime.scheduler.jump_forward_step import JumpDraft
 
 
 class Req:
@@ -64,9 +65,14 @@ class Req:
         self.input_logprobs_done = self.logprob_start_len < 0
         self.sent_input_logprobs = False
 
+        # Program graphs (see TokenizedGenerateReq.pin_children)
+        self.pin_children = 0
+        self.unpin_rids: list[str] = []
+
         # Constrained decoding
         self.grammar: Optional["GrammarMatcher"] = None
         self.grammar_key: Optional[tuple[str, str]] = sampling_params.constraint
+        self.jump_draft: Optional["JumpDraft"] = None  # forced tokens awaiting greedy verification
 
     # ---- token views -------------------------------------------------------------------------
     @property

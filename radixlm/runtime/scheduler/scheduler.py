@@ -27,6 +27,7 @@ from radixlm.runtime.sampling.sampler import sample
 from radixlm.runtime.scheduler.batch_builder import build_decode_batch, build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
+from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.req import Req
@@ -61,6 +62,7 @@ class Scheduler:
         self.running: list[Req] = []
         self.chunked: Optional[Req] = None
         self.pending_outputs: list[ReqTokenOut] = []
+        self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self._stats = {"num_generated_tokens": 0, "num_prefill_tokens": 0, "num_retractions": 0,
                        "num_requests": 0, "num_steps": 0}
@@ -87,6 +89,8 @@ class Scheduler:
         input_ids = [int(t) for t in np.asarray(msg.input_ids).tolist()]
         req = Req(msg.rid, input_ids, params, msg.return_logprob, msg.logprob_start_len,
                   msg.top_logprobs_num, msg.stream, seed)
+        req.pin_children = max(int(msg.pin_children), 0)
+        req.unpin_rids = list(msg.unpin_rids)
         error = self._admission_error(req)
         if error is not None:
             self._finish(req, _abort_reason(error))
@@ -134,6 +138,7 @@ class Scheduler:
     def _on_flush(self, msg: FlushCacheReq) -> FlushCacheOut:
         if self.has_work():
             return FlushCacheOut(False, "cannot flush the cache while requests are running")
+        self.pins.release_all()
         self.cache.flush()
         return FlushCacheOut(True, "")
 
@@ -150,12 +155,14 @@ class Scheduler:
 
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
-        self.waiting.extend(self.grammars.poll(self._finish_with_error, self.jump_forward))
+        self.waiting.extend(self.grammars.poll(self._finish_with_error))
         self._reap_aborted()
         batch = self.planner.plan(self.waiting, self.running, self.chunked) if (self.waiting or self.chunked) else []
         if batch:
             admitted = {id(r) for r in batch}
             self.waiting = [r for r in self.waiting if id(r) not in admitted]
+            for req in batch:
+                self.pins.on_admitted(req)
             self.chunked = None
             self._run_extend(batch)
         elif self.running:
@@ -163,6 +170,7 @@ class Scheduler:
         elif self.waiting and not self.running:
             self._reject_unschedulable()
         self._stats["num_steps"] += 1
+        self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
             self.check_kv_integrity()
         out, self.pending_outputs = self.pending_outputs, []
@@ -256,12 +264,11 @@ class Scheduler:
             if not self.running:
                 return
             step = self.jump_forward.prepare(self.running, self.runner)
-        fb, sample_rows = step
         batch = list(self.running)
-        logits = self.runner.forward(fb)
+        logits = self.runner.forward(step.batch)
         for req in batch:
             req.kv_len += req.extend_len
-        self._sample_and_advance(batch, logits[sample_rows])
+        self._sample_and_advance(batch, logits[self.jump_forward.verify(step, logits)])
         self.running = [r for r in self.running if not r.finished]
 
     def _retract_one(self) -> None:
@@ -305,6 +312,9 @@ class Scheduler:
 
     def _finish(self, req: Req, reason: dict[str, Any]) -> None:
         req.finish_reason = reason
+        if req.pin_children and reason.get("type") != "abort":
+            self.pins.add(req)
+        self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
         self.cache.release(req)
         self._emit(req)
 
@@ -354,6 +364,7 @@ class Scheduler:
             "num_running": len(self.running) + (1 if self.chunked else 0),
             "num_queued": len(self.waiting),
             "num_grammar_queue": len(self.grammars.pending),
+            "num_pinned_contexts": len(self.pins),
             "gen_throughput": tps,
             **self._stats,
         }
