@@ -185,8 +185,11 @@ class Scheduler:
             self._finish(req, {"type": "abort", "message": req.to_abort, "status_code": 499})
 
     def _reject_unschedulable(self) -> None:
-        # NOTE: nothing runs and nothing could be admitted: the head request cannot fit now and never
-        # will (admission checks make this rare: e.g. all rows taken by nothing).
+        # NOTE: nothing runs and nothing could be admitted. Pinned program contexts are only an
+        # optimisation: drop them first and retry; otherwise the head request can never fit.
+        if len(self.pins):
+            self.pins.release_all()
+            return
         req = self.waiting.pop(0)
         self._finish(req, _abort_reason("the request does not fit into the KV pool", 400))
 
