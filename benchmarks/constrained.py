@@ -1,69 +1,197 @@
-"""Constrained decoding costs on the real tokenizer: compile time per grammar and mask cost per row.
+"""Constrained decoding benchmark: mask cost, compile time, and a JSON-extraction workload.
 
-Usage: ``OMP_NUM_THREADS=1 python benchmarks/constrained.py [--tokenizer DIR]`` (default: resolve_model).
-Mask cost = ``GrammarMatcher.fill_bitmask`` for one row, over the states random generation visits.
+Usage: ``OMP_NUM_THREADS=2 python benchmarks/constrained.py [--skip-e2e] [--requests 32]``
+
+1. Mask cost per constrained row and token at the SmolLM2 vocabulary (49,152): ``fill_bitmask``
+   (the grammar's part) and the whole per-step masking (``GrammarQueue.apply_masks`` on a batch of
+   32 rows: fill, copy, unpack and ``-inf`` fill) divided by the rows, over states random generation
+   visits in the 33 JSON-schema cases.
+2. Compile time per schema (fresh thread-pool compile: regex, outlines-core index, jump-forward DFA)
+   and the cached lookup.
+3. 32 extraction requests (one schema, 6 fields) through the Engine on the default model, greedy:
+   unconstrained, constrained, constrained + jump-forward, with the bounded default whitespace and
+   with ``json_whitespace_pattern=""``. Output tokens are counted the same way for every mode: the
+   tokens of the final text re-encoded.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from transformers import AutoTokenizer
+import radixlm._env  # noqa: F401,E402  (thread settings before torch work)
+from radixlm.runtime.constrained import GrammarBackend  # noqa: E402
+from radixlm.runtime.scheduler.grammar_queue import GrammarQueue  # noqa: E402
+from radixlm.runtime.server_args import ServerArgs  # noqa: E402
+from tests.runtime.constrained_cases import SCHEMA_CASES  # noqa: E402
+from tests.runtime.constrained_driver import allowed_ids, closing_tokens  # noqa: E402
 
-from radixlm.runtime.constrained import GrammarBackend
-from tests.runtime.constrained_cases import REGEX_CASES, SCHEMA_CASES
-from tests.runtime.constrained_driver import allowed_ids, closing_tokens
+VOCAB = 49152
+BATCH = 32
+EXTRACTION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "city": {"type": "string", "maxLength": 20},
+        "occupation": {"type": "string", "maxLength": 24},
+        "email": {"type": "string", "pattern": "[a-z]{1,10}@[a-z]{1,10}\\.com"},
+        "married": {"type": "boolean"},
+    },
+    "required": ["name", "age", "city", "occupation", "email", "married"],
+}
+PEOPLE = [("Alice Martin", 34, "Lyon", "nurse"), ("Bob Chen", 51, "Toronto", "architect"),
+          ("Carla Diaz", 27, "Madrid", "teacher"), ("David Okafor", 45, "Lagos", "engineer"),
+          ("Emma Berg", 62, "Oslo", "pharmacist"), ("Farid Haddad", 39, "Beirut", "chef"),
+          ("Grace Kim", 23, "Seoul", "designer"), ("Hugo Silva", 58, "Lisbon", "pilot")]
 
 
-def _load_tokenizer(path: str | None):
-    if path is None:
-        from radixlm.runtime.weights.model_registry import resolve_model
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
 
-        path = resolve_model("smollm2-135m")
-    return AutoTokenizer.from_pretrained(path)
+
+def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str, float]:
+    """Per-row fill cost and whole-step masking cost per row, in microseconds."""
+    grammars = [backend.submit("json", json.dumps(s)).result() for _, s in SCHEMA_CASES]
+    closing = closing_tokens(backend.vocab.token_bytes)
+    rng = np.random.default_rng(0)
+    bitmask = backend.new_bitmask(BATCH)
+    fills: list[float] = []
+    matchers = []
+    for grammar in grammars:
+        matcher = grammar.new_matcher()
+        for step in range(steps):
+            if matcher.is_terminated():
+                break
+            row = step % BATCH
+            t0 = time.perf_counter()
+            matcher.fill_bitmask(bitmask, row)
+            fills.append(time.perf_counter() - t0)
+            ids = allowed_ids(bitmask, row)
+            pref = ids[closing[ids[ids < len(closing)]]] if rng.random() < 0.3 else ids
+            matcher.accept_token(int(rng.choice(pref if len(pref) else ids)))
+            if step == steps // 3:
+                matchers.append(matcher.copy())
+    queue = GrammarQueue(ServerArgs(), tokenizer, [tokenizer.eos_token_id], VOCAB)
+    reqs = [SimpleNamespace(grammar=matchers[i % len(matchers)]) for i in range(BATCH)]
+    logits = torch.randn(BATCH, VOCAB)
+    per_row: list[float] = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        queue.apply_masks(reqs, logits)
+        per_row.append((time.perf_counter() - t0) / BATCH)
+    fill_us = np.asarray(fills) * 1e6
+    step_us = np.asarray(per_row) * 1e6
+    return {"fill_mean": fill_us.mean(), "fill_p99": _pct(fill_us, 99), "step_mean": step_us.mean(),
+            "step_p99": _pct(step_us, 99), "rows": len(fill_us)}
+
+
+def compile_times(tokenizer) -> dict[str, float]:
+    """Fresh compile per schema (one backend, distinct keys) and the cached lookup, in ms."""
+    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB)
+    fresh = [backend.submit("json", json.dumps(s)).result().compile_seconds * 1e3 for _, s in SCHEMA_CASES]
+    cached = []
+    for _, s in SCHEMA_CASES:
+        t0 = time.perf_counter()
+        backend.submit("json", json.dumps(s)).result()
+        cached.append((time.perf_counter() - t0) * 1e3)
+    backend.shutdown()
+    return {"mean": float(np.mean(fresh)), "p99": _pct(fresh, 99), "max": max(fresh),
+            "cached_mean": float(np.mean(cached)), "cached_p99": _pct(cached, 99)}
+
+
+def extraction_prompts(tokenizer, n: int) -> list[str]:
+    prompts = []
+    for i in range(n):
+        name, age, city, job = PEOPLE[i % len(PEOPLE)]
+        age += i // len(PEOPLE)
+        married = "is married" if i % 3 else "is single"
+        text = (f"{name} is {age} years old and lives in {city}, where they work as a {job}. "
+                f"They {married} and can be reached at {name.split()[0].lower()}@mail.com.")
+        user = ("Extract the person's name, age, city, occupation, email and marital status as a JSON object "
+                f"with keys name, age, city, occupation, email, married.\nText: {text}")
+        prompts.append(tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+                                                     add_generation_prompt=True))
+    return prompts
+
+
+def run_workload(engine, n: int, max_new_tokens: int, constrained: bool) -> dict[str, float]:
+    """One warm-up, then ``n`` requests at once on a flushed cache; tok/s over re-encoded output text."""
+    prompts = extraction_prompts(engine.tokenizer, n)
+    params = {"temperature": 0, "max_new_tokens": max_new_tokens}
+    if constrained:
+        params["json_schema"] = EXTRACTION_SCHEMA
+    engine.generate(prompts[0], params)  # warm-up; compiles (and caches) the grammar
+    engine.flush_cache()
+    jf = engine.scheduler.jump_forward
+    before = dict(jf.stats) if jf else {}
+    t0 = time.perf_counter()
+    outs = engine.generate(prompts, [params] * n)
+    wall = time.perf_counter() - t0
+    tokens = sum(len(engine.tokenizer.encode(o["text"], add_special_tokens=False)) for o in outs)
+    lat = [o["meta_info"]["e2e_latency"] for o in outs]
+    valid = 0
+    for o in outs:
+        try:
+            valid += isinstance(json.loads(o["text"]), dict)
+        except json.JSONDecodeError:
+            pass
+    stats = {k: v - before[k] for k, v in jf.stats.items()} if jf else {}
+    return {"tok_s": tokens / wall, "tokens": tokens, "wall": wall, "lat_mean": float(np.mean(lat)),
+            "lat_p99": _pct(lat, 99), "json_ok": valid, "forced": stats.get("forced_tokens", 0),
+            "accepted": stats.get("draft_accepted", 0), "drafted": stats.get("draft_tokens", 0)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tokenizer", default=None)
-    parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--requests", type=int, nargs="+", default=[32, 4])
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--skip-e2e", action="store_true")
     args = parser.parse_args()
-    tok = _load_tokenizer(args.tokenizer)
-    start = time.perf_counter()
-    backend = GrammarBackend(tok, [tok.eos_token_id], vocab_size=49152)
-    print(f"vocabulary: {time.perf_counter() - start:.3f} s")
-    cases = [("regex", rx) for _, rx in REGEX_CASES] + [("json", json.dumps(s)) for _, s in SCHEMA_CASES]
-    cases += [("json_object", ""), ("dtype", "str"), ("choices", '["yes", "no", "maybe"]')]
-    grammars = [backend.submit(kind, text).result() for kind, text in cases]
-    compile_ms = sorted(g.compile_seconds * 1e3 for g in grammars)
-    print(f"compile ms over {len(grammars)} grammars: median {statistics.median(compile_ms):.1f}, "
-          f"max {compile_ms[-1]:.1f}; json_object {grammars[-3].compile_seconds * 1e3:.1f}")
-    closing = closing_tokens(backend.vocab.token_bytes)
-    rng = np.random.default_rng(0)
-    bitmask = backend.new_bitmask(8)
-    costs: list[float] = []
-    for grammar in grammars:
-        matcher = grammar.new_matcher()
-        for step in range(args.tokens):
-            if matcher.is_terminated():
-                break
-            t0 = time.perf_counter()
-            matcher.fill_bitmask(bitmask, step % 8)
-            costs.append(time.perf_counter() - t0)
-            ids = allowed_ids(bitmask, step % 8)
-            pref = ids[closing[ids[ids < len(closing)]]] if rng.random() < 0.3 else ids
-            matcher.accept_token(int(rng.choice(pref if len(pref) else ids)))
-    us = np.array(costs) * 1e6
-    print(f"fill_bitmask per row over {len(us)} steps: mean {us.mean():.1f} us, median {np.median(us):.1f} us, "
-          f"p99 {np.percentile(us, 99):.1f} us, max {us.max():.1f} us")
+    from radixlm.runtime.weights.model_registry import resolve_model
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
+    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB)
+    m = mask_costs(backend, tokenizer)
     backend.shutdown()
+    print(f"mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, p99 {m['fill_p99']:.1f} us; "
+          f"whole step per row (batch {BATCH}) mean {m['step_mean']:.1f} us, p99 {m['step_p99']:.1f} us", flush=True)
+    c = compile_times(tokenizer)
+    print(f"compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, p99 {c['p99']:.1f} ms, "
+          f"max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, p99 {c['cached_p99'] * 1e3:.1f} us",
+          flush=True)
+    if args.skip_e2e:
+        return
+    modes = [("unconstrained", False, {}),
+             ("constrained", True, {}),
+             ("constrained + jump-forward", True, {"enable_jump_forward": True}),
+             ("constrained, ws=\"\"", True, {"json_whitespace_pattern": ""}),
+             ("constrained + jump-forward, ws=\"\"", True,
+              {"enable_jump_forward": True, "json_whitespace_pattern": ""})]
+    from radixlm.runtime.engine import Engine
+
+    print("| mode | requests | output tok/s | tokens | wall s | latency mean s | latency p99 s | valid JSON "
+          "| forced tokens (greedy drafts accepted/drafted) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, constrained, extra in modes:
+        engine = Engine(model=args.model, kv_cache_gb=0.3, max_running_requests=64, **extra)
+        try:
+            for n in args.requests:
+                r = run_workload(engine, n, args.max_new_tokens, constrained)
+                print(f"| {name} | {n} | {r['tok_s']:.1f} | {r['tokens']} | {r['wall']:.1f} | {r['lat_mean']:.2f} | "
+                      f"{r['lat_p99']:.2f} | {r['json_ok']}/{n} | {r['forced']} ({r['accepted']}/{r['drafted']}) |",
+                      flush=True)
+        finally:
+            engine.shutdown()
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Program workloads: compiled graphs vs the interpreter vs no radix cache vs plain HF generate.
 
-    python benchmarks/programs.py [--model smollm2-135m] [--instances 32] [--max-tokens 16]
+    python benchmarks/programs.py [--model smollm2-135m] [--instances 32] [--max-tokens 16] [--threads 1]
 
 Workloads (``--instances`` programs each, run with ``run_batch``, greedy): few-shot QA with a shared
 5-shot prefix, multi-turn chat, tree of thought (fork/join), JSON-style extraction (regex).
 Configurations: (a) compiled request graphs, (b) interpreter, (c) interpreter with the radix cache
 disabled, (d) the same generations as sequential Hugging Face ``generate`` calls (naive baseline).
 Prints programs/s, output tokens/s and the cache hit rate of each, and the ratios a/d and a/c.
+Every configuration uses ``--threads`` torch threads. The baseline (d) runs the interpreter's gen
+prompts (recorded with a placeholder answer " 1" for earlier gens) with ``max_new_tokens`` and no
+stop strings or regex, and skips select's scoring requests.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 from typing import Any, Callable
 
 import radixlm as sgl
+from radixlm.frontend.context import as_text, is_batch
 
 SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"), ("What color is the sky?", "Blue"),
          ("What is the opposite of hot?", "Cold"), ("How many legs does a spider have?", "Eight")]
@@ -85,13 +89,14 @@ def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, worklo
     return {"programs_per_s": programs / elapsed, "tokens_per_s": tokens / elapsed, "cache_hit_rate": hit}
 
 
-def run_hf_baseline(model: str, workloads: dict, n: int, max_tokens: int) -> dict[str, float]:
+def run_hf_baseline(model: str, workloads: dict, n: int, max_tokens: int, threads: int) -> dict[str, float]:
     """Each program's generations as sequential ``generate`` calls on the interpreter's prompts."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from radixlm.runtime.weights.model_registry import resolve_model
 
+    torch.set_num_threads(threads)
     path = resolve_model(model)
     tok = AutoTokenizer.from_pretrained(path)
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
@@ -120,12 +125,13 @@ class _PromptRecorder(sgl.Backend):
         self.prompts: list[str] = []
 
     def generate(self, req: dict[str, Any]) -> Any:
-        texts = req["text"] if isinstance(req["text"], list) else [req["text"]]
+        batch = is_batch(req["input_segments"])
+        contexts = req["input_segments"] if batch else [req["input_segments"]]
         if req.get("sampling_params", {}).get("max_new_tokens") != 0:
-            self.prompts.extend(texts)
+            self.prompts.extend(as_text(c, self.name) for c in contexts)
         outs = [{"text": " 1", "meta_info": {"prompt_tokens": 1, "input_token_logprobs": [[0.0, 1, " 1"]]}}
-                for _ in texts]
-        return outs if isinstance(req["text"], list) else outs[0]
+                for _ in contexts]
+        return outs if batch else outs[0]
 
     def model_info(self) -> dict[str, Any]:
         return {"model_path": "recorder", "chat_template": self.source}
@@ -136,17 +142,20 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--instances", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-hf", action="store_true")
     args = parser.parse_args()
     workloads = make_programs(args.max_tokens)
+    engine = {"num_threads": args.threads}
     results = {
-        "a: compiled graphs": run_config({}, args.model, "auto", workloads, args.instances),
-        "b: interpreter": run_config({}, args.model, "interpreter", workloads, args.instances),
-        "c: interpreter, no radix cache": run_config({"disable_radix_cache": True}, args.model, "interpreter",
-                                                     workloads, args.instances),
+        "a: compiled graphs": run_config(engine, args.model, "auto", workloads, args.instances),
+        "b: interpreter": run_config(engine, args.model, "interpreter", workloads, args.instances),
+        "c: interpreter, no radix cache": run_config({**engine, "disable_radix_cache": True}, args.model,
+                                                     "interpreter", workloads, args.instances),
     }
     if not args.skip_hf:
-        results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances, args.max_tokens)
+        results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances,
+                                                                args.max_tokens, args.threads)
     print(f"| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['programs_per_s']:.2f} | {r['tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |")

@@ -1,6 +1,7 @@
 """The interpreter: runs a program's expressions eagerly, one executor per program state.
 
-Each executor owns a state's text, messages and variables. Expressions are queued and executed in
+Each executor owns a state's text, model context (``radixlm.frontend.context``: the text plus
+each gen's token ids), messages and variables. Expressions are queued and executed in
 order on a worker thread (or inline), so ``s += gen(...)`` returns at once and ``s["x"]`` waits only
 for ``x``. A failure is kept with its cause and re-raised from ``s[...]``, ``sync()`` and ``run()``;
 nothing is swallowed.
@@ -15,10 +16,11 @@ from typing import Any, Optional
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.context import Context, extend
 from radixlm.frontend.errors import ProgramError
 from radixlm.frontend.ir import (Argument, Constant, Expr, Gen, Image, RoleBegin, RoleEnd, Select, VarRef,
                                  as_expr)
-from radixlm.frontend.ops import drive, gen_protocol, gen_request, gen_value, sampling_options
+from radixlm.frontend.ops import drive, gen_outcome, gen_protocol, gen_request, sampling_options
 
 #: ``(state id, op index)`` -> ``(value, meta_info)``: results of a compiled run, replayed here.
 Replay = dict[tuple[int, int], tuple[Any, dict[str, Any]]]
@@ -54,6 +56,7 @@ class StreamExecutor:
         self.state_id = ctx.next_state_id()
         ctx.executors.append(self)
         self.text_ = ""
+        self.context: Context = []  # what the model sees: text_ with each gen's output ids
         self.messages_: list[dict[str, str]] = []
         self.variables: dict[str, Any] = {}
         self.meta_info: dict[str, Any] = {}
@@ -178,7 +181,13 @@ class StreamExecutor:
             raise TypeError(f"unknown expression {leaf!r}")
 
     def _append(self, text: str, var: Optional[str] = None) -> None:
+        """Append visible text (and the same text to the context)."""
+        self._extend(text, var, [{"text": text}])
+
+    def _extend(self, text: str, var: Optional[str], segments: Context) -> None:
+        """Append ``text`` to the visible text and ``segments`` to the context."""
         self.text_ += text
+        extend(self.context, segments)
         with self._cond:
             self._chunks.append((var, text))
             self._cond.notify_all()
@@ -207,12 +216,13 @@ class StreamExecutor:
         elif self.ctx.stream and options.get("n", 1) == 1:
             value, meta = self._gen_streaming(options, gen.name)
         else:
-            value, meta = drive(gen_protocol(self.text_, options), self._generate)
-            self._append(value if isinstance(value, str) else "", gen.name)
+            value, meta, segments = drive(gen_protocol(self.context, options), self._generate)
+            self._extend(value if isinstance(value, str) else "", gen.name, segments)
         self._store(gen.name, value, meta)
 
     def _gen_streaming(self, options: dict[str, Any], name: Optional[str]) -> tuple[Any, dict[str, Any]]:
-        req = self._with_messages(gen_request(self.text_, options))
+        """Show text chunks as they arrive; the context gets the final outcome's segments."""
+        req = self._with_messages(gen_request(self.context, options))
         backend = self._backend()
         backend.check_request(req)
         sent = 0
@@ -220,18 +230,21 @@ class StreamExecutor:
         for last in backend.generate_stream(req):
             text = last["text"]
             if len(text) > sent:
-                self._append(text[sent:], name)
+                self._extend(text[sent:], name, [])
                 sent = len(text)
         if last is None:
             raise RuntimeError("the backend's stream ended without a response")
-        return gen_value(last)
+        outcome = gen_outcome(last, options)
+        extend(self.context, outcome.continuation)
+        return outcome.value, outcome.meta_info
 
     def _select(self, sel: Select) -> None:
         key = self._next_op()
         if self.ctx.replay is not None:
             value, meta = self.ctx.replay[key]
         else:
-            value, meta = self._backend().select(self.text_, sel.choices, sel.method, self._messages_for_request())
+            value, meta = self._backend().select(self.context, sel.choices, sel.method,
+                                                 self._messages_for_request())
         self._append(value, sel.name)
         self._store(sel.name, value, meta)
 
@@ -278,12 +291,13 @@ class StreamExecutor:
     def fork(self, size: int) -> list["StreamExecutor"]:
         """Child executors that start from this state's text, messages and variables."""
         self.sync()
-        if self.ctx.replay is None and self.ctx.backend is not None and self.text_:
-            self.ctx.backend.cache_prefix(self.text_)
+        if self.ctx.replay is None and self.ctx.backend is not None and self.context:
+            self.ctx.backend.cache_prefix(self.context)
         children = []
         for _ in range(size):
             child = StreamExecutor(self.ctx, use_thread=self.ctx.replay is None)
             child.text_ = self.text_
+            child.context = list(self.context)
             child.messages_ = list(self.messages_)
             child.variables = dict(self.variables)
             child.meta_info = dict(self.meta_info)

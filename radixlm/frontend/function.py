@@ -219,7 +219,7 @@ class SglFunction:
                  for a, k in items]
         shared = os.path.commonprefix(texts)
         if len(shared) >= 8:
-            backend.cache_prefix(shared)
+            backend.cache_prefix([{"text": shared}])
 
 
 def _replay(ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backend: Backend,

@@ -5,20 +5,33 @@ runtime) both run these same protocols, so both paths produce identical variable
 generator that yields /generate-style request dicts and receives their responses; ``drive`` and
 ``adrive`` run one against a synchronous or asynchronous ``generate`` callable.
 
-Request dicts follow the native ``/generate`` API: ``text`` (a string or a list for a batch),
-``sampling_params``, ``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``,
-``return_text_in_logprobs``. Responses are ``{"text", "output_ids", "meta_info"}`` (a list for a
-batch or ``n > 1``); logprob entries are ``[logprob, token_id, text-or-None]``.
+Request dicts follow the native ``/generate`` API: ``input_segments`` (a context, see
+``radixlm.frontend.context``, or a list of contexts for a batch), ``sampling_params``,
+``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``, ``return_text_in_logprobs``.
+Responses are ``{"text", "output_ids", "meta_info"}`` (a list for a batch or ``n > 1``); logprob
+entries are ``[logprob, token_id, text-or-None]``. Protocols return an ``Outcome``: the value, its
+meta info and the segments it adds to the context (a gen's token ids, a select's choice text).
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Generator, Optional
+from typing import Any, Awaitable, Callable, Generator, NamedTuple, Optional
 
 from radixlm.frontend.choices import METHODS
+from radixlm.frontend.context import Context, continuation, with_text
 from radixlm.frontend.ir import LOGPROB_KEYS, SAMPLING_KEYS
 
 Request = dict[str, Any]
-Protocol = Generator[Request, Any, tuple[Any, dict[str, Any]]]
+
+
+class Outcome(NamedTuple):
+    """What one gen or select produced."""
+
+    value: Any
+    meta_info: dict[str, Any]
+    continuation: Context  # appended to the context that continues after it
+
+
+Protocol = Generator[Request, Any, Outcome]
 
 # Tokens before the prefix's end that are re-scored in select: a choice can merge with the last
 # few characters of the prefix into one token (for example "...answer:" + "yes" -> ":yes").
@@ -36,8 +49,8 @@ def sampling_options(defaults: dict[str, Any], params: dict[str, Any]) -> dict[s
     return merged
 
 
-def gen_request(prefix: str, options: dict[str, Any]) -> Request:
-    """The /generate request of one ``gen`` continuing ``prefix``."""
+def gen_request(context: Context, options: dict[str, Any]) -> Request:
+    """The /generate request of one ``gen`` continuing ``context``."""
     sampling = {k: v for k, v in options.items() if k in SAMPLING_KEYS and v is not None}
     if isinstance(sampling.get("dtype"), type):
         sampling["dtype"] = sampling["dtype"].__name__
@@ -45,48 +58,53 @@ def gen_request(prefix: str, options: dict[str, Any]) -> Request:
         del sampling["stop"]
     if sampling.get("stop_token_ids") == []:
         del sampling["stop_token_ids"]
-    req: Request = {"text": prefix, "sampling_params": sampling}
+    req: Request = {"input_segments": list(context), "sampling_params": sampling}
     for key in LOGPROB_KEYS:
         if options.get(key) is not None:
             req[key] = options[key]
     return req
 
 
-def gen_protocol(prefix: str, options: dict[str, Any]) -> Protocol:
+def gen_protocol(context: Context, options: dict[str, Any]) -> Protocol:
     """Generate once; the value is the text (a list of texts when ``n > 1``)."""
-    resp = yield gen_request(prefix, options)
-    return gen_value(resp)
+    resp = yield gen_request(context, options)
+    return gen_outcome(resp, options)
 
 
-def gen_value(resp: Any) -> tuple[Any, dict[str, Any]]:
-    """``(value, meta_info)`` of a /generate response (lists when it holds several samples)."""
+def gen_outcome(resp: Any, options: dict[str, Any]) -> Outcome:
+    """The outcome of a /generate response. Several samples (``n > 1``) give a list of texts and
+    add nothing to the context."""
+    if isinstance(resp, list) and len(resp) == 1:
+        resp = resp[0]
     if isinstance(resp, list):
-        if len(resp) == 1:
-            return resp[0]["text"], resp[0].get("meta_info", {})
-        return [r["text"] for r in resp], {"samples": [r.get("meta_info", {}) for r in resp]}
-    return resp["text"], resp.get("meta_info", {})
+        return Outcome([r["text"] for r in resp], {"samples": [r.get("meta_info", {}) for r in resp]}, [])
+    return Outcome(resp["text"], resp.get("meta_info", {}), continuation(resp, options))
 
 
-def select_protocol(prefix: str, choices: list[str], method: str) -> Protocol:
-    """Score every choice as a continuation of ``prefix`` in one batched prefill-only request.
+def select_protocol(context: Context, choices: list[str], method: str) -> Protocol:
+    """Score every choice as a continuation of ``context`` in one batched prefill-only request.
 
-    1. Prefill ``prefix`` alone (max_new_tokens 0): its token count ``P``; this also puts the
-       prefix in the radix cache so every choice below shares its KV.
-    2. One batch: ``prefix`` and ``prefix + choice`` for each choice, input logprobs from
-       ``P - BOUNDARY_SLACK``. A choice's tokens are those after the longest run of token ids it
-       shares with the prefix's own tokenization, so the first token of a choice is scored exactly
-       as the model tokenizes the joined text (a choice with or without a leading space, or one
-       that merges with the prefix's last characters).
+    1. Prefill the context alone (max_new_tokens 0): its token count ``P``; this also puts it in
+       the radix cache so every choice below shares its KV.
+    2. One batch: the context, and the context with each choice appended to its text, input
+       logprobs from ``P - BOUNDARY_SLACK``. A choice's tokens are those after the longest run of
+       token ids it shares with the context's own tokenization, so the first token of a choice is
+       scored exactly as the model tokenizes the joined text (a choice with or without a leading
+       space, or one that merges with the last characters of a trailing text segment; after a
+       gen's token ids the choice is tokenized on its own).
     3. For ``unconditional_likelihood_normalized``: the choices alone, to normalize by.
+
+    The chosen choice joins the context as text (merged into a trailing text segment, exactly as
+    it was scored).
     """
     if not choices:
         raise ValueError("select needs at least one choice")
     decide = METHODS[method]
-    first = yield {"text": prefix, "sampling_params": {"max_new_tokens": 0}}
+    first = yield {"input_segments": list(context), "sampling_params": {"max_new_tokens": 0}}
     prompt_tokens = _single(first)["meta_info"]["prompt_tokens"]
     start = max(prompt_tokens - BOUNDARY_SLACK, 0)
     batch = yield {
-        "text": [prefix] + [prefix + c for c in choices],
+        "input_segments": [list(context)] + [with_text(context, c) for c in choices],
         "sampling_params": {"max_new_tokens": 0},
         "return_logprob": True,
         "logprob_start_len": start,
@@ -100,7 +118,7 @@ def select_protocol(prefix: str, choices: list[str], method: str) -> Protocol:
     uncond_entries = None
     if decide.requires_unconditional_logprobs:
         alone = yield {
-            "text": list(choices),
+            "input_segments": [[{"text": c}] for c in choices],
             "sampling_params": {"max_new_tokens": 0},
             "return_logprob": True,
             "logprob_start_len": 0,
@@ -116,7 +134,7 @@ def select_protocol(prefix: str, choices: list[str], method: str) -> Protocol:
         "unconditional_token_logprobs": uncond_entries,
         "prefix_tokens": prompt_tokens,
     }
-    return choices[index], meta
+    return Outcome(choices[index], meta, [{"text": choices[index]}])
 
 
 def _single(resp: Any) -> dict[str, Any]:
@@ -144,7 +162,7 @@ def _align(uncond: list[float], n: int) -> list[float]:
     return [0.0] * (n - len(uncond)) + uncond
 
 
-def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> tuple[Any, dict[str, Any]]:
+def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> Outcome:
     """Run a protocol against a synchronous ``generate``."""
     try:
         req = next(protocol)
@@ -154,7 +172,7 @@ def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> tuple[Any, 
         return done.value
 
 
-async def adrive(protocol: Protocol, generate: Callable[[Request], Awaitable[Any]]) -> tuple[Any, dict[str, Any]]:
+async def adrive(protocol: Protocol, generate: Callable[[Request], Awaitable[Any]]) -> Outcome:
     """Run a protocol against an asynchronous ``generate``."""
     try:
         req = next(protocol)

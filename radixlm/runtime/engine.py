@@ -301,16 +301,15 @@ class Engine:
         try:
             while not self._stopping.is_set():
                 block = not sched.has_work() and not deferred
+                items = []
                 try:
-                    item = self._inbox.get(timeout=0.05) if block else self._inbox.get_nowait()
-                    items = [item]
+                    items.append(self._inbox.get(timeout=0.05) if block else self._inbox.get_nowait())
                     while True:
                         items.append(self._inbox.get_nowait())
                 except queue.Empty:
-                    items = locals().get("items", [])
+                    pass
                 for msg, fut in items:
                     self._dispatch(msg, fut, deferred)
-                items = []
                 for out in sched.step():
                     tracker = self._trackers.get(out.rid)
                     if tracker is not None:

@@ -9,7 +9,8 @@ Request graph format (JSON, version 1)::
         "parent": null,             # the node whose context this one continues (null: empty context)
         "extend": [                 # appended to the parent's context, in order
           {"text": "Q: What is 2+2?\\nA:"},
-          {"var": "answer", "node": 3}          # the value node 3 generated
+          {"var": "answer", "node": 3},         # the value node 3 generated, as text
+          {"ids": [791, 4320]}                  # token ids
         ],
         "op": null                  # nothing to run: the context is only extended
             | {"type": "prefill"}   # prefill the context (max_new_tokens 0) so forks share its KV
@@ -18,10 +19,22 @@ Request graph format (JSON, version 1)::
         "op_index": 0}              # the op's position in its state (gen/select only)
      ]}
 
-A node's context is its parent's context, then its ``extend`` segments, then (for gen/select) the
-value it produced. ``options`` are /generate sampling parameters plus ``return_logprob``,
-``logprob_start_len``, ``top_logprobs_num``, ``return_text_in_logprobs``. Nodes whose parents and
-variable sources are done run concurrently, so sibling forks batch together in the scheduler.
+A node's context is its parent's context, then its ``extend`` segments (a ``{"ids": [...]}``
+segment appends token ids), then what its op produced: a gen's output token ids, a select's choice
+text (the rules are ``radixlm.frontend.context``'s, shared with the interpreter). Contexts travel to
+the runtime as ``input_segments``. ``options`` are /generate sampling parameters plus
+``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``, ``return_text_in_logprobs``. Nodes
+whose parents and variable sources are done run concurrently, so sibling forks batch together in
+the scheduler.
+
+Radix path locking: a node that runs a request and has ``k`` child nodes running requests that
+continue its context sends its first request with a fresh ``rid`` and ``pin_children=k``; the
+scheduler keeps that request's context locked in the radix tree when it finishes. Each child sends
+its first request with ``unpin_rids=[that rid]``, releasing one unit once it is admitted (it then
+holds its own lock on the shared prefix). Nodes with no op run no request: their children count for
+(and unpin) the nearest ancestor that runs one. A select's first request is the prefill of its
+context, so that is what its children keep locked. A gen with ``n > 1`` pins nothing (its children
+continue the context before it). Pins of a failed program expire in the scheduler.
 
 Result::
 
@@ -33,8 +46,11 @@ Result::
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable
+import uuid
+from collections import defaultdict
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
+from radixlm.frontend.context import Context, append_ids, append_text, extend
 from radixlm.frontend.ops import adrive, gen_protocol, select_protocol
 
 Generate = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -52,6 +68,7 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
     nodes = graph.get("nodes")
     if graph.get("version") != 1 or not isinstance(nodes, list):
         raise ValueError("not a version 1 request graph")
+    pins = plan_pins(nodes, uuid.uuid4().hex)
     contexts: dict[int, asyncio.Future] = {}
     values: dict[int, asyncio.Future] = {}
     loop = asyncio.get_running_loop()
@@ -62,27 +79,33 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
 
     async def run_node(node: dict[str, Any]) -> None:
         try:
-            text = await contexts[node["parent"]] if node["parent"] is not None else ""
+            context: Context = list(await contexts[node["parent"]]) if node["parent"] is not None else []
             for seg in node["extend"]:
-                text += seg["text"] if "text" in seg else _as_text(await values[seg["node"]])
+                if "text" in seg:
+                    append_text(context, seg["text"])
+                elif "ids" in seg:
+                    append_ids(context, seg["ids"])
+                else:
+                    append_text(context, _as_text(await values[seg["node"]]))
             op = node["op"]
             value: Any = None
-            if op is None:
-                pass
-            elif op["type"] == "prefill":
-                await generate({"text": text, "sampling_params": {"max_new_tokens": 0}})
-            else:
-                if op["type"] == "gen":
-                    value, meta = await adrive(gen_protocol(text, op["options"]), generate)
-                elif op["type"] == "select":
-                    value, meta = await adrive(select_protocol(text, op["choices"], op["method"]), generate)
+            if op is not None:
+                send = _first_request_with(generate, pins.get(node["id"], {}))
+                if op["type"] == "prefill":
+                    await send({"input_segments": list(context), "sampling_params": {"max_new_tokens": 0}})
                 else:
-                    raise ValueError(f"unknown op type {op['type']!r}")
-                if isinstance(value, str):
-                    text += value
-                events.put_nowait({"node": node["id"], "name": op.get("name"), "value": value, "meta_info": meta})
+                    if op["type"] == "gen":
+                        outcome = await adrive(gen_protocol(context, op["options"]), send)
+                    elif op["type"] == "select":
+                        outcome = await adrive(select_protocol(context, op["choices"], op["method"]), send)
+                    else:
+                        raise ValueError(f"unknown op type {op['type']!r}")
+                    value = outcome.value
+                    extend(context, outcome.continuation)
+                    events.put_nowait({"node": node["id"], "name": op.get("name"), "value": value,
+                                       "meta_info": outcome.meta_info})
             values[node["id"]].set_result(value)
-            contexts[node["id"]].set_result(text)
+            contexts[node["id"]].set_result(context)
         except BaseException as exc:
             for fut in (values[node["id"]], contexts[node["id"]]):
                 if not fut.done():
@@ -110,6 +133,51 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
         for fut in [*contexts.values(), *values.values()]:
             if fut.done() and not fut.cancelled():
                 fut.exception()  # mark retrieved: dependents failed with the same error
+
+
+def plan_pins(nodes: list[dict[str, Any]], run_id: str) -> dict[int, dict[str, Any]]:
+    """Node id -> the fields its first request carries: ``rid`` and ``pin_children`` for a node
+    whose context children continue, ``unpin_rids`` for those children (see the module doc)."""
+    by_id = {n["id"]: n for n in nodes}
+    children: dict[int, list[int]] = defaultdict(list)
+    for node in nodes:
+        if node["op"] is None:
+            continue
+        anchor = _request_ancestor(node, by_id)
+        if anchor is not None and _pins_its_context(by_id[anchor]["op"]):
+            children[anchor].append(node["id"])
+    fields: dict[int, dict[str, Any]] = defaultdict(dict)
+    for parent, kids in children.items():
+        rid = f"program-{run_id}-{parent}"
+        fields[parent].update(rid=rid, pin_children=len(kids))
+        for kid in kids:
+            fields[kid]["unpin_rids"] = [rid]
+    return dict(fields)
+
+
+def _request_ancestor(node: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> Optional[int]:
+    """The nearest ancestor that runs a request (nodes without an op are passed through)."""
+    parent = node["parent"]
+    while parent is not None and by_id[parent]["op"] is None:
+        parent = by_id[parent]["parent"]
+    return parent
+
+
+def _pins_its_context(op: dict[str, Any]) -> bool:
+    # NOTE: n > 1 samples are n requests (rids "{rid}-{i}"): nothing one child could unpin.
+    return not (op["type"] == "gen" and op.get("options", {}).get("n", 1) > 1)
+
+
+def _first_request_with(generate: Generate, fields: dict[str, Any]) -> Generate:
+    """``generate`` that adds ``fields`` to the first request only (a node's pins and unpins)."""
+    pending = dict(fields)
+
+    async def send(req: dict[str, Any]) -> Any:
+        nonlocal pending
+        extra, pending = pending, {}
+        return await generate({**req, **extra})
+
+    return send
 
 
 def _as_text(value: Any) -> str:

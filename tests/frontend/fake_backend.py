@@ -2,7 +2,8 @@
 
 Tokens are words with their leading space (``" yes"`` is one token, ``"yes"`` another) so select's
 token-boundary handling is exercised; logprobs are a fixed hash of (previous token, token).
-Completions are canned (by prompt suffix) or a hash-determined sequence of words.
+Completions are canned (by prompt suffix) or a hash-determined sequence of words. Prompts come as
+``input_segments``; output ids are the pieces' ids (a table maps them back to text).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import zlib
 from typing import Any, Iterator, Optional
 
 from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.context import Context, is_batch
 from radixlm.runtime.program_executor import execute_program
 
 CHATML = (
@@ -27,8 +29,24 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+_PIECES: dict[int, str] = {}
+
+
 def token_id(piece: str) -> int:
-    return zlib.crc32(piece.encode()) % 50000
+    tid = zlib.crc32(piece.encode()) % 50000
+    _PIECES[tid] = piece
+    return tid
+
+
+def prompt_text(context: Context) -> str:
+    """A context's text: ids segments decoded through the pieces seen so far."""
+    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"]) for seg in context)
+
+
+def prompts(req: dict[str, Any]) -> list[str]:
+    """The prompt texts of a recorded request (one per prompt of a batch)."""
+    segs = req["input_segments"]
+    return [prompt_text(c) for c in segs] if is_batch(segs) else [prompt_text(segs)]
 
 
 def logprob(prev: str, piece: str) -> float:
@@ -61,35 +79,36 @@ class FakeBackend(Backend):
         if sp.get("dtype") == "int":
             out = str(zlib.crc32(prompt.encode()) % 1000)
         pieces = tokenize(out)[: sp.get("max_new_tokens", 128)]
-        out = "".join(pieces)
-        for stop in ([sp["stop"]] if isinstance(sp.get("stop"), str) else sp.get("stop") or []):
-            if stop in out:
-                out = out[: out.index(stop)]
-        return out
+        return "".join(pieces)
 
     def _one(self, prompt: str, req: dict[str, Any]) -> dict[str, Any]:
         sp = req.get("sampling_params", {})
         text = "" if sp.get("max_new_tokens") == 0 else self.complete(prompt, sp)
+        output_ids = [token_id(p) for p in tokenize(text)]
+        reason: dict[str, Any] = {"type": "length"}
+        for stop in ([sp["stop"]] if isinstance(sp.get("stop"), str) else sp.get("stop") or []):
+            if stop in text:
+                text, reason = text[: text.index(stop)], {"type": "stop", "matched": stop}
         pieces = tokenize(prompt)
-        meta: dict[str, Any] = {"prompt_tokens": len(pieces), "completion_tokens": len(tokenize(text)),
-                                "cached_tokens": 0, "finish_reason": {"type": "stop"}}
+        meta: dict[str, Any] = {"prompt_tokens": len(pieces), "completion_tokens": len(output_ids),
+                                "cached_tokens": 0, "finish_reason": reason}
         if req.get("return_logprob"):
             start = max(req.get("logprob_start_len", 0), 0)
             meta["input_token_logprobs"] = [
                 [None if i == 0 else logprob(pieces[i - 1], p), token_id(p), p]
                 for i, p in enumerate(pieces) if i >= start
             ]
-        return {"text": text, "meta_info": meta}
+        return {"text": text, "output_ids": output_ids, "meta_info": meta}
 
     def generate(self, req: dict[str, Any]) -> Any:
         self.requests.append(req)
-        texts = req["text"]
-        if isinstance(texts, list):
+        texts = prompts(req)
+        if is_batch(req["input_segments"]):
             return [self._one(t, req) for t in texts]
         n = req.get("sampling_params", {}).get("n", 1)
         if n > 1:
-            return [self._one(texts, req) for _ in range(n)]
-        return self._one(texts, req)
+            return [self._one(texts[0], req) for _ in range(n)]
+        return self._one(texts[0], req)
 
     async def agenerate(self, req: dict[str, Any]) -> Any:
         await asyncio.sleep(0)

@@ -8,7 +8,7 @@ import pytest
 
 import radixlm as sgl
 from tests.frontend import programs
-from tests.frontend.fake_backend import FakeBackend
+from tests.frontend.fake_backend import FakeBackend, prompts
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_fork_join_gathers_variables_and_prefills_the_prefix(fake):
     assert isinstance(state["idea"], list) and len(state["idea"]) == 3
     assert f"Best idea: {state['idea'][0]}\nSummary:" in state.text()
     prefills = [r for r in fake.requests if r["sampling_params"] == {"max_new_tokens": 0}]
-    assert prefills and prefills[0]["text"] == "Write about tea.\n"
+    assert prefills and prompts(prefills[0]) == ["Write about tea.\n"]
 
 
 def test_fork_concate_and_append(fake):
@@ -163,7 +163,9 @@ def test_run_batch_warms_the_shared_prefix(fake):
     programs.few_shot_qa.run_batch([{"question": "a?"}, {"question": "b?"}], backend=fake, num_threads=2)
     first = fake.requests[0]
     assert first["sampling_params"] == {"max_new_tokens": 0}
-    assert first["text"].startswith("The following are questions") and first["text"].endswith("Q: ")
+    assert first["input_segments"] == [{"text": "The following are questions with answers.\n\n"
+                                                 "Q: What is the capital of France?\nA: Paris\n\n"
+                                                 "Q: What is the capital of Germany?\nA: Berlin\n\nQ: "}]
 
 
 def test_run_batch_generator_style(fake):
@@ -235,7 +237,7 @@ def test_select_scores_in_one_batch_and_handles_leading_spaces(fake):
         s += "Is it? Answer:" + sgl.select("c", choices=["yes", " yes", " no"])
 
     state = prog.run(backend=fake)
-    batches = [r for r in fake.requests if isinstance(r["text"], list)]
+    batches = [r for r in fake.requests if len(prompts(r)) > 1]
     assert len(batches) == 1 and batches[0]["sampling_params"] == {"max_new_tokens": 0}
     meta = state.get_meta_info("c")
     assert [[e[2] for e in es] for es in meta["input_token_logprobs"]] == [["yes"], [" yes"], [" no"]]

@@ -11,6 +11,7 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.chat_template import ChatTemplate, from_jinja, get_chat_template
 from radixlm.frontend.choices import method_name
+from radixlm.frontend.context import Context
 from radixlm.frontend.errors import UnsupportedFeatureError
 from radixlm.frontend.ops import Request, drive, select_protocol
 
@@ -42,13 +43,15 @@ class Backend:
         """Responses with cumulative text as tokens arrive; the last one is final."""
         yield self.generate(req)
 
-    def select(self, prefix: str, choices: list[str], method: Any, messages: Optional[list] = None) -> tuple[str, dict]:
-        """Pick a choice continuing ``prefix``; returns ``(choice, meta_info)``."""
-        return drive(select_protocol(prefix, choices, method_name(method)), self.generate)
+    def select(self, context: Context, choices: list[str], method: Any,
+               messages: Optional[list] = None) -> tuple[str, dict]:
+        """Pick a choice continuing ``context``; returns ``(choice, meta_info)``."""
+        value, meta, _ = drive(select_protocol(context, choices, method_name(method)), self.generate)
+        return value, meta
 
-    def cache_prefix(self, text: str) -> None:
-        """Prefill ``text`` without generating, so the forks that continue it share its KV."""
-        self.generate({"text": text, "sampling_params": {"max_new_tokens": 0}})
+    def cache_prefix(self, context: Context) -> None:
+        """Prefill ``context`` without generating, so the forks that continue it share its KV."""
+        self.generate({"input_segments": list(context), "sampling_params": {"max_new_tokens": 0}})
 
     def check_request(self, req: Request) -> None:
         """Raise ``UnsupportedFeatureError`` for what this backend cannot serve."""

@@ -7,16 +7,19 @@ from typing import Any, Coroutine, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.context import is_batch, to_ids
 from radixlm.frontend.ops import Request
 
-_ENGINE_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
+_ENGINE_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs", "rid",
+                "pin_children", "unpin_rids")
 
 
 class EngineBackend(Backend):
     """Wraps an ``Engine`` (or builds one from a model name and runtime options).
 
     Compiled programs run through ``radixlm.runtime.program_executor`` on the engine's asyncio
-    API, exactly as the server runs ``POST /program``.
+    API, exactly as the server runs ``POST /program``. Contexts (``input_segments``) become input
+    ids here, each text segment tokenized on its own with the engine's tokenizer, as the server does.
     """
 
     name = "Engine"
@@ -36,12 +39,14 @@ class EngineBackend(Backend):
 
     def _kwargs(self, req: Request) -> dict[str, Any]:
         kwargs = {k: req[k] for k in _ENGINE_KEYS if k in req}
-        if "input_ids" in req:
-            kwargs["input_ids"] = req["input_ids"]
-        else:
-            kwargs["prompt"] = req["text"]
+        contexts = req["input_segments"]
+        kwargs["input_ids"] = [self._ids(c) for c in contexts] if is_batch(contexts) else self._ids(contexts)
         kwargs["sampling_params"] = req.get("sampling_params")
         return kwargs
+
+    def _ids(self, context: list) -> list[int]:
+        tokenizer = self.engine.tokenizer
+        return to_ids(context, lambda text: tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, req: Request) -> Any:
         return self.engine.generate(**self._kwargs(req))

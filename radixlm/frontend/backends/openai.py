@@ -12,6 +12,7 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
+from radixlm.frontend.context import Context, as_text
 from radixlm.frontend.errors import UnsupportedFeatureError
 from radixlm.frontend.ops import Request
 
@@ -74,7 +75,7 @@ class OpenAI(Backend):
                                               "with a chat model, write s += sgl.assistant(sgl.gen(...))")
             body["messages"] = messages[:-1]
         else:
-            body["prompt"] = req["text"]
+            body["prompt"] = as_text(req["input_segments"], self.name)
         return body
 
     def generate(self, req: Request) -> Any:
@@ -101,11 +102,12 @@ class OpenAI(Backend):
             finish = choice.finish_reason or finish
             yield {"text": text, "meta_info": {"id": chunk.id, "finish_reason": finish}}
 
-    def select(self, prefix: str, choices: list[str], method: Any, messages: Optional[list] = None) -> tuple[str, dict]:
+    def select(self, context: Context, choices: list[str], method: Any,
+               messages: Optional[list] = None) -> tuple[str, dict]:
         """No prompt scoring over this API: generate greedily and take the choice sharing the
         longest prefix with the output (ties: the first)."""
         longest = max(len(c) for c in choices)
-        req = {"text": prefix, "messages": (messages or []) + [{"role": "assistant", "content": ""}],
+        req = {"input_segments": list(context), "messages": (messages or []) + [{"role": "assistant", "content": ""}],
                "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0}}
         if messages and messages[-1]["role"] == "assistant":
             req["messages"] = messages
@@ -115,7 +117,7 @@ class OpenAI(Backend):
         best = max(range(len(choices)), key=lambda i: scores[i])
         return choices[best], {"choices": choices, "completion": text, "match_lengths": scores}
 
-    def cache_prefix(self, text: str) -> None:
+    def cache_prefix(self, context: Context) -> None:
         """Remote APIs manage their own caches."""
 
     def model_info(self) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""``RuntimeEndpoint``: a radixlm (or SGLang) server over its native HTTP API."""
+"""``RuntimeEndpoint``: a radixlm server over its native HTTP API.
+
+Prompts go as ``input_segments`` (text pieces and the token ids of earlier generations), a radixlm
+extension of SGLang's ``/generate``, so programs continue exactly the tokens the model generated.
+"""
 from __future__ import annotations
 
 import json

@@ -325,7 +325,9 @@ class Scheduler:
         self._finish(req, _abort_reason(message))
 
     def _emit(self, req: Req) -> None:
-        new_ids = req.output_ids[req.sent_output_len :]
+        # NOTE: unverified jump-forward tokens are held back until verified (or the request finished).
+        end = req.jump_draft.start if req.jump_draft is not None and not req.finished else len(req.output_ids)
+        new_ids = req.output_ids[req.sent_output_len : end]
         p = req.sampling_params
         out = ReqTokenOut(
             rid=req.rid,
@@ -349,7 +351,7 @@ class Scheduler:
             out.output_token_logprobs = req.output_token_logprobs[lo:]
             out.output_top_logprobs = req.output_top_logprobs[lo:] if req.top_logprobs_num else None
             req.sent_logprob_len = len(req.output_token_logprobs)
-        req.sent_output_len = len(req.output_ids)
+        req.sent_output_len = end
         self.pending_outputs.append(out)
 
     # ---- introspection -------------------------------------------------------------------------

@@ -1,4 +1,16 @@
-"""Validation of the native ``POST /generate`` body (SGLang's ``GenerateReqInput``)."""
+"""Validation of the native ``POST /generate`` body (SGLang's ``GenerateReqInput``).
+
+Beyond SGLang's fields, for the language's programs:
+
+- ``input_segments`` (instead of ``text`` or ``input_ids``): a prompt as a list of segments
+  ``{"text": "..."}`` or ``{"ids": [token ids]}`` (a list of such lists for a batch). Each text
+  segment is tokenized on its own without special tokens and the segments' ids are concatenated,
+  so a program continues exactly the tokens the model generated.
+- ``pin_children`` (an integer, one per prompt for a batch; needs ``n == 1``): when the request
+  finishes, its context stays locked in the radix cache until that many requests naming its
+  ``rid`` in their ``unpin_rids`` are admitted (or the pin times out).
+- ``unpin_rids`` (a list of rids; for a batch, one list or null per prompt).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +20,9 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
-_PER_ITEM = ("sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num")
-_FIELDS = {"text", "input_ids", "stream", "return_text_in_logprobs", *_PER_ITEM}
+_PER_ITEM = ("sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children")
+_PROMPT_FIELDS = ("text", "input_ids", "input_segments")
+_FIELDS = {*_PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", *_PER_ITEM}
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
 _UNSUPPORTED_IF_SET = {
     "image_data", "audio_data", "video_data", "lora_path", "modalities", "custom_logit_processor",
@@ -43,14 +56,21 @@ def parse_generate(body: Any) -> GenerateRequest:
     items = []
     for i, (key, prompt) in enumerate(prompts):
         values = {name: _per_item(body, name, i, n, is_batch) for name in _PER_ITEM}
+        sampling_params = _sampling_params(values["sampling_params"])
+        pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
+        if pin_children and sampling_params.n != 1:
+            raise ApiError("pin_children needs n == 1", param="pin_children")
         items.append(GenerateItem(
-            sampling_params=_sampling_params(values["sampling_params"]),
+            sampling_params=sampling_params,
             text=prompt if key == "text" else None,
             input_ids=prompt if key == "input_ids" else None,
+            input_segments=prompt if key == "input_segments" else None,
             rid=_optional(values["rid"], str, "rid"),
             return_logprob=bool(_optional(values["return_logprob"], bool, "return_logprob") or False),
             logprob_start_len=_int(values["logprob_start_len"], "logprob_start_len", default=-1, minimum=-1),
             top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
+            pin_children=pin_children,
+            unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
         ))
     stream = _optional(body.get("stream"), bool, "stream") or False
     text_in_logprobs = _first(body.get("return_text_in_logprobs"))
@@ -58,9 +78,14 @@ def parse_generate(body: Any) -> GenerateRequest:
 
 
 def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
-    text, input_ids = body.get("text"), body.get("input_ids")
-    if (text is None) == (input_ids is None):
-        raise ApiError("exactly one of text and input_ids must be given")
+    given = [name for name in _PROMPT_FIELDS if body.get(name) is not None]
+    if len(given) != 1:
+        raise ApiError("exactly one of text and input_ids (or input_segments) must be given")
+    text, input_ids, segments = body.get("text"), body.get("input_ids"), body.get("input_segments")
+    if segments is not None:
+        if isinstance(segments, list) and segments and all(isinstance(x, list) for x in segments):
+            return [("input_segments", _segments(x, f"input_segments[{i}]")) for i, x in enumerate(segments)], True
+        return [("input_segments", _segments(segments, "input_segments"))], False
     if text is not None:
         if isinstance(text, str):
             return [("text", text)], False
@@ -72,6 +97,34 @@ def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
     if isinstance(input_ids, list) and input_ids and all(_is_ids(x) for x in input_ids):
         return [("input_ids", x) for x in input_ids], True
     raise ApiError("input_ids must be a list of token ids or a non-empty list of such lists", param="input_ids")
+
+
+def _segments(value: Any, where: str) -> list[dict[str, Any]]:
+    """A prompt given as segments: a non-empty list of ``{"text": str}`` / ``{"ids": [int]}``."""
+    if not isinstance(value, list) or not value:
+        raise ApiError(f'{where} must be a non-empty list of segments {{"text": ...}} or {{"ids": [...]}}',
+                       param="input_segments")
+    for j, seg in enumerate(value):
+        ok = isinstance(seg, dict) and len(seg) == 1 and (
+            isinstance(seg.get("text"), str) or ("ids" in seg and _is_ids(seg["ids"])))
+        if not ok:
+            raise ApiError(f'{where}[{j}] must be {{"text": string}} or {{"ids": [token ids]}}, not {seg!r:.80}',
+                           param="input_segments")
+    return value
+
+
+def _unpin_rids(value: Any, i: int, n: int, is_batch: bool) -> list[str]:
+    """A list of rids; for a batch, one list (or null) per prompt."""
+    if value is None:
+        return []
+    if is_batch:
+        if not isinstance(value, list) or len(value) != n:
+            raise ApiError(f"for a batch, unpin_rids must hold one list of rids (or null) per prompt ({n})",
+                           param="unpin_rids")
+        value = value[i] if value[i] is not None else []
+    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+        raise ApiError("unpin_rids must be a list of rids (strings)", param="unpin_rids")
+    return value
 
 
 def _is_ids(x: Any) -> bool:

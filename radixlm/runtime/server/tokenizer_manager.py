@@ -48,12 +48,15 @@ class GenerateItem:
     sampling_params: SamplingParams
     text: Optional[str] = None
     input_ids: Optional[list[int]] = None
+    input_segments: Optional[list[dict[str, Any]]] = None  # [{"text": str} | {"ids": [int]}]
     rid: Optional[str] = None
     return_logprob: bool = False
     logprob_start_len: int = -1
     top_logprobs_num: int = 0
     add_special_tokens: bool = True  # False for text that already holds them (chat templates)
     fill_context: bool = False  # max_new_tokens = what the context leaves after the prompt
+    pin_children: int = 0  # keep the finished context locked for this many children (programs)
+    unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
 
 
 class TokenizerManager:
@@ -95,12 +98,15 @@ class TokenizerManager:
             raise ApiError(f"cannot apply the chat template: {e}") from e
 
     def tokenize(self, item: GenerateItem) -> list[int]:
-        """The prompt's ids; 400 when empty, out of vocabulary or longer than the context."""
-        if item.input_ids is not None:
-            ids = item.input_ids
-            bad = [i for i in ids if not 0 <= i < self.vocab_size]
-            if bad:
-                raise ApiError(f"input_ids contain ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}")
+        """The prompt's ids; 400 when empty, out of vocabulary or longer than the context. Text
+        segments are tokenized one by one without special tokens."""
+        if item.input_segments is not None:
+            ids = []
+            for seg in item.input_segments:
+                ids.extend(self._check_ids(seg["ids"]) if "ids" in seg
+                           else self.tokenizer.encode(seg["text"], add_special_tokens=False))
+        elif item.input_ids is not None:
+            ids = self._check_ids(item.input_ids)
         else:
             ids = self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
         if not ids:
@@ -108,6 +114,12 @@ class TokenizerManager:
         if len(ids) >= self.context_length:
             raise ApiError(f"the prompt has {len(ids)} tokens; the model's context length is "
                            f"{self.context_length} (the prompt and the output must fit in it)")
+        return ids
+
+    def _check_ids(self, ids: list[int]) -> list[int]:
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ApiError(f"input ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}")
         return ids
 
     async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
@@ -133,6 +145,8 @@ class TokenizerManager:
                 top_logprobs_num=item.top_logprobs_num,
                 stream=stream,
                 input_text=item.text,
+                pin_children=item.pin_children,
+                unpin_rids=list(item.unpin_rids),
             )
             requests.append((rid, req))
         for rid, req in requests:
