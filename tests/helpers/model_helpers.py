@@ -61,7 +61,8 @@ def save_tiny_tokenizer(path: str | Path) -> None:
     from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
-    for ch in pre_tokenizers.ByteLevel.alphabet():
+    # NOTE: alphabet() comes from a set: sort it, or token ids change from process to process.
+    for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
         vocab[ch] = len(vocab)
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
