@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jsonschema
 import pytest
@@ -37,7 +37,7 @@ DTYPE_CASES: list[tuple[str, list[tuple[str, str]], str, Callable[[str], bool]]]
 ]
 
 
-def chat(engine, user: str, shots: list[tuple[str, str]] = ()) -> str:
+def chat(engine, user: str, shots: Sequence[tuple[str, str]] = ()) -> str:
     """The chat-templated prompt for ``user``, after the (question, answer) turns of ``shots``."""
     turns = [{"role": role, "content": text} for shot in shots for role, text in zip(("user", "assistant"), shot)]
     return engine.tokenizer.apply_chat_template(turns + [{"role": "user", "content": user}], tokenize=False,

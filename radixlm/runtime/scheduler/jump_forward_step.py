@@ -51,7 +51,7 @@ class MixedStep(NamedTuple):
 
 
 def _verifiable(req: Req) -> bool:
-    """Greedy without penalties: the masked argmax at a position is exactly what decoding would pick."""
+    """No penalties: for a greedy request the masked argmax at a position is then what decoding picks."""
     p = req.sampling_params
     return p.frequency_penalty == 0 and p.presence_penalty == 0 and p.repetition_penalty == 1
 
