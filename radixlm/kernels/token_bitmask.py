@@ -5,6 +5,9 @@ The bitmask is int32 ``[bs, ceil(vocab / 32)]``; bit ``j % 32`` of word ``j // 3
 """
 from __future__ import annotations
 
+import sys
+
+import numpy as np
 import torch
 
 from radixlm.kernels._launch import next_power_of_2
@@ -14,6 +17,11 @@ _BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
 
 def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """``[bs, words]`` int32 -> ``[bs, vocab_size]`` bool (True = allowed)."""
+    if bitmask.device.type == "cpu" and sys.byteorder == "little":
+        # numpy unpacks bytes ~10x faster than shifting int32 words in torch; on a little-endian
+        # host byte k of a word holds its bits 8k..8k+7, so "little" bit order keeps token order.
+        bits = np.unpackbits(bitmask.contiguous().numpy().view(np.uint8), axis=-1, bitorder="little")
+        return torch.from_numpy(bits[:, :vocab_size]).view(torch.bool)
     shifts = _BIT_SHIFTS.get(bitmask.device)
     if shifts is None:
         shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
@@ -34,9 +42,9 @@ def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
     if rows is None:
         logits.masked_fill_(~allowed, float("-inf"))
     else:
-        sub = logits[rows]
-        sub.masked_fill_(~allowed, float("-inf"))
-        logits[rows] = sub
+        # In place on each row's view: no gather/scatter copy of the constrained rows.
+        for j, r in enumerate(rows.tolist()):
+            logits[r].masked_fill_(~allowed[j], float("-inf"))
 
 
 def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,

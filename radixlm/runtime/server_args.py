@@ -30,6 +30,10 @@ class ServerArgs:
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
     # Constrained decoding
     enable_jump_forward: bool = False
+    # Jump only while at most this many requests run: a mixed extend step costs per token like a
+    # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
+    # unlimited on CUDA (where a step's cost hardly depends on its token count).
+    jump_forward_max_batch: Optional[int] = None
     grammar_cache_size: int = 64
     grammar_compile_timeout: float = 60.0
     json_whitespace_pattern: Optional[str] = None  # None: bounded default; "free": unbounded

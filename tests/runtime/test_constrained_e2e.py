@@ -95,7 +95,8 @@ def real_engine(real_model_dir):
 
 @pytest.fixture(scope="module")
 def jump_engine(real_model_dir):
-    engine = make_engine(real_model_dir, kv_cache_gb=0.2, max_running_requests=128, enable_jump_forward=True)
+    engine = make_engine(real_model_dir, kv_cache_gb=0.2, max_running_requests=128, enable_jump_forward=True,
+                         jump_forward_max_batch=1_000_000)
     yield engine
     engine.shutdown()
 

@@ -306,12 +306,20 @@ class Scheduler:
                     self._finish(req, _abort_reason(f"grammar rejected token {token}", 500))
                     continue
             reason = self.stop_checker.check(req)
-            if reason is None and self.jump_forward is not None and self.jump_forward.apply(req):
+            if reason is None and self._may_jump() and self.jump_forward.apply(req):
                 reason = self.stop_checker.check(req)
             if reason is not None:
                 self._finish(req, reason)
             elif req.stream:
                 self._emit(req)
+
+    def _may_jump(self) -> bool:
+        if self.jump_forward is None:
+            return False
+        limit = self.args.jump_forward_max_batch
+        if limit is None:
+            limit = 8 if self.runner.device.type == "cpu" else 1 << 30
+        return len(self.running) <= limit
 
     def _finish(self, req: Req, reason: dict[str, Any]) -> None:
         req.finish_reason = reason
