@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from typing import Callable, Optional
 
 import torch
@@ -24,6 +25,7 @@ class GrammarQueue:
         self.vocab_size = vocab_size
         self.pending: list[Req] = []
         self._futures: dict[int, concurrent.futures.Future] = {}
+        self._deadlines: dict[int, float] = {}
         self._backend = None
 
     def _get_backend(self):
@@ -40,31 +42,35 @@ class GrammarQueue:
     def submit(self, req: Req) -> Optional[str]:
         """Validate and start compiling; returns an error message for a bad grammar."""
         kind, text = req.grammar_key
-        try:
-            backend = self._get_backend()
-        except ImportError:
-            return f"constrained decoding ({kind}) is not supported yet"
+        backend = self._get_backend()
         try:
             backend.validate(kind, text)
         except ValueError as e:
             return f"invalid {kind}: {e}"
         self._futures[id(req)] = backend.submit(kind, text)
+        self._deadlines[id(req)] = time.monotonic() + self.args.grammar_compile_timeout
         self.pending.append(req)
         return None
 
-    def validate(self, kind: str, text: str) -> None:
-        """Raise ``ValueError`` for a grammar that cannot compile (front ends call it for a 400)."""
-        self._get_backend().validate(kind, text)
-
-    def poll(self, on_error: Callable[[Req, str], None]) -> list[Req]:
-        """Requests whose grammar is ready, in arrival order; failures finish through ``on_error``."""
+    def poll(self, on_error: Callable[[Req, str], None], wait_s: float = 0.0) -> list[Req]:
+        """Requests whose grammar is ready, in arrival order; failures and compiles past
+        ``grammar_compile_timeout`` finish through ``on_error``. With ``wait_s`` (nothing else to
+        do), block up to that long for a compile to finish instead of spinning."""
+        if wait_s > 0 and self.pending:
+            concurrent.futures.wait(list(self._futures.values()), timeout=wait_s,
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
         ready: list[Req] = []
+        now = time.monotonic()
         for req in list(self.pending):
             fut = self._futures[id(req)]
             if not fut.done():
+                if now > self._deadlines[id(req)]:
+                    self.pending.remove(req)
+                    self.discard(req)
+                    on_error(req, f"grammar compilation timed out after {self.args.grammar_compile_timeout:g} s")
                 continue
             self.pending.remove(req)
-            del self._futures[id(req)]
+            self.discard(req)
             try:
                 req.grammar = fut.result().new_matcher()
             except Exception as e:  # compile failure fails only this request
@@ -75,6 +81,7 @@ class GrammarQueue:
 
     def discard(self, req: Req) -> None:
         self._futures.pop(id(req), None)
+        self._deadlines.pop(id(req), None)
 
     def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> None:
         """Mask the constrained rows of ``logits`` in place; unconstrained rows cost nothing."""

@@ -155,7 +155,8 @@ class Scheduler:
 
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
-        self.waiting.extend(self.grammars.poll(self._finish_with_error))
+        idle = not (self.waiting or self.running or self.chunked)
+        self.waiting.extend(self.grammars.poll(self._finish_with_error, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
         batch = self.planner.plan(self.waiting, self.running, self.chunked) if (self.waiting or self.chunked) else []
         if batch:

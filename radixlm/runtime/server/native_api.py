@@ -105,11 +105,16 @@ async def generate(request: Request) -> Any:
     except BaseException:
         await tm.abort(group)
         raise
+    return group_result(group, req.is_batch)
+
+
+def group_result(group: ReqGroup, is_batch: bool) -> Any:
+    """The response body of a finished group: one result, or a list for a batch or ``n > 1``."""
     error = group.first_error()
     if error is not None:
         raise error
     outs = [s.snapshot() for s in group.samples]
-    return outs if req.is_batch or len(outs) > 1 else outs[0]
+    return outs if is_batch or len(outs) > 1 else outs[0]
 
 
 def _raise_rejection(group: ReqGroup) -> None:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from radixlm.runtime.program_executor import execute_program
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
+from radixlm.runtime.server.native_api import group_result
 from radixlm.runtime.server.native_protocol import parse_generate
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 
@@ -32,11 +33,7 @@ async def run_program(request: Request) -> Any:
         except BaseException:
             await tm.abort(group)
             raise
-        error = group.first_error()
-        if error is not None:
-            raise error
-        outs = [s.snapshot() for s in group.samples]
-        return outs if req.is_batch or len(outs) > 1 else outs[0]
+        return group_result(group, req.is_batch)
 
     try:
         return await until_done_or_disconnect(execute_program(graph, generate), request)
