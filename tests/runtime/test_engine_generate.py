@@ -76,16 +76,27 @@ def test_stop_token_id_finishes_with_that_token(tiny_engine):
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": target}
 
 
-def test_eos_stops_unless_ignored_and_min_new_tokens_delays_it(tiny_engine):
-    eos = tiny_engine.model_info()["eos_token_ids"][0]
+def test_min_new_tokens_delays_a_stop_token(tiny_engine):
     base = tiny_engine.generate("eos", GREEDY)
-    # Treat a generated token as if it were a stop token to check min_new_tokens: it cannot end early.
-    target = base["output_ids"][0]
-    out = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [target], "min_new_tokens": 4})
-    assert len(out["output_ids"]) >= 4 or out["meta_info"]["finish_reason"]["type"] == "length"
-    ignore = tiny_engine.generate("eos", {**GREEDY, "ignore_eos": True})
-    assert len(ignore["output_ids"]) == 12
-    assert eos not in ignore["output_ids"][:-1] or True  # eos may be sampled, it just does not stop
+    target = base["output_ids"][0]  # greedy would stop at once on this token
+    early = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [target]})
+    assert early["output_ids"] == [target]
+    delayed = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [target], "min_new_tokens": 4})
+    assert len(delayed["output_ids"]) >= 4
+    assert target not in delayed["output_ids"][:4]
+    reason = delayed["meta_info"]["finish_reason"]
+    assert reason["type"] == "length" or (reason == {"type": "stop", "matched": target}
+                                          and delayed["output_ids"][-1] == target)
+
+
+def test_ignore_eos_generates_max_new_tokens(tiny_engine):
+    eos = tiny_engine.model_info()["eos_token_ids"][0]
+    out = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [], "ignore_eos": True, "max_new_tokens": 40})
+    assert len(out["output_ids"]) == 40
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 40}
+    stopped = tiny_engine.generate("eos", {**GREEDY, "max_new_tokens": 40})
+    if eos in out["output_ids"]:  # the same greedy path, without ignore_eos, ends at that EOS
+        assert stopped["output_ids"] == out["output_ids"][: out["output_ids"].index(eos) + 1]
 
 
 def test_n_parallel_samples_share_the_prompt(tiny_engine):
