@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Iterator, Optional
 
 from radixlm.frontend.executor import StreamExecutor
-from radixlm.frontend.ir import Expr, ExprLike, RoleBegin, RoleEnd, role
+from radixlm.frontend.ir import ExprLike, RoleBegin, RoleEnd, role
+from radixlm.frontend.state_group import StateGroupBase
 
 
 class ProgramState:
@@ -118,40 +119,8 @@ class ProgramState:
         return f"ProgramState({self.executor.text_!r})"
 
 
-class ProgramStateGroup:
+class ProgramStateGroup(StateGroupBase[ProgramState]):
     """The states made by ``fork``; ``join()`` merges their variables back into the parent."""
-
-    def __init__(self, states: list[ProgramState], parent: ProgramState) -> None:
-        self.states = states
-        self.parent = parent
-
-    def __getitem__(self, i: int) -> ProgramState:
-        return self.states[i]
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[ProgramState]:
-        return iter(self.states)
-
-    def __setitem__(self, i: int, value: ProgramState) -> None:
-        if self.states[i] is not value:
-            raise ValueError("cannot replace a forked state")
-
-    def __iadd__(self, other: Union[ExprLike, Sequence[ExprLike], Callable[[int], ExprLike]]) -> "ProgramStateGroup":
-        """Append to every fork: the same expression, one per fork from a list, or ``f(i)``."""
-        if callable(other) and not isinstance(other, Expr):
-            for i, s in enumerate(self.states):
-                s += other(i)
-        elif isinstance(other, (list, tuple)):
-            if len(other) != len(self.states):
-                raise ValueError(f"{len(other)} expressions for {len(self.states)} forks")
-            for s, expr in zip(self.states, other):
-                s += expr
-        else:
-            for s in self.states:
-                s += other
-        return self
 
     def join(self, mode: str = "gather_variable") -> None:
         """Wait for the forks. ``gather_variable`` (default): each variable the forks generated

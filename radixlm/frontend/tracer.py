@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 from radixlm.frontend.errors import DynamicProgramError
 from radixlm.frontend.ir import (Argument, Expr, ExprLike, ExprList, Gen, RoleBegin, RoleEnd, Select, VarRef,
                                  as_expr, role, sentinel)
+from radixlm.frontend.state_group import StateGroupBase
 from radixlm.frontend.program_ir import Extend, Fork, Join, ProgramIR, SetVar
 
 
@@ -182,37 +183,8 @@ class TracerState:
         return TracerStateGroup(children, self)
 
 
-class TracerStateGroup:
+class TracerStateGroup(StateGroupBase[TracerState]):
     """Mimics ``ProgramStateGroup``."""
-
-    def __init__(self, states: list[TracerState], parent: TracerState) -> None:
-        self.states = states
-        self.parent = parent
-
-    def __getitem__(self, i: int) -> TracerState:
-        return self.states[i]
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __iter__(self) -> Iterator[TracerState]:
-        return iter(self.states)
-
-    def __setitem__(self, i: int, value: TracerState) -> None:
-        if self.states[i] is not value:
-            raise ValueError("cannot replace a forked state")
-
-    def __iadd__(self, other: Any) -> "TracerStateGroup":
-        if callable(other) and not isinstance(other, Expr):
-            for i, s in enumerate(self.states):
-                s += other(i)
-        elif isinstance(other, (list, tuple)):
-            for s, expr in zip(self.states, other, strict=True):
-                s += expr
-        else:
-            for s in self.states:
-                s += other
-        return self
 
     def join(self, mode: str = "gather_variable") -> None:
         if mode == "gather_variable":
