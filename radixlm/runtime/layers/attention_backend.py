@@ -7,7 +7,11 @@ import torch
 
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.extend_attention import extend_attention_torch
-from radixlm.kernels.shared_prefix_decode import common_slot_prefix_len, decode_attention_shared_prefix_torch
+from radixlm.kernels.shared_prefix_attention import (
+    common_slot_prefix_len,
+    decode_attention_shared_prefix_torch,
+    extend_attention_shared_prefix_torch,
+)
 from radixlm.kernels.store_kv import store_kv
 from radixlm.runtime.forward_batch import ForwardBatch
 
@@ -44,27 +48,34 @@ class TorchAttentionBackend(AttentionBackend):
     """Exact attention in plain torch, on any device; reads KV through ``req_to_token``.
 
     It calls the torch references directly (not the dispatch points), so ``--attention-backend torch``
-    means the exact path on a GPU too. A decode batch whose requests share a cached prefix (the
-    same slots, courtesy of the radix tree) reads that prefix once for all of them (cascade).
+    means the exact path on a GPU too. A batch whose requests share a cached prefix (the same
+    slots, courtesy of the radix tree) reads that prefix once for all of them (cascade), in decode
+    and in extend.
     """
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         if fb.seq_lens_cpu is None:
             fb.seq_lens_cpu = fb.seq_lens.tolist()
         self._max_seq_len = max(fb.seq_lens_cpu) if fb.seq_lens_cpu else 0
-        self._shared_len = 0
-        if fb.is_decode and len(fb.seq_lens_cpu) > 1:
-            shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                                            min(fb.seq_lens_cpu) - 1)
-            self._shared_len = shared if shared >= MIN_SHARED_PREFIX else 0
         if not fb.is_decode:
             if fb.extend_prefix_lens_cpu is None:
                 fb.extend_prefix_lens_cpu = fb.extend_prefix_lens.tolist()
             if fb.extend_seq_lens_cpu is None:
                 fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
+        # Keys every request has at the same slots, before any of this step's queries.
+        self._shared_len = 0
+        if len(fb.seq_lens_cpu) > 1:
+            before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
+            shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
+                                            before_queries)
+            self._shared_len = shared if shared >= MIN_SHARED_PREFIX else 0
 
     def forward_extend(self, q, layer_id, fb, sm_scale):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        if self._shared_len:
+            return extend_attention_shared_prefix_torch(
+                q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
+                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len)
         return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
                                 fb.req_pool_indices, fb.extend_prefix_lens_cpu,
                                 fb.extend_seq_lens_cpu, sm_scale)
