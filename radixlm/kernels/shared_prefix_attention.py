@@ -44,30 +44,31 @@ def decode_attention_shared_prefix_torch(
     request has at least one key past them. Returns ``[bs, Hq, D]``."""
     bs, num_q_heads, head_dim = q.shape
     num_kv_heads = k_buffer.shape[1]
-    group = num_q_heads // num_kv_heads
-    qg = q.view(bs, num_kv_heads, group, head_dim).permute(1, 0, 2, 3).reshape(num_kv_heads, bs * group, head_dim)
+    q4 = (q * sm_scale).view(bs, num_kv_heads, num_q_heads // num_kv_heads, head_dim)
+    # NOTE: index_select + einsum on the gathered [keys, Hkv, D] layout: ~2x faster on CPU than
+    # advanced indexing followed by permute().contiguous() into matmul layouts.
 
-    # Shared prefix: one gather, one product for all queries: [Hkv, bs*G, P]
+    # Shared prefix: one gather, one product for all queries.
     prefix_slots = req_to_token[req_pool_indices[0], :shared_len]
-    kp = k_buffer[prefix_slots].to(q.dtype).permute(1, 2, 0).contiguous()  # [Hkv, D, P]
-    vp = v_buffer[prefix_slots].to(q.dtype).transpose(0, 1)  # [Hkv, P, D]
-    m_p, l_p, o_p = _partial_attention((qg @ kp) * sm_scale, vp)  # [Hkv, bs*G, *]
+    kp = k_buffer.index_select(0, prefix_slots).to(q.dtype)  # [P, Hkv, D]
+    vp = v_buffer.index_select(0, prefix_slots).to(q.dtype)
+    s_p = torch.einsum("bhgd,phd->bhgp", q4, kp)
+    m_p = s_p.amax(dim=-1, keepdim=True)
+    e_p = torch.exp(s_p - m_p)
+    l_p, o_p = e_p.sum(dim=-1, keepdim=True), torch.einsum("bhgp,phd->bhgd", e_p, vp)
 
-    # Private suffixes, padded: [bs, Hkv, G, Ls]
+    # Private suffixes, padded to the longest: [bs, Ls, Hkv, D].
     suffix_len = max_seq_len - shared_len
-    slots = req_to_token[req_pool_indices, shared_len:max_seq_len]
-    ks = k_buffer[slots].to(q.dtype).permute(0, 2, 3, 1).contiguous()  # [bs, Hkv, D, Ls]
-    vs = v_buffer[slots].to(q.dtype).transpose(1, 2)  # [bs, Hkv, Ls, D]
-    q4 = q.view(bs, num_kv_heads, group, head_dim)
-    scores = (q4 @ ks) * sm_scale
+    flat = req_to_token[req_pool_indices, shared_len:max_seq_len].reshape(-1)
+    ks = k_buffer.index_select(0, flat).to(q.dtype).view(bs, suffix_len, num_kv_heads, head_dim)
+    vs = v_buffer.index_select(0, flat).to(q.dtype).view(bs, suffix_len, num_kv_heads, head_dim)
+    s_s = torch.einsum("bhgd,blhd->bhgl", q4, ks)
     valid = torch.arange(suffix_len, device=q.device)[None, :] < (seq_lens - shared_len)[:, None]
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    m_s, l_s, o_s = _partial_attention(scores, vs)  # [bs, Hkv, G, *]
+    s_s.masked_fill_(~valid[:, None, None, :], float("-inf"))
+    m_s = s_s.amax(dim=-1, keepdim=True)
+    e_s = torch.exp(s_s - m_s)
+    l_s, o_s = e_s.sum(dim=-1, keepdim=True), torch.einsum("bhgl,blhd->bhgd", e_s, vs)
 
-    def as_batch_major(t: torch.Tensor) -> torch.Tensor:  # [Hkv, bs*G, x] -> [bs, Hkv, G, x]
-        return t.view(num_kv_heads, bs, group, -1).permute(1, 0, 2, 3)
-
-    m_p, l_p, o_p = as_batch_major(m_p), as_batch_major(l_p), as_batch_major(o_p)
     m = torch.maximum(m_p, m_s)
     a_p, a_s = torch.exp(m_p - m), torch.exp(m_s - m)
     out = (o_p * a_p + o_s * a_s) / (l_p * a_p + l_s * a_s)
