@@ -137,14 +137,9 @@ class Engine:
                                             logprob_start_len, top_logprobs_num, stream, rid,
                                             pin_children, unpin_rids)
         if stream:
-            if len(reqs) != 1:
-                raise ValueError("stream=True takes a single prompt with n == 1")
             return self._stream_sync(reqs[0], return_text_in_logprobs)
         waiters = [self._submit(r, return_text_in_logprobs) for r in reqs]
-        results = [w.result() for w in waiters]
-        for r in results:
-            _raise_for_error(r)
-        return results[0] if single and len(results) == 1 else results
+        return _collect([w.result() for w in waiters], single)
 
     async def async_generate(self, prompt: Prompt = None, sampling_params=None, input_ids=None,
                              return_logprob: bool = False, logprob_start_len: int = -1,
@@ -156,14 +151,9 @@ class Engine:
                                             logprob_start_len, top_logprobs_num, stream, rid,
                                             pin_children, unpin_rids)
         if stream:
-            if len(reqs) != 1:
-                raise ValueError("stream=True takes a single prompt with n == 1")
             return self._stream_async(reqs[0], return_text_in_logprobs)
         futures = [asyncio.wrap_future(self._submit(r, return_text_in_logprobs)) for r in reqs]
-        results = list(await asyncio.gather(*futures))
-        for r in results:
-            _raise_for_error(r)
-        return results[0] if single and len(results) == 1 else results
+        return _collect(list(await asyncio.gather(*futures)), single)
 
     def abort(self, rid: str) -> None:
         self._inbox.put((AbortReq(rid), None))
@@ -238,6 +228,8 @@ class Engine:
             reqs.extend(expand_parallel_samples(base))
         if len(reqs) > 1:
             single = False
+        if stream and len(reqs) != 1:
+            raise ValueError("stream=True takes a single prompt with n == 1")
         return reqs, single
 
     # ---- plumbing ------------------------------------------------------------------------------
@@ -358,6 +350,13 @@ class Engine:
 
 class _IntegrityCheck:
     pass
+
+
+def _collect(results: list[dict], single: bool) -> Union[dict, list[dict]]:
+    """Raise the first failed request's error; one result for a single prompt, else the list."""
+    for r in results:
+        _raise_for_error(r)
+    return results[0] if single and len(results) == 1 else results
 
 
 def _raise_for_error(result: dict) -> None:

@@ -35,11 +35,12 @@ class PrefillPlanner:
         ratio = self.args.new_token_ratio
         return int(sum(min(r.remaining_new_tokens(), 4096) * ratio for r in running))
 
-    def order(self, waiting: list[Req]) -> list[Req]:
+    def order(self, waiting: list[Req]) -> tuple[list[Req], dict[int, int]]:
+        """The candidates in policy order, and the cached prefix lengths already matched (by id)."""
         if self.args.schedule_policy == "fcfs" or len(waiting) > LPM_MAX_QUEUE or self.cache.disabled:
-            return list(waiting)
+            return list(waiting), {}
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
-        return sorted(waiting, key=lambda r: -prefix[id(r)])
+        return sorted(waiting, key=lambda r: -prefix[id(r)]), prefix
 
     def plan(self, waiting: list[Req], running: list[Req], chunked: Optional[Req]) -> list[Req]:
         """Admit requests (allocating their rows and slots); returns them in batch order.
@@ -63,11 +64,15 @@ class PrefillPlanner:
                 return batch
 
         dedup = create_prefix_cache(_NullFreer(), disabled=False)
-        for req in self.order(waiting):
+        candidates, matched = self.order(waiting)
+        for req in candidates:
             if slots_left - len(batch) <= 0 or token_budget <= 0:
                 break
-            cached = self.cache.cached_prefix_len(req)
-            shared = int(dedup.match_prefix(req.fill_ids, count=False).slots.numel())
+            # NOTE: lpm's lengths may be stale after an earlier admission evicted; they only size
+            # the budgets here, and admit() matches again for real.
+            cached = matched[id(req)] if id(req) in matched else self.cache.cached_prefix_len(req)
+            fill_ids = req.fill_ids
+            shared = int(dedup.match_prefix(fill_ids, count=False).slots.numel())
             if shared - cached >= IN_BATCH_PREFIX_DEFER:
                 continue
             extend_len = req.seq_len - cached
@@ -85,7 +90,7 @@ class PrefillPlanner:
             batch.append(req)
             token_budget -= req.extend_len
             kv_budget -= req.extend_len + reserve
-            dedup.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
+            dedup.insert(fill_ids, torch.zeros(len(fill_ids), dtype=torch.int64))
             if req.extend_len < extend_len:
                 break
         return batch
