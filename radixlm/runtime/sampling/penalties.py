@@ -1,15 +1,12 @@
 """Logit adjustments that depend on a request's history: penalties and min_new_tokens."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.sampling.sequence import SamplingSequence
 
 
-def apply_penalties(logits: torch.Tensor, reqs: list["Req"], eos_token_ids: list[int]) -> None:
+def apply_penalties(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int]) -> None:
     """In place, only on the rows that ask for it (the common case costs one Python check per row).
 
     - frequency/presence penalty (OpenAI semantics) over the generated tokens;
@@ -21,7 +18,8 @@ def apply_penalties(logits: torch.Tensor, reqs: list["Req"], eos_token_ids: list
         p = req.sampling_params
         if p.frequency_penalty or p.presence_penalty:
             if req.output_ids:
-                counts = torch.bincount(torch.tensor(req.output_ids, dtype=torch.int64), minlength=vocab)[:vocab]
+                generated = torch.tensor(req.output_ids, dtype=torch.int64)
+                counts = torch.bincount(generated, minlength=vocab)[:vocab]
                 counts = counts.to(device=logits.device, dtype=logits.dtype)
                 logits[i] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
         if p.repetition_penalty != 1.0:

@@ -3,14 +3,12 @@ seeded generators, so a request draws the same tokens whatever else shares its b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
 from radixlm.runtime.sampling.penalties import apply_penalties
-
-if TYPE_CHECKING:
-    from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.sampling.sequence import SamplingSequence
 
 
 @dataclass
@@ -38,7 +36,7 @@ def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) ->
     return probs
 
 
-def sample_row(logits: torch.Tensor, req: "Req") -> int:
+def sample_row(logits: torch.Tensor, req: SamplingSequence) -> int:
     """Sample one token from a row of processed logits with the request's per-step generator."""
     p = req.sampling_params
     probs = torch.softmax(logits.float() / p.temperature, dim=-1)
@@ -50,7 +48,7 @@ def sample_row(logits: torch.Tensor, req: "Req") -> int:
     return int(torch.argmax(probs / noise))
 
 
-def sample(logits: torch.Tensor, reqs: list["Req"], eos_token_ids: list[int]) -> SampleOutput:
+def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int]) -> SampleOutput:
     """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied)."""
     want_logprobs = [r.return_logprob for r in reqs]
     raw_logprobs = None

@@ -96,19 +96,22 @@ class SamplingParams:
             bad("repetition_penalty", "must be in (0, 2]")
         if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
             bad("stop", "must be a non-empty string or a list of non-empty strings")
-        if not isinstance(self.stop_token_ids, list) or not all(is_int(t) and t >= 0 for t in self.stop_token_ids):
+        token_ids = self.stop_token_ids
+        if not isinstance(token_ids, list) or not all(is_int(t) and t >= 0 for t in token_ids):
             bad("stop_token_ids", "must be a list of token ids")
         if self.seed is not None and not is_int(self.seed):
             bad("seed", "must be an integer")
-        constraints = [k for k in ("regex", "json_schema", "choices", "dtype") if getattr(self, k) is not None]
+        kinds = ("regex", "json_schema", "choices", "dtype")
+        constraints = [k for k in kinds if getattr(self, k) is not None]
         if len(constraints) > 1:
             raise ValueError(f"only one constraint may be given, got {', '.join(constraints)}")
         if self.regex is not None and not isinstance(self.regex, str):
             bad("regex", "must be a string")
         if self.json_schema is not None and not isinstance(self.json_schema, str):
             bad("json_schema", "must be a JSON string or object")
-        if self.choices is not None and (
-            not isinstance(self.choices, list) or not self.choices or not all(isinstance(c, str) for c in self.choices)
+        choices = self.choices
+        if choices is not None and (
+            not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices)
         ):
             bad("choices", "must be a non-empty list of strings")
         if self.dtype is not None and self.dtype not in ("int", "float", "bool", "str"):

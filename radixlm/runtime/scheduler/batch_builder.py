@@ -1,28 +1,16 @@
-"""Build a ``ForwardBatch`` from the scheduled requests (extend or decode)."""
+"""Build the ``ScheduledBatch`` of an extend or a decode step from requests whose slots are in place."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 
 
-@dataclass
-class LogitsLayout:
-    """Where each request's logits rows sit in the model output.
-
-    ``input_rows[i]`` is ``(first_row, count, first_position)`` of the positions whose logits give input
-    logprobs (position ``p`` predicts token ``p + 1``); ``sample_row[i]`` is the row to sample from, or -1
-    when this step does not finish the request's prompt (a middle chunk).
-    """
-
-    sample_row: list[int]
-    input_rows: list[tuple[int, int, int]]
-
-
-def build_extend_batch(reqs: list[Req], runner) -> tuple[ForwardBatch, LogitsLayout]:
+def build_extend_batch(reqs: list[Req], runner: Any, kind: BatchKind = BatchKind.EXTEND) -> ScheduledBatch:
     """Each request computes ``fill_ids[kv_len : kv_len + extend_len]`` (slots already in its row)."""
     device = runner.device
     table = runner.req_to_token_pool.req_to_token
@@ -70,15 +58,17 @@ def build_extend_batch(reqs: list[Req], runner) -> tuple[ForwardBatch, LogitsLay
         extend_prefix_lens_cpu=[r.kv_len for r in reqs],
         extend_seq_lens_cpu=[r.extend_len for r in reqs],
     )
-    return fb, LogitsLayout(sample_rows, input_rows)
+    return ScheduledBatch(kind, list(reqs), fb, sample_rows, input_logprob_rows=input_rows)
 
 
-def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner) -> ForwardBatch:
+def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner: Any) -> ScheduledBatch:
     """Each request computes its last generated token at position ``kv_len`` into ``slots[i]``."""
     device = runner.device
     bs = len(reqs)
+    for req in reqs:
+        req.extend_len = 1
     seq_lens = [r.kv_len + 1 for r in reqs]
-    return ForwardBatch(
+    fb = ForwardBatch(
         mode=ForwardMode.DECODE,
         input_ids=torch.tensor([r.output_ids[-1] for r in reqs], dtype=torch.int64, device=device),
         positions=torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=device),
@@ -93,3 +83,4 @@ def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner) -> ForwardB
         attn_backend=runner.attn_backend,
         seq_lens_cpu=seq_lens,
     )
+    return ScheduledBatch(BatchKind.DECODE, list(reqs), fb, list(range(bs)))

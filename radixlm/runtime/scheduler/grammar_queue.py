@@ -8,6 +8,7 @@ from typing import Callable, Optional
 import torch
 
 from radixlm.kernels.token_bitmask import apply_token_bitmask
+from radixlm.runtime.constrained.backend import GrammarBackend
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
 
@@ -26,12 +27,11 @@ class GrammarQueue:
         self.pending: list[Req] = []
         self._futures: dict[int, concurrent.futures.Future] = {}
         self._deadlines: dict[int, float] = {}
-        self._backend = None
+        self._backend: Optional[GrammarBackend] = None
 
-    def _get_backend(self):
+    def _get_backend(self) -> GrammarBackend:
+        """The grammar backend, built on first use (it indexes the whole vocabulary)."""
         if self._backend is None:
-            from radixlm.runtime.constrained.backend import GrammarBackend
-
             whitespace = self.args.json_whitespace_pattern
             self._backend = GrammarBackend(
                 self.tokenizer, self.eos_token_ids, self.vocab_size,
@@ -67,7 +67,8 @@ class GrammarQueue:
                 if now > self._deadlines[id(req)]:
                     self.pending.remove(req)
                     self.discard(req)
-                    on_error(req, f"grammar compilation timed out after {self.args.grammar_compile_timeout:g} s")
+                    timeout = self.args.grammar_compile_timeout
+                    on_error(req, f"grammar compilation timed out after {timeout:g} s")
                 continue
             self.pending.remove(req)
             self.discard(req)

@@ -2,8 +2,9 @@
 
 After a constrained request accepted its sampled token, ``JumpForwardStep.apply`` asks the grammar for
 a forced continuation and appends its tokens (without KV). The request stays in the running batch with
-``kv_len < seq_len - 1``; the next step is a mixed step (``prepare``): every running request extends
-over its uncomputed tokens (one for plain decoding, more after a jump) in ONE extend forward.
+``kv_len < seq_len - 1``; the next step is a mixed step (``prepare`` returns a ``ScheduledBatch`` of
+kind MIXED): every running request extends over its uncomputed tokens (one for plain decoding, more
+after a jump) in ONE extend forward.
 
 Greedy requests must produce exactly the text of plain constrained decoding, and the model's own
 split of a forced string into tokens can differ from the tokenizer's (``"`` then ``{{`` vs ``"{{``).
@@ -18,36 +19,28 @@ released as usual) and ``prefix_len`` drops to the new length so the private tai
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Optional
 
 import torch
 
 from radixlm.kernels.token_bitmask import apply_token_bitmask
 from radixlm.runtime.constrained.jump_forward import MAX_RETOKENIZED, jump_forward
-from radixlm.runtime.constrained.matcher import GrammarMatcher
-from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.scheduler.batch_builder import build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
+from radixlm.runtime.scheduler.jump_draft import JumpDraft
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
+
+# NOTE: on a CPU a mixed extend costs per token like decode once many requests run, so forced
+# tokens pay off only in small batches; on CUDA the one extend is always cheaper.
+CPU_DEFAULT_MAX_BATCH = 8
 
 
-class JumpDraft(NamedTuple):
-    """Forced tokens ``output_ids[start:start + len(token_ids)]`` of a greedy request, unverified.
-
-    ``matcher`` is the grammar state before them (the request's own matcher has accepted them).
-    """
-
-    start: int
-    token_ids: list[int]
-    matcher: GrammarMatcher
-
-
-class MixedStep(NamedTuple):
-    """A planned mixed extend: the batch, and per request the first logits row and the row count."""
-
-    batch: ForwardBatch
-    rows: list[tuple[int, int]]
-    reqs: list[Req]
+def resolve_max_batch(max_batch: Optional[int], device: torch.device) -> int:
+    """The running-batch size up to which requests jump forward (``None``: the device's default)."""
+    if max_batch is not None:
+        return max_batch
+    return CPU_DEFAULT_MAX_BATCH if device.type == "cpu" else 1 << 30
 
 
 def _verifiable(req: Req) -> bool:
@@ -64,13 +57,18 @@ class JumpForwardStep:
     tokens are never re-tokenized.
     """
 
-    def __init__(self, tokenizer: Any, cache: CacheManager, context_length: int) -> None:
+    def __init__(self, tokenizer: Any, cache: CacheManager, context_length: int, max_batch: int) -> None:
         self.tokenizer = tokenizer
         self.cache = cache
         self.context_length = context_length
+        self.max_batch = max_batch
         self.stats = {"jumps": 0, "forced_tokens": 0, "draft_tokens": 0, "draft_accepted": 0}
 
     # ---- after a token was accepted -------------------------------------------------------------
+    def allows(self, running_size: int) -> bool:
+        """Whether requests may jump while ``running_size`` requests run."""
+        return running_size <= self.max_batch
+
     def apply(self, req: Req) -> bool:
         """Jump ``req`` forward if its grammar forces a continuation; True when its tokens changed."""
         matcher = req.grammar
@@ -116,8 +114,8 @@ class JumpForwardStep:
         """True when some running request has more than its last token to compute (it jumped)."""
         return any(r.seq_len - r.kv_len > 1 for r in running)
 
-    def prepare(self, running: list[Req], runner: Any) -> MixedStep | None:
-        """Slots for every running request's uncomputed tokens, and the extend batch computing them.
+    def prepare(self, running: list[Req], runner: Any) -> Optional[ScheduledBatch]:
+        """Slots for every running request's uncomputed tokens, and the mixed extend computing them.
 
         A request with a draft gets logits for the draft's positions too. Returns None, with nothing
         allocated, when the KV pool cannot hold the step (the caller retracts and retries).
@@ -131,7 +129,7 @@ class JumpForwardStep:
             self.cache.req_to_token_pool.write(req.row, req.kv_len, slots[offset : offset + n])
             req.extend_len = n
             offset += n
-        fb, _ = build_extend_batch(running, runner)
+        batch = build_extend_batch(running, runner, BatchKind.MIXED)
         indices: list[int] = []
         rows: list[tuple[int, int]] = []
         offset = 0
@@ -147,17 +145,20 @@ class JumpForwardStep:
             rows.append((len(indices), req.extend_len - first))
             indices.extend(range(offset + first, offset + req.extend_len))
             offset += req.extend_len
+        fb = batch.forward_batch
         fb.logits_indices = torch.tensor(indices, dtype=torch.int64, device=fb.input_ids.device)
-        return MixedStep(fb, rows, list(running))
+        batch.draft_rows = rows
+        batch.sample_rows = [first + count - 1 for first, count in rows]
+        return batch
 
-    def verify(self, step: MixedStep, logits: torch.Tensor) -> torch.Tensor:
+    def verify(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Check greedy drafts after the forward (``kv_len`` already advanced); the row to sample per request.
 
         A rejected draft token and everything after it are dropped (with their KV); the request then
         samples from the logits at the rejected position, which is what plain decoding would have done.
         """
         sample_rows: list[int] = []
-        for req, (first, count) in zip(step.reqs, step.rows):
+        for req, (first, count) in zip(batch.reqs, batch.draft_rows):
             draft = req.jump_draft
             if draft is None:
                 sample_rows.append(first + count - 1)
@@ -175,10 +176,13 @@ class JumpForwardStep:
                 del req.output_ids[keep:]
                 self._truncate_kv(req, len(req.origin_input_ids) + keep)
             sample_rows.append(first + accepted)
-        return torch.tensor(sample_rows, dtype=torch.int64, device=logits.device)
+        return sample_rows
 
     def _accepted_prefix(self, draft: JumpDraft, logits: torch.Tensor) -> int:
-        """How many draft tokens equal the masked argmax at their position (``logits[i]`` predicts token i)."""
+        """How many draft tokens equal the masked argmax at their position.
+
+        ``logits[i]`` predicts draft token ``i``.
+        """
         matcher = draft.matcher.copy()
         bitmask = torch.zeros((len(draft.token_ids), (logits.shape[1] + 31) // 32), dtype=torch.int32)
         for i, token in enumerate(draft.token_ids):

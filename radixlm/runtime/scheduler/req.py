@@ -1,15 +1,14 @@
 """A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 
+from radixlm.runtime.constrained.matcher import GrammarMatcher
 from radixlm.runtime.sampling.sampling_params import SamplingParams
-
-if TYPE_CHECKING:
-    from radixlm.runtime.constrained.matcher import GrammarMatcher
-    from radixlm.runtime.scheduler.jump_forward_step import JumpDraft
+from radixlm.runtime.scheduler.finish_reason import FinishReason
+from radixlm.runtime.scheduler.jump_draft import JumpDraft
 
 
 class Req:
@@ -48,10 +47,10 @@ class Req:
         self.last_node: Any = None
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
         self.admitted_once = False
-        self.extend_len = 0  # tokens computed in the current extend step
+        self.extend_len = 0  # tokens computed in the current step
 
         # Output state
-        self.finish_reason: Optional[dict[str, Any]] = None
+        self.finish_reason: Optional[FinishReason] = None
         self.to_abort: Optional[str] = None
         self.sent_output_len = 0
         self.num_retractions = 0
@@ -70,9 +69,9 @@ class Req:
         self.unpin_rids: list[str] = []
 
         # Constrained decoding
-        self.grammar: Optional["GrammarMatcher"] = None
+        self.grammar: Optional[GrammarMatcher] = None
         self.grammar_key: Optional[tuple[str, str]] = sampling_params.constraint
-        self.jump_draft: Optional["JumpDraft"] = None  # forced tokens awaiting greedy verification
+        self.jump_draft: Optional[JumpDraft] = None  # forced tokens awaiting greedy verification
 
     # ---- token views -------------------------------------------------------------------------
     @property

@@ -1,4 +1,4 @@
-"""The scheduler: one loop of receive -> schedule -> run -> process -> send.
+"""The scheduler: one loop of receive -> schedule -> forward -> process -> send.
 
 The server's scheduler process and the in-process ``Engine`` drive the same object through
 ``handle(msg)`` and ``step()``; neither knows about sockets or threads.
@@ -26,19 +26,24 @@ from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.sampling.sampler import sample
 from radixlm.runtime.scheduler.batch_builder import build_decode_batch, build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
+from radixlm.runtime.scheduler.finish_reason import (
+    CLIENT_ABORT_STATUS,
+    FinishAbort,
+    FinishLength,
+    FinishReason,
+)
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
+from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
+from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
 from radixlm.runtime.scheduler.pins import PinTable
-from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.scheduler.stop_checker import StopChecker
+from radixlm.runtime.scheduler.token_output import take_token_output
 from radixlm.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
-
-
-def _abort_reason(message: str, status_code: int = 400) -> dict[str, Any]:
-    return {"type": "abort", "message": message, "status_code": status_code}
 
 
 class Scheduler:
@@ -51,12 +56,15 @@ class Scheduler:
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = list(loaded.eos_token_ids)
         self.context_length = self.runner.context_length
-        self.cache = CacheManager(self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache)
+        self.cache = CacheManager(self.runner.req_to_token_pool, self.runner.kv_pool,
+                                  server_args.disable_radix_cache)
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)
         self.grammars = GrammarQueue(server_args, self.tokenizer, self.eos_token_ids, self.runner.vocab_size)
-        self.jump_forward = (JumpForwardStep(self.tokenizer, self.cache, self.context_length)
-                             if server_args.enable_jump_forward else None)
+        self.jump_forward: Optional[JumpForwardStep] = None
+        if server_args.enable_jump_forward:
+            max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
+            self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -93,12 +101,12 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         error = self._admission_error(req)
         if error is not None:
-            self._finish(req, _abort_reason(error))
+            self._finish(req, FinishAbort(error))
             return
         if req.grammar_key is not None:
             error = self.grammars.submit(req)
             if error is not None:
-                self._finish(req, _abort_reason(error))
+                self._finish(req, FinishAbort(error))
             return
         self.waiting.append(req)
 
@@ -125,15 +133,17 @@ class Scheduler:
         return None
 
     def _on_abort(self, msg: AbortReq) -> None:
+        def named(req: Req) -> bool:
+            return req.rid == msg.rid or req.rid.startswith(msg.rid + "-")
+
         for queue in (self.waiting, self.grammars.pending):
-            for req in list(queue):
-                if req.rid == msg.rid or req.rid.startswith(msg.rid + "-"):
-                    queue.remove(req)
-                    self.grammars.discard(req)
-                    self._finish(req, _abort_reason("aborted", 499))
+            for req in [r for r in queue if named(r)]:
+                queue.remove(req)
+                self.grammars.discard(req)
+                self._finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
         for req in self.running + ([self.chunked] if self.chunked else []):
-            if req.rid == msg.rid or req.rid.startswith(msg.rid + "-"):
-                req.to_abort = "aborted"
+            if named(req):
+                req.to_abort = "aborted"  # reaped at the start of the next step
 
     def _on_flush(self, msg: FlushCacheReq) -> FlushCacheOut:
         if self.has_work():
@@ -147,7 +157,8 @@ class Scheduler:
 
     # ---- the loop body -------------------------------------------------------------------------
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked or self.grammars.pending or self.pending_outputs)
+        busy = self.waiting or self.running or self.chunked or self.grammars.pending
+        return bool(busy or self.pending_outputs)
 
     @torch.inference_mode()
     def step(self) -> list[ReqTokenOut]:
@@ -158,18 +169,10 @@ class Scheduler:
         idle = not (self.waiting or self.running or self.chunked)
         self.waiting.extend(self.grammars.poll(self._finish_with_error, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
-        batch = self.planner.plan(self.waiting, self.running, self.chunked) if (self.waiting or self.chunked) else []
-        if batch:
-            admitted = {id(r) for r in batch}
-            self.waiting = [r for r in self.waiting if id(r) not in admitted]
-            for req in batch:
-                self.pins.on_admitted(req)
-            self.chunked = None
-            self._run_extend(batch)
-        elif self.running:
-            self._run_decode()
-        elif self.waiting and not self.running:
-            self._reject_unschedulable()
+        batch = self._schedule()
+        if batch is not None:
+            logits = self.runner.forward(batch.forward_batch)
+            self._process(batch, logits)
         self._stats["num_steps"] += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
@@ -180,100 +183,54 @@ class Scheduler:
     def _reap_aborted(self) -> None:
         for req in [r for r in self.running if r.to_abort is not None]:
             self.running.remove(req)
-            self._finish(req, {"type": "abort", "message": req.to_abort, "status_code": 499})
+            self._finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
         if self.chunked is not None and self.chunked.to_abort is not None:
             req, self.chunked = self.chunked, None
-            self._finish(req, {"type": "abort", "message": req.to_abort, "status_code": 499})
+            self._finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
 
-    def _reject_unschedulable(self) -> None:
-        # NOTE: nothing runs and nothing could be admitted. Pinned program contexts are only an
-        # optimisation: drop them first and retry; otherwise the head request can never fit.
-        if len(self.pins):
-            self.pins.release_all()
-            return
-        req = self.waiting.pop(0)
-        self._finish(req, _abort_reason("the request does not fit into the KV pool", 400))
+    # ---- scheduling ----------------------------------------------------------------------------
+    def _schedule(self) -> Optional[ScheduledBatch]:
+        """This step's batch, its KV slots allocated; None when nothing can run.
 
-    # ---- extend --------------------------------------------------------------------------------
-    def _run_extend(self, batch: list[Req]) -> None:
-        fb, layout = build_extend_batch(batch, self.runner)
-        logits = self.runner.forward(fb)
-        self._stats["num_prefill_tokens"] += int(fb.input_ids.numel())
-        to_sample: list[Req] = []
-        sample_rows: list[int] = []
-        for i, req in enumerate(batch):
-            req.kv_len += req.extend_len
-            self._collect_input_logprobs(req, logits, layout.input_rows[i], fb)
-            self.cache.commit_to_tree(req)
-            if layout.sample_row[i] < 0:
-                self.chunked = req
-                continue
-            req.input_logprobs_done = True
-            if req.is_prefill_only:
-                self._finish(req, {"type": "length", "length": 0})
-                continue
-            to_sample.append(req)
-            sample_rows.append(layout.sample_row[i])
-        if to_sample:
-            rows = torch.tensor(sample_rows, dtype=torch.int64, device=logits.device)
-            self._sample_and_advance(to_sample, logits[rows])
-            for req in to_sample:
-                if not req.finished:
-                    self.running.append(req)
+        Newly admitted prompts (the planner) go first; else the running requests decode, as one
+        mixed step when some jumped forward, retracting requests while the KV pool is short. A
+        waiting request that cannot be admitted while nothing runs is rejected here.
+        """
+        batch = self._schedule_extend()
+        if batch is None and self.running:
+            batch = self._schedule_running()
+        elif batch is None and self.waiting:
+            self._reject_unschedulable()
+        return batch
 
-    def _collect_input_logprobs(self, req: Req, logits: torch.Tensor, rows: tuple[int, int, int], fb) -> None:
-        if not req.needs_input_logprobs:
-            return
-        first, count, first_pos = rows
-        if req.logprob_start_len == 0 and not req.input_token_logprobs and req.kv_len - req.extend_len == 0:
-            req.input_token_logprobs.append((None, req.origin_input_ids[0]))
-            req.input_top_logprobs.append(None)
-        if count == 0:
-            return
-        logprobs = torch.log_softmax(logits[first : first + count].float(), dim=-1)
-        targets = torch.tensor(req.origin_input_ids[first_pos + 1 : first_pos + 1 + count], dtype=torch.int64,
-                               device=logprobs.device)
-        chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
-        req.input_token_logprobs.extend(zip(chosen, targets.tolist()))
-        if req.top_logprobs_num > 0:
-            vals, ids = torch.topk(logprobs, req.top_logprobs_num, dim=-1)
-            req.input_top_logprobs.extend(list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
-        else:
-            req.input_top_logprobs.extend([None] * count)
+    def _schedule_extend(self) -> Optional[ScheduledBatch]:
+        if not (self.waiting or self.chunked):
+            return None
+        reqs = self.planner.plan(self.waiting, self.running, self.chunked)
+        if not reqs:
+            return None
+        admitted = {id(r) for r in reqs}
+        self.waiting = [r for r in self.waiting if id(r) not in admitted]
+        for req in reqs:
+            self.pins.on_admitted(req)
+        self.chunked = None
+        return build_extend_batch(reqs, self.runner)
 
-    # ---- decode --------------------------------------------------------------------------------
-    def _run_decode(self) -> None:
-        if self.jump_forward is not None and self.jump_forward.has_pending(self.running):
-            self._run_jump_forward_extend()
-            return
+    def _schedule_running(self) -> Optional[ScheduledBatch]:
+        jumped = self.jump_forward is not None and self.jump_forward.has_pending(self.running)
+        build = self._mixed_batch if jumped else self._decode_batch
+        while (batch := build()) is None:
+            self._retract_one()
+            if not self.running:
+                return None
+        return batch
+
+    def _decode_batch(self) -> Optional[ScheduledBatch]:
         slots = self.cache.alloc_decode_slot(self.running)
-        while slots is None:
-            self._retract_one()
-            if not self.running:
-                return
-            slots = self.cache.alloc_decode_slot(self.running)
-        batch = list(self.running)
-        fb = build_decode_batch(batch, slots, self.runner)
-        logits = self.runner.forward(fb)
-        for req in batch:
-            req.kv_len += 1
-        self._sample_and_advance(batch, logits)
-        self.running = [r for r in self.running if not r.finished]
+        return None if slots is None else build_decode_batch(self.running, slots, self.runner)
 
-    def _run_jump_forward_extend(self) -> None:
-        """A decode step run as one extend: jumped requests compute all their forced tokens at once."""
-        step = self.jump_forward.prepare(self.running, self.runner)
-        while step is None:
-            self._retract_one()
-            if not self.running:
-                return
-            step = self.jump_forward.prepare(self.running, self.runner)
-        batch = list(self.running)
-        logits = self.runner.forward(step.batch)
-        for req in batch:
-            req.kv_len += req.extend_len
-        self._sample_and_advance(batch, logits[self.jump_forward.verify(step, logits)])
-        self.running = [r for r in self.running if not r.finished]
+    def _mixed_batch(self) -> Optional[ScheduledBatch]:
+        return self.jump_forward.prepare(self.running, self.runner)
 
     def _retract_one(self) -> None:
         """Free KV under pressure: the request with the fewest generated tokens goes back to the queue.
@@ -289,13 +246,61 @@ class Scheduler:
         self.waiting.insert(0, victim)
         logger.info("retracted %s under KV pressure", victim.rid)
 
-    # ---- sampling and outputs ------------------------------------------------------------------
+    def _reject_unschedulable(self) -> None:
+        # NOTE: nothing runs and nothing could be admitted. Pinned program contexts are only an
+        # optimisation: drop them first and retry; otherwise the head request can never fit.
+        if len(self.pins):
+            self.pins.release_all()
+            return
+        req = self.waiting.pop(0)
+        self._finish(req, FinishAbort("the request does not fit into the KV pool"))
+
+    # ---- processing ----------------------------------------------------------------------------
+    def _process(self, batch: ScheduledBatch, logits: torch.Tensor) -> None:
+        """After the forward: the computed tokens join the KV, then each request that completed its
+        tokens samples the next one, is checked for a stop, and streams or finishes."""
+        for req in batch.reqs:
+            req.kv_len += req.extend_len
+        if batch.kind is BatchKind.EXTEND:
+            self._stats["num_prefill_tokens"] += batch.num_input_tokens
+            to_sample, rows = self._end_extend(batch, logits)
+        elif batch.kind is BatchKind.MIXED:
+            to_sample, rows = batch.reqs, self.jump_forward.verify(batch, logits)
+        else:
+            to_sample, rows = batch.reqs, batch.sample_rows
+        if to_sample:
+            self._sample_and_advance(to_sample, _select_rows(logits, rows))
+        self.running = [r for r in self.running if not r.finished]
+        if batch.kind is BatchKind.EXTEND:
+            self.running.extend(r for r in to_sample if not r.finished)
+
+    def _end_extend(self, batch: ScheduledBatch, logits: torch.Tensor) -> tuple[list[Req], list[int]]:
+        """Input logprobs and the tree commit of every extended request; returns those that sample.
+
+        A request whose prompt is not done becomes the chunked one; a prefill-only one finishes.
+        """
+        to_sample: list[Req] = []
+        rows: list[int] = []
+        for req, row, input_rows in zip(batch.reqs, batch.sample_rows, batch.input_logprob_rows):
+            collect_input_logprobs(req, logits, input_rows)
+            self.cache.commit_to_tree(req)
+            if row < 0:
+                self.chunked = req
+                continue
+            req.input_logprobs_done = True
+            if req.is_prefill_only:
+                self._finish(req, FinishLength(0))
+                continue
+            to_sample.append(req)
+            rows.append(row)
+        return to_sample, rows
+
     def _sample_and_advance(self, reqs: list[Req], logits: torch.Tensor) -> None:
         self.grammars.apply_masks(reqs, logits)
         result = sample(logits, reqs, self.eos_token_ids)
-        now = time.monotonic()
-        self._throughput_window.append((now, len(reqs)))
+        self._throughput_window.append((time.monotonic(), len(reqs)))
         self._stats["num_generated_tokens"] += len(reqs)
+        may_jump = self.jump_forward is not None and self.jump_forward.allows(len(self.running))
         for i, req in enumerate(reqs):
             token = result.next_token_ids[i]
             req.output_ids.append(token)
@@ -304,64 +309,26 @@ class Scheduler:
                 req.output_top_logprobs.append(result.top_logprobs[i] or [])
             if req.grammar is not None and not req.grammar.accept_token(token):
                 if token not in self.eos_token_ids:
-                    self._finish(req, _abort_reason(f"grammar rejected token {token}", 500))
+                    self._finish(req, FinishAbort(f"grammar rejected token {token}", 500))
                     continue
             reason = self.stop_checker.check(req)
-            if reason is None and self._may_jump() and self.jump_forward.apply(req):
+            if reason is None and may_jump and self.jump_forward.apply(req):
                 reason = self.stop_checker.check(req)
             if reason is not None:
                 self._finish(req, reason)
             elif req.stream:
-                self._emit(req)
+                self.pending_outputs.append(take_token_output(req))
 
-    def _may_jump(self) -> bool:
-        if self.jump_forward is None:
-            return False
-        limit = self.args.jump_forward_max_batch
-        if limit is None:
-            limit = 8 if self.runner.device.type == "cpu" else 1 << 30
-        return len(self.running) <= limit
-
-    def _finish(self, req: Req, reason: dict[str, Any]) -> None:
+    def _finish(self, req: Req, reason: FinishReason) -> None:
         req.finish_reason = reason
-        if req.pin_children and reason.get("type") != "abort":
+        if req.pin_children and not isinstance(reason, FinishAbort):
             self.pins.add(req)
         self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
         self.cache.release(req)
-        self._emit(req)
+        self.pending_outputs.append(take_token_output(req))
 
     def _finish_with_error(self, req: Req, message: str) -> None:
-        self._finish(req, _abort_reason(message))
-
-    def _emit(self, req: Req) -> None:
-        # NOTE: unverified jump-forward tokens are held back until verified (or the request finished).
-        end = req.jump_draft.start if req.jump_draft is not None and not req.finished else len(req.output_ids)
-        new_ids = req.output_ids[req.sent_output_len : end]
-        p = req.sampling_params
-        out = ReqTokenOut(
-            rid=req.rid,
-            new_token_ids=np.asarray(new_ids, dtype=np.int32),
-            finished=req.finished,
-            finish_reason=req.finish_reason,
-            prompt_tokens=len(req.origin_input_ids),
-            completion_tokens=len(req.output_ids),
-            cached_tokens=req.cached_tokens,
-            skip_special_tokens=p.skip_special_tokens,
-            spaces_between_special_tokens=p.spaces_between_special_tokens,
-            stop_strings=list(p.stop),
-            no_stop_trim=p.no_stop_trim,
-        )
-        if req.return_logprob:
-            if not req.sent_input_logprobs and req.input_logprobs_done:
-                req.sent_input_logprobs = True
-                out.input_token_logprobs = req.input_token_logprobs
-                out.input_top_logprobs = req.input_top_logprobs if req.top_logprobs_num else None
-            lo = req.sent_logprob_len
-            out.output_token_logprobs = req.output_token_logprobs[lo:]
-            out.output_top_logprobs = req.output_top_logprobs[lo:] if req.top_logprobs_num else None
-            req.sent_logprob_len = len(req.output_token_logprobs)
-        req.sent_output_len = end
-        self.pending_outputs.append(out)
+        self._finish(req, FinishAbort(message))
 
     # ---- introspection -------------------------------------------------------------------------
     def _next_seed(self) -> int:
@@ -406,3 +373,10 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self.grammars.shutdown()
+
+
+def _select_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``logits[rows]``; the logits themselves when every row is taken in order (a decode)."""
+    if rows == list(range(logits.shape[0])):
+        return logits
+    return logits[torch.tensor(rows, dtype=torch.int64, device=logits.device)]

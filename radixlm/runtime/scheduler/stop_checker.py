@@ -3,6 +3,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from radixlm.runtime.scheduler.finish_reason import (
+    CLIENT_ABORT_STATUS,
+    FinishAbort,
+    FinishLength,
+    FinishReason,
+    FinishStop,
+)
 from radixlm.runtime.scheduler.req import Req
 
 
@@ -10,29 +17,34 @@ class StopChecker:
     """EOS and stop token ids, stop strings (matched on decoded text across token boundaries),
     grammar termination, max_new_tokens and the context length."""
 
-    def __init__(self, tokenizer, eos_token_ids: list[int], context_length: int) -> None:
+    def __init__(self, tokenizer: Any, eos_token_ids: list[int], context_length: int) -> None:
         self.tokenizer = tokenizer
         self.eos_token_ids = set(eos_token_ids)
         self.context_length = context_length
 
-    def check(self, req: Req) -> Optional[dict[str, Any]]:
+    def check(self, req: Req) -> Optional[FinishReason]:
+        """The reason ``req`` finished with its newest token, or None when it goes on.
+
+        Stops (token ids, grammar end, stop strings) count only from ``min_new_tokens`` on; the
+        length limits always do.
+        """
         p = req.sampling_params
         token = req.output_ids[-1]
         if req.to_abort is not None:
-            return {"type": "abort", "message": req.to_abort}
+            return FinishAbort(req.to_abort, CLIENT_ABORT_STATUS)
         if len(req.output_ids) >= p.min_new_tokens:
             if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
-                return {"type": "stop", "matched": token}
+                return FinishStop(token)
             if req.grammar is not None and req.grammar.is_terminated():
-                return {"type": "stop", "matched": None}
+                return FinishStop(None)
             if p.stop:
                 matched = self._match_stop_string(req)
                 if matched is not None:
-                    return {"type": "stop", "matched": matched}
+                    return FinishStop(matched)
         if len(req.output_ids) >= p.max_new_tokens:
-            return {"type": "length", "length": p.max_new_tokens}
+            return FinishLength(p.max_new_tokens)
         if req.seq_len >= self.context_length:
-            return {"type": "length", "length": len(req.output_ids)}
+            return FinishLength(len(req.output_ids))
         return None
 
     def _match_stop_string(self, req: Req) -> Optional[str]:

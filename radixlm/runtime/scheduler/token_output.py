@@ -1,0 +1,41 @@
+"""Turn a request's progress into the ``ReqTokenOut`` the detokenizer (or the Engine) receives."""
+from __future__ import annotations
+
+import numpy as np
+
+from radixlm.runtime.messages import ReqTokenOut
+from radixlm.runtime.scheduler.finish_reason import finish_reason_dict
+from radixlm.runtime.scheduler.req import Req
+
+
+def take_token_output(req: Req) -> ReqTokenOut:
+    """What ``req`` has not sent yet; advances its sent cursors (tokens and logprobs).
+
+    Unverified jump-forward tokens are held back until verified (or the request finished).
+    """
+    end = req.jump_draft.start if req.jump_draft is not None and not req.finished else len(req.output_ids)
+    p = req.sampling_params
+    out = ReqTokenOut(
+        rid=req.rid,
+        new_token_ids=np.asarray(req.output_ids[req.sent_output_len : end], dtype=np.int32),
+        finished=req.finished,
+        finish_reason=finish_reason_dict(req.finish_reason),
+        prompt_tokens=len(req.origin_input_ids),
+        completion_tokens=len(req.output_ids),
+        cached_tokens=req.cached_tokens,
+        skip_special_tokens=p.skip_special_tokens,
+        spaces_between_special_tokens=p.spaces_between_special_tokens,
+        stop_strings=list(p.stop),
+        no_stop_trim=p.no_stop_trim,
+    )
+    if req.return_logprob:
+        if not req.sent_input_logprobs and req.input_logprobs_done:
+            req.sent_input_logprobs = True
+            out.input_token_logprobs = req.input_token_logprobs
+            out.input_top_logprobs = req.input_top_logprobs if req.top_logprobs_num else None
+        lo = req.sent_logprob_len
+        out.output_token_logprobs = req.output_token_logprobs[lo:]
+        out.output_top_logprobs = req.output_top_logprobs[lo:] if req.top_logprobs_num else None
+        req.sent_logprob_len = len(req.output_token_logprobs)
+    req.sent_output_len = end
+    return out
