@@ -15,18 +15,19 @@ def collect_input_logprobs(req: Req, logits: torch.Tensor, rows: tuple[int, int,
     if not req.needs_input_logprobs:
         return
     first, count, first_pos = rows
-    if req.logprob_start_len == 0 and not req.input_token_logprobs and req.kv_len - req.extend_len == 0:
-        req.input_token_logprobs.append((None, req.origin_input_ids[0]))
-        req.input_top_logprobs.append(None)
+    state = req.logprobs
+    if req.logprob_start_len == 0 and not state.input_tokens and req.kv_len - req.extend_len == 0:
+        state.input_tokens.append((None, req.origin_input_ids[0]))
+        state.input_top.append(None)
     if count == 0:
         return
     logprobs = torch.log_softmax(logits[first : first + count].float(), dim=-1)
     targets = torch.tensor(req.origin_input_ids[first_pos + 1 : first_pos + 1 + count], dtype=torch.int64,
                            device=logprobs.device)
     chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
-    req.input_token_logprobs.extend(zip(chosen, targets.tolist()))
+    state.input_tokens.extend(zip(chosen, targets.tolist()))
     if req.top_logprobs_num > 0:
         vals, ids = torch.topk(logprobs, req.top_logprobs_num, dim=-1)
-        req.input_top_logprobs.extend(list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
+        state.input_top.extend(list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
     else:
-        req.input_top_logprobs.extend([None] * count)
+        state.input_top.extend([None] * count)

@@ -1,6 +1,7 @@
 """A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -9,6 +10,22 @@ from radixlm.runtime.constrained.matcher import GrammarMatcher
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.finish_reason import FinishReason
 from radixlm.runtime.scheduler.jump_draft import JumpDraft
+
+TokenLogprob = tuple[Optional[float], int]  # (logprob, token id); None for the first prompt token
+TopLogprobs = list[tuple[float, int]]
+
+
+@dataclass
+class LogprobState:
+    """The logprobs a request returns, and how much of them was sent."""
+
+    input_done: bool  # every requested prompt logprob is gathered (True when none are requested)
+    input_tokens: list[TokenLogprob] = field(default_factory=list)
+    input_top: list[Optional[TopLogprobs]] = field(default_factory=list)
+    output_tokens: list[TokenLogprob] = field(default_factory=list)
+    output_top: list[TopLogprobs] = field(default_factory=list)
+    sent_input: bool = False
+    sent_output_len: int = 0
 
 
 class Req:
@@ -55,14 +72,7 @@ class Req:
         self.sent_output_len = 0
         self.num_retractions = 0
 
-        # Logprobs
-        self.input_token_logprobs: list[tuple[Optional[float], int]] = []
-        self.input_top_logprobs: list[Optional[list[tuple[float, int]]]] = []
-        self.output_token_logprobs: list[tuple[float, int]] = []
-        self.output_top_logprobs: list[list[tuple[float, int]]] = []
-        self.sent_logprob_len = 0
-        self.input_logprobs_done = self.logprob_start_len < 0
-        self.sent_input_logprobs = False
+        self.logprobs = LogprobState(input_done=self.logprob_start_len < 0)
 
         # Program graphs (see TokenizedGenerateReq.pin_children)
         self.pin_children = 0
@@ -104,7 +114,7 @@ class Req:
 
     @property
     def needs_input_logprobs(self) -> bool:
-        return not self.input_logprobs_done
+        return not self.logprobs.input_done
 
     def remaining_new_tokens(self) -> int:
         return max(self.sampling_params.max_new_tokens - len(self.output_ids), 0)

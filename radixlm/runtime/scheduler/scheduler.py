@@ -287,7 +287,7 @@ class Scheduler:
             if row < 0:
                 self.chunked = req
                 continue
-            req.input_logprobs_done = True
+            req.logprobs.input_done = True
             if req.is_prefill_only:
                 self._finish(req, FinishLength(0))
                 continue
@@ -305,8 +305,8 @@ class Scheduler:
             token = result.next_token_ids[i]
             req.output_ids.append(token)
             if req.return_logprob:
-                req.output_token_logprobs.append((result.logprobs[i], token))
-                req.output_top_logprobs.append(result.top_logprobs[i] or [])
+                req.logprobs.output_tokens.append((result.logprobs[i], token))
+                req.logprobs.output_top.append(result.top_logprobs[i] or [])
             if req.grammar is not None and not req.grammar.accept_token(token):
                 if token not in self.eos_token_ids:
                     self._finish(req, FinishAbort(f"grammar rejected token {token}", 500))

@@ -29,13 +29,14 @@ def take_token_output(req: Req) -> ReqTokenOut:
         no_stop_trim=p.no_stop_trim,
     )
     if req.return_logprob:
-        if not req.sent_input_logprobs and req.input_logprobs_done:
-            req.sent_input_logprobs = True
-            out.input_token_logprobs = req.input_token_logprobs
-            out.input_top_logprobs = req.input_top_logprobs if req.top_logprobs_num else None
-        lo = req.sent_logprob_len
-        out.output_token_logprobs = req.output_token_logprobs[lo:]
-        out.output_top_logprobs = req.output_top_logprobs[lo:] if req.top_logprobs_num else None
-        req.sent_logprob_len = len(req.output_token_logprobs)
+        state = req.logprobs
+        if not state.sent_input and state.input_done:
+            state.sent_input = True
+            out.input_token_logprobs = state.input_tokens
+            out.input_top_logprobs = state.input_top if req.top_logprobs_num else None
+        lo = state.sent_output_len
+        out.output_token_logprobs = state.output_tokens[lo:]
+        out.output_top_logprobs = state.output_top[lo:] if req.top_logprobs_num else None
+        state.sent_output_len = len(state.output_tokens)
     req.sent_output_len = end
     return out

@@ -86,7 +86,7 @@ def test_input_logprobs_limit_the_reused_prefix():
     cache.release(first)
     # logprobs from position 5 need the logit at position 4, so at most 4 tokens are reused
     again = make_req("b", PROMPT)
-    again.return_logprob, again.logprob_start_len, again.input_logprobs_done = True, 5, False
+    again.return_logprob, again.logprob_start_len, again.logprobs.input_done = True, 5, False
     assert cache.cached_prefix_len(again) == 4
     assert cache.admit(again, 100) and again.prefix_len == 4
 
