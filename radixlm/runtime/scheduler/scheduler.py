@@ -6,8 +6,6 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 from __future__ import annotations
 
 import logging
-import time
-from collections import deque
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -39,6 +37,7 @@ from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
+from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_output import take_token_output
 from radixlm.runtime.server_args import ServerArgs
@@ -72,9 +71,7 @@ class Scheduler:
         self.pending_outputs: list[ReqTokenOut] = []
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
-        self._stats = {"num_generated_tokens": 0, "num_prefill_tokens": 0, "num_retractions": 0,
-                       "num_requests": 0, "num_steps": 0}
-        self._throughput_window: deque[tuple[float, int]] = deque(maxlen=64)
+        self.counters = StepCounters()
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
             AbortReq: self._on_abort,
@@ -91,7 +88,7 @@ class Scheduler:
         return handler(msg)
 
     def _on_generate(self, msg: TokenizedGenerateReq) -> None:
-        self._stats["num_requests"] += 1
+        self.counters.num_requests += 1
         params = msg.sampling_params
         seed = params.seed if params.seed is not None else self._next_seed()
         input_ids = [int(t) for t in np.asarray(msg.input_ids).tolist()]
@@ -173,7 +170,7 @@ class Scheduler:
         if batch is not None:
             logits = self.runner.forward(batch.forward_batch)
             self._process(batch, logits)
-        self._stats["num_steps"] += 1
+        self.counters.num_steps += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
             self.check_kv_integrity()
@@ -196,6 +193,8 @@ class Scheduler:
         mixed step when some jumped forward, retracting requests while the KV pool is short. A
         waiting request that cannot be admitted while nothing runs is rejected here.
         """
+        # NOTE: the rejection is decided here, not after: when retraction empties the running batch
+        # its requests wait for the next step's plan, which can admit them again.
         batch = self._schedule_extend()
         if batch is None and self.running:
             batch = self._schedule_running()
@@ -242,7 +241,7 @@ class Scheduler:
         self.running.remove(victim)
         self.cache.release(victim)
         victim.num_retractions += 1
-        self._stats["num_retractions"] += 1
+        self.counters.num_retractions += 1
         self.waiting.insert(0, victim)
         logger.info("retracted %s under KV pressure", victim.rid)
 
@@ -262,7 +261,7 @@ class Scheduler:
         for req in batch.reqs:
             req.kv_len += req.extend_len
         if batch.kind is BatchKind.EXTEND:
-            self._stats["num_prefill_tokens"] += batch.num_input_tokens
+            self.counters.num_prefill_tokens += batch.num_input_tokens
             to_sample, rows = self._end_extend(batch, logits)
         elif batch.kind is BatchKind.MIXED:
             to_sample, rows = batch.reqs, self.jump_forward.verify(batch, logits)
@@ -270,9 +269,10 @@ class Scheduler:
             to_sample, rows = batch.reqs, batch.sample_rows
         if to_sample:
             self._sample_and_advance(to_sample, _select_rows(logits, rows))
-        self.running = [r for r in self.running if not r.finished]
         if batch.kind is BatchKind.EXTEND:
             self.running.extend(r for r in to_sample if not r.finished)
+        else:
+            self.running = [r for r in self.running if not r.finished]
 
     def _end_extend(self, batch: ScheduledBatch, logits: torch.Tensor) -> tuple[list[Req], list[int]]:
         """Input logprobs and the tree commit of every extended request; returns those that sample.
@@ -298,8 +298,7 @@ class Scheduler:
     def _sample_and_advance(self, reqs: list[Req], logits: torch.Tensor) -> None:
         self.grammars.apply_masks(reqs, logits)
         result = sample(logits, reqs, self.eos_token_ids)
-        self._throughput_window.append((time.monotonic(), len(reqs)))
-        self._stats["num_generated_tokens"] += len(reqs)
+        self.counters.on_generated(len(reqs))
         may_jump = self.jump_forward is not None and self.jump_forward.allows(len(self.running))
         for i, req in enumerate(reqs):
             token = result.next_token_ids[i]
@@ -336,18 +335,14 @@ class Scheduler:
         return (self._seed_counter * 2654435761) % (2**31)
 
     def stats(self) -> dict[str, Any]:
-        window = list(self._throughput_window)
-        tps = 0.0
-        if len(window) >= 2 and window[-1][0] > window[0][0]:
-            tps = sum(n for _, n in window[1:]) / (window[-1][0] - window[0][0])
         return {
             **self.cache.stats(),
             "num_running": len(self.running) + (1 if self.chunked else 0),
             "num_queued": len(self.waiting),
             "num_grammar_queue": len(self.grammars.pending),
             "num_pinned_contexts": len(self.pins),
-            "gen_throughput": tps,
-            **self._stats,
+            "gen_throughput": self.counters.gen_throughput(),
+            **self.counters.as_dict(),
         }
 
     def check_kv_integrity(self) -> None:
