@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_torch
-from radixlm.kernels.shared_prefix_attention import common_slot_prefix_len, decode_attention_shared_prefix_torch
+from radixlm.kernels.shared_prefix_attention import (
+    common_slot_prefix_len,
+    decode_attention_shared_prefix_torch,
+)
 
 
 def _batch_with_shared_prefix(shared: int, suffixes: list[int], hkv: int, group: int, d: int, seed: int):

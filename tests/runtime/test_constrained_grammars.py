@@ -7,7 +7,11 @@ import re
 import pytest
 
 from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, grammar_to_regex
-from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE, json_object_regex, resolve_whitespace_pattern
+from radixlm.runtime.constrained.json_schema import (
+    FREE_WHITESPACE,
+    json_object_regex,
+    resolve_whitespace_pattern,
+)
 from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
 
 

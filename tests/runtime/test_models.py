@@ -7,7 +7,7 @@ import torch
 
 from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.llama import LlamaForCausalLM
-from radixlm.runtime.models.registry import get_model_class
+from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.model_helpers import (PagedSession, assert_logits_close, make_runner, save_tiny_model,
                                          tiny_llama_config, tiny_qwen2_config, tiny_qwen3_config)
