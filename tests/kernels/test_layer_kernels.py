@@ -21,8 +21,8 @@ from tests.helpers.model_helpers import (
 pytestmark = pytest.mark.triton_interpret
 
 
-def _logits(model_dir, device: torch.device) -> list[torch.Tensor]:
-    runner = make_runner(model_dir, device=str(device))
+def _logits(model_dir, device: torch.device, dtype: str) -> list[torch.Tensor]:
+    runner = make_runner(model_dir, device=str(device), dtype=dtype)
     runner.attn_backend = ReferenceAttentionBackend()
     s = PagedSession(runner)
     a, b = s.open(), s.open()
@@ -31,15 +31,21 @@ def _logits(model_dir, device: torch.device) -> list[torch.Tensor]:
     return logits
 
 
+@pytest.mark.parametrize("dtype,rtol", [
+    ("float32", 1e-4),
+    pytest.param("bfloat16", 3e-2, marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                            reason="bf16 checked on CUDA only")),
+])
 @pytest.mark.parametrize("make_config", [tiny_llama_config, tiny_qwen3_config])
-def test_triton_norm_and_rotary_match_torch_in_the_model(device, tmp_path, monkeypatch, make_config):
+def test_triton_norm_and_rotary_match_torch_in_the_model(device, tmp_path, monkeypatch, make_config,
+                                                         dtype, rtol):
     model_dir = save_tiny_model(make_config(), tmp_path, with_tokenizer=False)
     monkeypatch.setattr(_launch, "use_triton", lambda x: False)
-    ref = _logits(model_dir, device)
+    ref = _logits(model_dir, device, dtype)
     monkeypatch.setattr(_launch, "use_triton", lambda x: True)
-    ours = _logits(model_dir, device)
+    ours = _logits(model_dir, device, dtype)
     for o, r in zip(ours, ref):
-        assert_logits_close(o, r, rtol=1e-4)
+        assert_logits_close(o, r, rtol=rtol)
 
 
 def test_dispatch_rule_is_cuda_only():

@@ -27,7 +27,8 @@ def test_integer_range_is_exact(lo, hi):
 @pytest.mark.parametrize("lo,hi", [(0, 1), (-90, 90), (-5, -2), (0, None), (3, 3)])
 def test_number_range_is_exact(lo, hi):
     rx = re.compile(number_range_regex(lo, hi))
-    for s in ("0", "0.5", "1", "1.0", "1.5", "3", "3.25", "-2", "-2.5", "-5", "-5.1", "89.99", "90", "90.01", "120"):
+    for s in ("0", "0.5", "1", "1.0", "1.5", "3", "3.25", "-2", "-2.5", "-5", "-5.1", "89.99", "90",
+              "90.01", "120"):
         v = float(s)
         assert bool(rx.fullmatch(s)) == ((lo is None or v >= lo) and (hi is None or v <= hi)), s
 

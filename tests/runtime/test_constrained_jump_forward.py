@@ -11,7 +11,8 @@ from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
 from tests.runtime.constrained_cases import SCHEMA_CASES
 from tests.runtime.constrained_driver import closing_tokens, drive_random
 
-COMPACT = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+COMPACT = json.dumps({"type": "object",
+                      "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
                       "required": ["name", "age"]})
 
 
@@ -74,7 +75,8 @@ def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenize
         if forced:
             jf = jump_forward(matcher, output, smollm2_tokenizer, forced)
             assert jf is not None, (forced, vocab.decode(output))
-            assert vocab.decode(output[: jf.keep_len] + jf.token_ids) == vocab.decode(output) + forced.encode()
+            expected = vocab.decode(output) + forced.encode()
+            assert vocab.decode(output[: jf.keep_len] + jf.token_ids) == expected
             output = output[: jf.keep_len] + jf.token_ids
             matcher = jf.matcher
             jumps += 1

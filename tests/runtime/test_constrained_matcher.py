@@ -18,7 +18,8 @@ SEEDS = (0, 1, 2)
 
 @pytest.fixture(scope="module")
 def backend(smollm2_tokenizer):  # noqa: F811
-    be = GrammarBackend(smollm2_tokenizer, [smollm2_tokenizer.eos_token_id], vocab_size=49152 + 64, num_threads=2)
+    be = GrammarBackend(smollm2_tokenizer, [smollm2_tokenizer.eos_token_id], vocab_size=49152 + 64,
+                        num_threads=2)
     yield be
     be.shutdown()
 

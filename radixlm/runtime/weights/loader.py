@@ -36,10 +36,6 @@ class LoadedModel:
     head_dim: int
     architecture: str
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.hf_config
-
 
 def load_model(model: str, device: torch.device, dtype: torch.dtype, tokenizer: str | None = None,
                context_length: int | None = None) -> LoadedModel:
