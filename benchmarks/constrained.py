@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import radixlm._env  # noqa: F401,E402  (thread settings before torch work)
-from radixlm.runtime.constrained import GrammarBackend  # noqa: E402
+from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher  # noqa: E402
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue  # noqa: E402
 from radixlm.runtime.server_args import ServerArgs  # noqa: E402
 from tests.runtime.constrained_cases import SCHEMA_CASES  # noqa: E402
@@ -67,7 +67,7 @@ def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str,
     fills: list[float] = []
     matchers = []
     for grammar in grammars:
-        matcher = grammar.new_matcher()
+        matcher = GrammarMatcher(grammar)
         for step in range(steps):
             if matcher.is_terminated():
                 break

@@ -4,6 +4,12 @@ from __future__ import annotations
 import torch
 
 
+def use_triton(x: torch.Tensor) -> bool:
+    """The rule every dispatch point follows: the Triton kernel for CUDA tensors, the torch
+    reference elsewhere (Triton's CPU interpreter is for tests, far too slow to serve)."""
+    return x.is_cuda
+
+
 def next_power_of_2(n: int) -> int:
     """Smallest power of two ``>= n`` (and ``>= 1``)."""
     return 1 << max(0, int(n) - 1).bit_length()

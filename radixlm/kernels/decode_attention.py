@@ -104,18 +104,3 @@ def decode_attention_triton(
         BLOCK_D=block_d,
     )
     return out
-
-
-def decode_attention(
-    q: torch.Tensor,
-    k_buffer: torch.Tensor,
-    v_buffer: torch.Tensor,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    sm_scale: float,
-    max_seq_len: int | None = None,
-) -> torch.Tensor:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    fn = decode_attention_triton if q.is_cuda else decode_attention_torch
-    return fn(q, k_buffer, v_buffer, req_to_token, req_pool_indices, seq_lens, sm_scale, max_seq_len)

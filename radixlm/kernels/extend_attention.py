@@ -99,27 +99,3 @@ def extend_attention_triton(
         BLOCK_D=next_power_of_2(head_dim), PRECISION=dot_precision(k_buffer.dtype),
     )
     return out
-
-
-def extend_attention(
-    q: torch.Tensor,
-    k_buffer: torch.Tensor,
-    v_buffer: torch.Tensor,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    extend_prefix_lens: list[int],
-    extend_seq_lens: list[int],
-    sm_scale: float,
-) -> torch.Tensor:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere.
-
-    The Triton path builds :class:`ExtendMetadata` from the host lists here; a backend that plans
-    once per step (``TritonAttentionBackend``) calls :func:`extend_attention_triton` directly.
-    """
-    if not q.is_cuda:
-        return extend_attention_torch(q, k_buffer, v_buffer, req_to_token, req_pool_indices,
-                                      extend_prefix_lens, extend_seq_lens, sm_scale)
-    lens = torch.tensor([extend_prefix_lens, extend_seq_lens], dtype=torch.int64).to(q.device)
-    meta = build_extend_metadata(lens[0], lens[1], max(extend_seq_lens, default=0))
-    return extend_attention_triton(q, k_buffer, v_buffer, req_to_token, req_pool_indices, meta,
-                                   sm_scale)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.kernels import _launch
 from radixlm.kernels._launch import next_power_of_2
 
 
@@ -57,12 +58,12 @@ def fused_add_rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor, weight: to
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    return (rmsnorm_triton if x.is_cuda else rmsnorm_torch)(x, weight, eps)
+    """Dispatch point (``_launch.use_triton``) for :func:`rmsnorm_triton` / :func:`rmsnorm_torch`."""
+    return (rmsnorm_triton if _launch.use_triton(x) else rmsnorm_torch)(x, weight, eps)
 
 
 def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                       eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    fn = fused_add_rmsnorm_triton if x.is_cuda else fused_add_rmsnorm_torch
+    """Dispatch point (``_launch.use_triton``) for the fused add + RMSNorm."""
+    fn = fused_add_rmsnorm_triton if _launch.use_triton(x) else fused_add_rmsnorm_torch
     return fn(x, residual, weight, eps)

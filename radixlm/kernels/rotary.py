@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.kernels import _launch
 from radixlm.kernels._launch import next_power_of_2
-
-
-def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
-    """The default (unscaled) inverse frequencies ``base^(-2i/head_dim)``, fp32 ``[head_dim/2]``."""
-    return 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
 
 
 def build_cos_sin_cache(inv_freq: torch.Tensor, max_positions: int,
                         device: str | torch.device = "cpu") -> torch.Tensor:
     """``[max_positions, 2 * len(inv_freq)]``: ``cos(p * f)`` then ``sin(p * f)`` per position.
 
-    Pass scaled frequencies (e.g. Llama 3 rope scaling) as ``inv_freq`` to use them.
+    ``inv_freq`` carries any rope scaling. Computed on the CPU (whatever the default device), then
+    moved to ``device``.
     """
-    pos = torch.arange(max_positions, dtype=torch.float32)
+    pos = torch.arange(max_positions, dtype=torch.float32, device="cpu")
     freqs = torch.outer(pos, inv_freq.float().cpu())
     return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(device)
 
@@ -72,6 +69,6 @@ def apply_rotary_triton(q: torch.Tensor, k: torch.Tensor, positions: torch.Tenso
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
                  cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    fn = apply_rotary_triton if q.is_cuda else apply_rotary_torch
+    """Dispatch point (``_launch.use_triton``): Triton on CUDA, the torch reference elsewhere."""
+    fn = apply_rotary_triton if _launch.use_triton(q) else apply_rotary_torch
     return fn(q, k, positions, cos_sin_cache)

@@ -22,7 +22,8 @@ def common_slot_prefix_len(req_to_token: torch.Tensor, req_pool_indices: torch.T
     return int(torch.argmin(same.to(torch.int8)))
 
 
-def _partial_attention(scores: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _partial_attention(scores: torch.Tensor,
+                       v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Unnormalised softmax attention: returns (max, sum of exp, exp-weighted values)."""
     m = scores.amax(dim=-1, keepdim=True)
     e = torch.exp(scores - m)
@@ -126,10 +127,12 @@ def extend_attention_shared_prefix_torch(
     vs = v_buffer[slots].to(q.dtype).transpose(1, 2)  # [bs, Hkv, Ls, D]
     key_pos = shared_len + torch.arange(max_keys, device=device)  # absolute positions
     query_pos = prefix[:, None] + t_idx[None, :]  # [bs, E]
-    allowed = (key_pos[None, None, :] <= query_pos[:, :, None]) & (key_pos[None, None, :] < (prefix + ext)[:, None, None])
+    allowed = ((key_pos[None, None, :] <= query_pos[:, :, None])
+               & (key_pos[None, None, :] < (prefix + ext)[:, None, None]))
     # NOTE: padded query rows would see no key at all (NaN); let them see key 0, then drop them.
     allowed = allowed | ~valid_q[:, :, None]
-    mask = allowed[:, None, :, None, :].expand(bs, 1, max_ext, group, max_keys).reshape(bs, 1, max_ext * group, max_keys)
+    mask = allowed[:, None, :, None, :].expand(bs, 1, max_ext, group, max_keys).reshape(
+        bs, 1, max_ext * group, max_keys)
     scores = ((q_pad @ ks) * sm_scale).masked_fill(~mask, float("-inf"))
     m_s, l_s, o_s = _partial_attention(scores, vs)  # [bs, Hkv, E*G, x]
 

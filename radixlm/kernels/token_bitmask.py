@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import torch
 
+from radixlm.kernels import _launch
 from radixlm.kernels._launch import next_power_of_2
 
 _BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
@@ -70,6 +71,6 @@ def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,
 
 def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor,
                         rows: torch.Tensor | None = None) -> None:
-    """Dispatch point: Triton on CUDA, the torch reference elsewhere."""
-    fn = apply_token_bitmask_triton if logits.is_cuda else apply_token_bitmask_torch
+    """Dispatch point (``_launch.use_triton``): Triton on CUDA, the torch reference elsewhere."""
+    fn = apply_token_bitmask_triton if _launch.use_triton(logits) else apply_token_bitmask_torch
     fn(logits, bitmask, rows)

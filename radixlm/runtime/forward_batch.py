@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from radixlm.runtime.layers.attention_backend import AttentionBackend
-    from radixlm.runtime.memory.kv_pool import KVPool
-    from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.memory.kv_pool import KVPool
+from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 
 
 class ForwardMode(enum.Enum):
     EXTEND = "extend"
     DECODE = "decode"
+
+
+class LayerAttention(Protocol):
+    """What a model layer calls to attend: implemented by ``runtime.attention.backend.AttentionBackend``.
+
+    Declared here, not imported, so the batch does not depend on the backends that read it.
+    """
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
+                fb: ForwardBatch, sm_scale: float) -> torch.Tensor: ...
 
 
 @dataclass
@@ -50,9 +58,9 @@ class ForwardBatch:
     extend_seq_lens: torch.Tensor
     out_cache_loc: torch.Tensor
     logits_indices: torch.Tensor
-    req_to_token_pool: "ReqToTokenPool"
-    kv_pool: "KVPool"
-    attn_backend: "AttentionBackend"
+    req_to_token_pool: ReqToTokenPool
+    kv_pool: KVPool
+    attn_backend: LayerAttention
     # Host-side copies, so backends can plan without device syncs.
     seq_lens_cpu: Optional[list[int]] = None
     extend_prefix_lens_cpu: Optional[list[int]] = None

@@ -2,7 +2,8 @@
 
 Topology (ZeroMQ PUSH/PULL over ``ipc://``; every arrow is one socket pair):
 
-    TokenizerManager --(requests)--> Scheduler --(tokens, replies)--> Detokenizer --(text, replies)--> TokenizerManager
+    TokenizerManager --(requests)--> Scheduler --(tokens, replies)--> Detokenizer
+    Detokenizer --(text, replies)--> TokenizerManager
 
 Replies of the scheduler (flush, stats) and a child's death notice travel the same path, so the
 TokenizerManager reads exactly one socket.
@@ -34,7 +35,8 @@ class IpcDir:
     """A private (0700) temporary directory holding the socket files; ``close()`` removes it."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix=f"radixlm-ipc-{os.getpid()}-")  # mkdtemp creates it with mode 0700
+        # mkdtemp creates the directory with mode 0700.
+        self.path = tempfile.mkdtemp(prefix=f"radixlm-ipc-{os.getpid()}-")
         os.chmod(self.path, 0o700)
 
     def addrs(self) -> IpcAddrs:

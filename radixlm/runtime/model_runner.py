@@ -6,12 +6,13 @@ import os
 
 import torch
 
+from radixlm.runtime.attention.factory import create_attention_backend
+from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.forward_batch import ForwardBatch
-from radixlm.runtime.layers.attention_backend import create_attention_backend
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
-from radixlm.runtime.model_loader import load_model
 from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.weights.loader import load_model
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,8 @@ class ModelRunner:
                               self.loaded.head_dim, self.dtype, device=self.device)
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
         # Decode replays captured CUDA graphs; prefill runs eagerly.
-        self.cuda_graph_runner = None
+        self.cuda_graph_runner: CudaGraphRunner | None = None
         if self.device.type == "cuda" and not server_args.disable_cuda_graph:
-            from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
-
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
                     self.device, self.dtype, num_slots, self.context_length)
@@ -86,10 +85,6 @@ class ModelRunner:
             return self.cuda_graph_runner.replay(fb)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
-
-    @property
-    def max_total_num_tokens(self) -> int:
-        return self.kv_pool.num_slots
 
     def _cpu_threads(self) -> int:
         """``num_threads``, else ``OMP_NUM_THREADS`` when set, else every core this process may use."""

@@ -1,13 +1,13 @@
-"""An attention backend that always calls the exact torch references, on any device.
+"""An attention backend that always calls the plain torch references, on any device.
 
-``TorchAttentionBackend`` goes through the dispatch points, which pick Triton on CUDA; comparing
-against it there would compare Triton with itself.
+``TorchAttentionBackend`` reads a prefix shared by the batch once (cascade attention); this one
+attends per request with no such shortcut, so it checks the cascade path and the Triton kernels alike.
 """
 from __future__ import annotations
 
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.extend_attention import extend_attention_torch
-from radixlm.runtime.layers.attention_backend import TorchAttentionBackend
+from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
 
 
 class ReferenceAttentionBackend(TorchAttentionBackend):

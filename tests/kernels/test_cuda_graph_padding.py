@@ -12,8 +12,13 @@ import torch
 
 from radixlm.runtime import cuda_graph_runner as cgr
 from radixlm.runtime.forward_batch import ForwardMode
-from tests.helpers.model_helpers import (PagedSession, assert_logits_close, make_runner,
-                                         save_tiny_model, tiny_llama_config)
+from tests.helpers.model_helpers import (
+    PagedSession,
+    assert_logits_close,
+    make_runner,
+    save_tiny_model,
+    tiny_llama_config,
+)
 
 pytestmark = pytest.mark.triton_interpret
 

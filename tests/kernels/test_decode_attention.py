@@ -5,10 +5,13 @@ import random
 
 import pytest
 import torch
-
-from radixlm.kernels.decode_attention import (decode_attention, decode_attention_torch,
-                                              decode_attention_triton, default_num_kv_splits)
 from paged_fixtures import random_paged_kv
+
+from radixlm.kernels.decode_attention import (
+    decode_attention_torch,
+    decode_attention_triton,
+    default_num_kv_splits,
+)
 
 pytestmark = pytest.mark.triton_interpret
 
@@ -35,14 +38,6 @@ def test_decode_head_dim_not_power_of_two(device):
     args = (q, kv.k_buffer, kv.v_buffer, kv.req_to_token, kv.req_pool_indices, lens, 0.2)
     torch.testing.assert_close(decode_attention_triton(*args, num_kv_splits=2),
                                decode_attention_torch(*args), atol=2e-5, rtol=1e-4)
-
-
-def test_dispatch_uses_reference_on_cpu():
-    kv = random_paged_kv([4], num_kv_heads=1, head_dim=8, device=torch.device("cpu"))
-    q = torch.randn(1, 2, 8)
-    lens = torch.tensor([4])
-    args = (q, kv.k_buffer, kv.v_buffer, kv.req_to_token, kv.req_pool_indices, lens, 0.3)
-    assert torch.equal(decode_attention(*args), decode_attention_torch(*args))
 
 
 def test_default_splits_bounded():

@@ -5,10 +5,13 @@ import random
 
 import pytest
 import torch
-
-from radixlm.kernels.extend_attention import (build_extend_metadata, extend_attention_torch,
-                                              extend_attention_triton)
 from paged_fixtures import random_paged_kv
+
+from radixlm.kernels.extend_attention import (
+    build_extend_metadata,
+    extend_attention_torch,
+    extend_attention_triton,
+)
 
 pytestmark = pytest.mark.triton_interpret
 

@@ -5,13 +5,18 @@ import random
 
 import pytest
 import torch
+from paged_fixtures import random_paged_kv
+from reference_backend import ReferenceAttentionBackend
 
 from radixlm.kernels.decode_attention import decode_attention_torch, decode_attention_triton
 from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
-from reference_backend import ReferenceAttentionBackend
-from paged_fixtures import random_paged_kv
-from tests.helpers.model_helpers import (PagedSession, assert_logits_close, make_runner,
-                                         save_tiny_model, tiny_llama_config)
+from tests.helpers.model_helpers import (
+    PagedSession,
+    assert_logits_close,
+    make_runner,
+    save_tiny_model,
+    tiny_llama_config,
+)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

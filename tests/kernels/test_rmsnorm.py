@@ -4,8 +4,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.rmsnorm import (fused_add_rmsnorm_torch, fused_add_rmsnorm_triton,
-                                     rmsnorm_torch, rmsnorm_triton)
+from radixlm.kernels.rmsnorm import (
+    fused_add_rmsnorm_torch,
+    fused_add_rmsnorm_triton,
+    rmsnorm_torch,
+    rmsnorm_triton,
+)
 
 pytestmark = pytest.mark.triton_interpret
 

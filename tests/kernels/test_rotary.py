@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.rotary import (apply_rotary_torch, apply_rotary_triton, build_cos_sin_cache,
-                                    rope_inv_freq)
+from radixlm.kernels.rotary import apply_rotary_torch, apply_rotary_triton, build_cos_sin_cache
+from radixlm.runtime.layers.rotary import rope_inv_freq
 
 pytestmark = pytest.mark.triton_interpret
 
@@ -20,7 +20,7 @@ def _hf_rotate(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor)
 
 def test_rotary_matches_reference_and_hf(device):
     head_dim = 32
-    inv_freq = rope_inv_freq(head_dim, 10000.0)
+    inv_freq = rope_inv_freq(head_dim, 10000.0, None)
     cache = build_cos_sin_cache(inv_freq, 64, device)
     positions = torch.tensor([0, 5, 63, 17, 17], device=device)
     qkv = torch.randn(5, 6 * head_dim, device=device)

@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_torch
-from radixlm.kernels.shared_prefix_attention import common_slot_prefix_len, decode_attention_shared_prefix_torch
+from radixlm.kernels.shared_prefix_attention import (
+    common_slot_prefix_len,
+    decode_attention_shared_prefix_torch,
+)
 
 
 def _batch_with_shared_prefix(shared: int, suffixes: list[int], hkv: int, group: int, d: int, seed: int):
@@ -59,7 +62,8 @@ def test_cascade_extend_equals_plain_extend(hkv, group, shared, cached_tails, ex
     from radixlm.kernels.shared_prefix_attention import extend_attention_shared_prefix_torch
 
     totals = [c + e for c, e in zip(cached_tails, exts)]
-    _, k, v, table, rows, _ = _batch_with_shared_prefix(shared, totals, hkv, group, 16, seed=shared + len(exts))
+    _, k, v, table, rows, _ = _batch_with_shared_prefix(shared, totals, hkv, group, 16,
+                                                        seed=shared + len(exts))
     gen = torch.Generator().manual_seed(7)
     q = torch.randn(sum(exts), hkv * group, 16, generator=gen)
     prefix_lens = [shared + c for c in cached_tails]

@@ -4,8 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.token_bitmask import (apply_token_bitmask_torch, apply_token_bitmask_triton,
-                                           unpack_bitmask)
+from radixlm.kernels.token_bitmask import (
+    apply_token_bitmask_torch,
+    apply_token_bitmask_triton,
+    unpack_bitmask,
+)
 
 pytestmark = pytest.mark.triton_interpret
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from radixlm.runtime.layers.triton_backend import TritonAttentionBackend
 from reference_backend import ReferenceAttentionBackend
-from tests.helpers.model_helpers import (PagedSession, assert_logits_close, make_runner,
-                                         save_tiny_model, tiny_llama_config)
+
+from radixlm.runtime.attention.triton_backend import TritonAttentionBackend
+from tests.helpers.model_helpers import (
+    PagedSession,
+    assert_logits_close,
+    make_runner,
+    save_tiny_model,
+    tiny_llama_config,
+)
 
 pytestmark = pytest.mark.triton_interpret
 

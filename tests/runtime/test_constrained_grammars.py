@@ -7,7 +7,11 @@ import re
 import pytest
 
 from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, grammar_to_regex
-from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE, json_object_regex, resolve_whitespace_pattern
+from radixlm.runtime.constrained.json_schema import (
+    FREE_WHITESPACE,
+    json_object_regex,
+    resolve_whitespace_pattern,
+)
 from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
 
 
@@ -23,7 +27,8 @@ def test_integer_range_is_exact(lo, hi):
 @pytest.mark.parametrize("lo,hi", [(0, 1), (-90, 90), (-5, -2), (0, None), (3, 3)])
 def test_number_range_is_exact(lo, hi):
     rx = re.compile(number_range_regex(lo, hi))
-    for s in ("0", "0.5", "1", "1.0", "1.5", "3", "3.25", "-2", "-2.5", "-5", "-5.1", "89.99", "90", "90.01", "120"):
+    for s in ("0", "0.5", "1", "1.0", "1.5", "3", "3.25", "-2", "-2.5", "-5", "-5.1", "89.99", "90",
+              "90.01", "120"):
         v = float(s)
         assert bool(rx.fullmatch(s)) == ((lo is None or v >= lo) and (hi is None or v <= hi)), s
 

@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from radixlm.runtime.constrained import GrammarBackend, jump_forward
+from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher, jump_forward
 from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
 from tests.runtime.constrained_cases import SCHEMA_CASES
 from tests.runtime.constrained_driver import closing_tokens, drive_random
 
-COMPACT = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+COMPACT = json.dumps({"type": "object",
+                      "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
                       "required": ["name", "age"]})
 
 
@@ -29,7 +30,7 @@ def _accept_text(matcher, tokenizer, text):
 
 
 def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenizer):  # noqa: F811
-    matcher = compact_backend.submit("json", COMPACT).result().new_matcher()
+    matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
     assert matcher.forced_continuation() == '{"name":"'
     _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada')
     assert matcher.forced_continuation() == ""
@@ -38,7 +39,7 @@ def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenize
 
 
 def test_forced_continuation_choices_and_partial_utf8(compact_backend):
-    matcher = compact_backend.submit("choices", json.dumps(["naïve", "nope"])).result().new_matcher()
+    matcher = GrammarMatcher(compact_backend.submit("choices", json.dumps(["naïve", "nope"])).result())
     assert matcher.forced_continuation() == "n"
     vocab = compact_backend.vocab
     assert matcher.accept_token(vocab.outlines.get(b"na")[0])
@@ -46,7 +47,7 @@ def test_forced_continuation_choices_and_partial_utf8(compact_backend):
 
 
 def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):  # noqa: F811
-    matcher = compact_backend.submit("json", COMPACT).result().new_matcher()
+    matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
     output = _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada Lovelace"')
     forced = matcher.forced_continuation()
     jf = jump_forward(matcher, output, smollm2_tokenizer, forced)
@@ -63,7 +64,7 @@ def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):  
 def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenizer, name):  # noqa: F811
     """Alternate random tokens with jump-forwards; every jump is exact and the final JSON stays valid."""
     grammar = compact_backend.submit("json", json.dumps(dict(SCHEMA_CASES)[name])).result()
-    matcher = grammar.new_matcher()
+    matcher = GrammarMatcher(grammar)
     closing = closing_tokens(compact_backend.vocab.token_bytes)
     rng = np.random.default_rng(3)
     output: list[int] = []
@@ -74,7 +75,8 @@ def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenize
         if forced:
             jf = jump_forward(matcher, output, smollm2_tokenizer, forced)
             assert jf is not None, (forced, vocab.decode(output))
-            assert vocab.decode(output[: jf.keep_len] + jf.token_ids) == vocab.decode(output) + forced.encode()
+            expected = vocab.decode(output) + forced.encode()
+            assert vocab.decode(output[: jf.keep_len] + jf.token_ids) == expected
             output = output[: jf.keep_len] + jf.token_ids
             matcher = jf.matcher
             jumps += 1

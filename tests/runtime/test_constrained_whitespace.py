@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from radixlm.runtime.constrained import GrammarBackend
+from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher
 from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
 from tests.runtime.constrained_driver import drive_random
 
@@ -20,7 +20,7 @@ SCHEMA = json.dumps({"type": "object", "properties": {
 def _greedy_whitespace(pattern, tokenizer, seed):
     be = GrammarBackend(tokenizer, [tokenizer.eos_token_id], vocab_size=49152, whitespace_pattern=pattern)
     whitespace = np.array([bool(b) and b.isspace() for b in be.vocab.token_bytes])
-    matcher = be.submit("json", SCHEMA).result().new_matcher()
+    matcher = GrammarMatcher(be.submit("json", SCHEMA).result())
     tokens = drive_random(matcher, be.new_bitmask(1), np.random.default_rng(seed), whitespace,
                           max_tokens=200, prefer=whitespace)
     be.shutdown()

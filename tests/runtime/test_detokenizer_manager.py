@@ -22,7 +22,8 @@ def test_interleaved_requests_keep_separate_state(tokenizer):  # noqa: F811
         for rid, ids in (("a", a), ("b", b)):
             if i < len(ids):
                 last = i == len(ids) - 1
-                outs.append(token_out(rid, [ids[i]], last, {"type": "length", "length": len(ids)} if last else None,
+                reason = {"type": "length", "length": len(ids)} if last else None
+                outs.append(token_out(rid, [ids[i]], last, reason,
                                       stop_strings=["stop"] if rid == "b" else []))
         for out in manager.handle(BatchTokenOut(outs)).outs:
             assert out.text.startswith(texts[out.rid]) and "\ufffd" not in out.text
@@ -36,8 +37,9 @@ def test_interleaved_requests_keep_separate_state(tokenizer):  # noqa: F811
 def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):  # noqa: F811
     manager = DetokenizerManager(tokenizer)
     ids = tokenizer.encode("one two. three")
+    logprobs = [(-0.5, ids[0]), (-0.1, ids[1])]
     first = manager.handle(BatchTokenOut([token_out("r", ids[:2], stop_strings=["."],
-                                                    output_token_logprobs=[(-0.5, ids[0]), (-0.1, ids[1])])])).outs[0]
+                                                    output_token_logprobs=logprobs)])).outs[0]
     assert first.meta_info["output_token_logprobs"] == [(-0.5, ids[0]), (-0.1, ids[1])]
     final = manager.handle(BatchTokenOut([token_out("r", ids[2:], True, {"type": "stop", "matched": "."},
                                                     stop_strings=["."])])).outs[0]

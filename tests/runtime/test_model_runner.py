@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.runtime.layers.attention_backend import TorchAttentionBackend
+from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.model_runner import resolve_device, resolve_dtype
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config

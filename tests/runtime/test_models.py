@@ -5,12 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.llama import LlamaForCausalLM
-from radixlm.runtime.models.registry import get_model_class
 from radixlm.runtime.weights.checkpoint import iter_safetensors
-from tests.helpers.model_helpers import (PagedSession, assert_logits_close, make_runner, save_tiny_model,
-                                         tiny_llama_config, tiny_qwen2_config, tiny_qwen3_config)
+from tests.helpers.model_helpers import (
+    PagedSession,
+    assert_logits_close,
+    make_runner,
+    save_tiny_model,
+    tiny_llama_config,
+    tiny_qwen2_config,
+    tiny_qwen3_config,
+)
 
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
@@ -92,7 +99,7 @@ def test_batch_of_different_lengths_extend_then_decode(ref: Reference) -> None:
     ends = [len(seq) - 1 for seq in seqs]
     outs = s.extend(rows, [seq[p:e] if e > p else seq[:1] for seq, p, e in zip(seqs, prefix, ends)],
                     all_logits=True)
-    for seq, full, p, e, out in zip(seqs, fulls, prefix, ends, outs):
+    for full, p, e, out in zip(fulls, prefix, ends, outs):
         if e > p:
             assert_logits_close(out, full[p:e])
     # The 1-token request was fully prefilled above; the others decode their last token together.

@@ -73,7 +73,7 @@ def test_batch_extend_and_decode_logits_match(runner, hf, prompts) -> None:
     s.extend([rows[2]], [seqs[2][:25]])  # one request already has a cached prefix
     starts = [0, 0, 25]
     outs = s.extend(rows, [seq[st:-1] for seq, st in zip(seqs, starts)], all_logits=True)
-    for out, full, seq, st in zip(outs, fulls, seqs, starts):
+    for out, full, st in zip(outs, fulls, starts):
         assert_logits_close(out, full[st:-1])
     assert_logits_close(s.decode(rows, [seq[-1] for seq in seqs]), torch.stack([f[-1] for f in fulls]))
     for row in rows:

@@ -15,9 +15,17 @@ from radixlm.runtime.weights import model_registry
 from radixlm.runtime.weights.atomic_dir import build_once
 from radixlm.runtime.weights.gguf_mapping import hf_tensor_name, unpermute_rope
 from radixlm.runtime.weights.model_registry import resolve_model
-from tests.helpers.model_helpers import (CHATML_TEMPLATE, PagedSession, assert_logits_close, llamacpp_permute,
-                                         make_runner, save_tiny_gguf, save_tiny_model, tiny_llama_config,
-                                         tiny_qwen2_config)
+from tests.helpers.model_helpers import (
+    CHATML_TEMPLATE,
+    PagedSession,
+    assert_logits_close,
+    llamacpp_permute,
+    make_runner,
+    save_tiny_gguf,
+    save_tiny_model,
+    tiny_llama_config,
+    tiny_qwen2_config,
+)
 
 
 @pytest.fixture

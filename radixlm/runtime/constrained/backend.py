@@ -53,7 +53,8 @@ class GrammarBackend:
             if future is not None:
                 self._cache.move_to_end(key)
                 return future
-            future = self._pool.submit(compile_grammar, key, self.vocab, self.eos_token_ids, self.whitespace_pattern)
+            future = self._pool.submit(compile_grammar, key, self.vocab, self.eos_token_ids,
+                                       self.whitespace_pattern)
             self._cache[key] = future
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from outlines_core import Index
 
@@ -10,14 +10,14 @@ from radixlm.runtime.constrained.grammars import grammar_to_regex
 from radixlm.runtime.constrained.regex_fsm import RegexFSM
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
-if TYPE_CHECKING:
-    from radixlm.runtime.constrained.matcher import GrammarMatcher
-
 GrammarKey = tuple[str, str]
 
 
 class CompiledGrammar:
-    """Immutable after construction (its per-state caches only grow); safe to share across threads."""
+    """Immutable after construction (its per-state caches only grow); safe to share across threads.
+
+    Each request follows it with its own ``GrammarMatcher(grammar)``.
+    """
 
     def __init__(self, key: GrammarKey, regex: str, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...],
                  index: Index, fsm: Optional[RegexFSM], compile_seconds: float) -> None:
@@ -29,12 +29,6 @@ class CompiledGrammar:
         self.fsm = fsm
         self.compile_seconds = compile_seconds
         self._end_states: dict[int, bool] = {}
-
-    def new_matcher(self) -> "GrammarMatcher":
-        """A fresh per-request matcher at the grammar's start."""
-        from radixlm.runtime.constrained.matcher import GrammarMatcher
-
-        return GrammarMatcher(self)
 
     def is_end_state(self, state: int) -> bool:
         """True when ``state`` is final and nothing but EOS may follow it (cached per state)."""

@@ -11,7 +11,11 @@ import re
 
 from outlines_core import Index, Vocabulary
 
-from radixlm.runtime.constrained.json_schema import DEFAULT_WHITESPACE, json_object_regex, json_schema_to_regex
+from radixlm.runtime.constrained.json_schema import (
+    DEFAULT_WHITESPACE,
+    json_object_regex,
+    json_schema_to_regex,
+)
 
 GRAMMAR_KINDS = ("regex", "json", "json_object", "choices", "dtype")
 

@@ -41,12 +41,14 @@ def _bounds(node: dict[str, Any]) -> tuple[Optional[int], Optional[int]]:
     lo = hi = None
     if isinstance(node.get("minimum"), (int, float)):
         lo = math.ceil(node["minimum"])
-    if isinstance(node.get("exclusiveMinimum"), (int, float)) and not isinstance(node["exclusiveMinimum"], bool):
-        lo = max(lo if lo is not None else -math.inf, math.floor(node["exclusiveMinimum"]) + 1)
+    exclusive = node.get("exclusiveMinimum")
+    if isinstance(exclusive, (int, float)) and not isinstance(exclusive, bool):
+        lo = max(lo if lo is not None else -math.inf, math.floor(exclusive) + 1)
     if isinstance(node.get("maximum"), (int, float)):
         hi = math.floor(node["maximum"])
-    if isinstance(node.get("exclusiveMaximum"), (int, float)) and not isinstance(node["exclusiveMaximum"], bool):
-        hi = min(hi if hi is not None else math.inf, math.ceil(node["exclusiveMaximum"]) - 1)
+    exclusive = node.get("exclusiveMaximum")
+    if isinstance(exclusive, (int, float)) and not isinstance(exclusive, bool):
+        hi = min(hi if hi is not None else math.inf, math.ceil(exclusive) - 1)
     return lo, hi
 
 

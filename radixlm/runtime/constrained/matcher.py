@@ -82,10 +82,6 @@ class GrammarMatcher:
         """True when the output is complete: EOS was accepted, or nothing but EOS may follow."""
         return self._ended or self.grammar.is_end_state(self._guide.get_state())
 
-    def can_end(self) -> bool:
-        """True when the output so far is a full match (EOS is allowed now)."""
-        return self._ended or self._guide.is_finished()
-
     @property
     def max_rollback(self) -> int:
         """How many accepted tokens ``rollback`` can undo right now."""

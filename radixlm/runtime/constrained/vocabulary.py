@@ -25,7 +25,8 @@ _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 def _gpt2_unicode_to_byte() -> dict[str, int]:
     """Inverse of GPT-2's ``bytes_to_unicode``: printable bytes map to themselves, the rest to 256+."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
     table = {chr(b): b for b in printable}
     shifted = 0
     for b in range(256):

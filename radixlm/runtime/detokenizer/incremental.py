@@ -78,7 +78,8 @@ class IncrementalDetokenizer:
         if self._final is not None:
             return ""
         new_ids = [int(i) for i in new_ids]
-        matched = (finish_reason or {}).get("matched") if (finish_reason or {}).get("type") == "stop" else None
+        reason = finish_reason or {}
+        matched = reason.get("matched") if reason.get("type") == "stop" else None
         if not self.no_stop_trim and isinstance(matched, int) and new_ids and new_ids[-1] == matched:
             new_ids = new_ids[:-1]
         self.ids.extend(new_ids)

@@ -1,12 +1,15 @@
-"""Root-mean-square layer norm, computed in fp32 like the Hugging Face reference."""
+"""Root-mean-square layer norm, alone or fused with the residual add before it."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from radixlm.kernels.rmsnorm import fused_add_rmsnorm, rmsnorm
+
 
 class RMSNorm(nn.Module):
-    """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension."""
+    """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension, computed in fp32 like the
+    Hugging Face reference (``radixlm.kernels.rmsnorm``: Triton on CUDA, torch elsewhere)."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -14,7 +17,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+        return rmsnorm(x, self.weight, self.eps)
+
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``h = x + residual``; returns ``(norm(h), h)``, in one pass on CUDA."""
+        return fused_add_rmsnorm(x, residual, self.weight, self.eps)

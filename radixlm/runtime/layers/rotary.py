@@ -1,6 +1,7 @@
 """Rotary position embeddings ("rotate half" layout, as in Hugging Face Llama/Qwen).
 
-Supports the default rope, linear position scaling and Llama 3 frequency scaling.
+Supports the default rope, linear position scaling and Llama 3 frequency scaling; the rotation
+itself is ``radixlm.kernels.rotary.apply_rotary``.
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from radixlm.kernels.rotary import apply_rotary, build_cos_sin_cache
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
@@ -37,29 +40,18 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict[str, Any]) -> torch.T
     return torch.where(is_medium, smoothed, scaled)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
 class RotaryEmbedding(nn.Module):
-    """Precomputed cos/sin tables ``[max_positions, head_dim]`` in fp32, looked up per token."""
+    """A cos/sin table ``[max_positions, head_dim]`` (fp32, the layout ``radixlm.kernels.rotary``
+    reads) and the rotation of q and k by their positions' angles."""
 
     def __init__(self, head_dim: int, max_positions: int, theta: float,
                  scaling: dict[str, Any] | None = None) -> None:
         super().__init__()
-        inv_freq = rope_inv_freq(head_dim, theta, scaling)
-        freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos_cached", emb.cos(), persistent=False)
-        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+        cache = build_cos_sin_cache(rope_inv_freq(head_dim, theta, scaling), max_positions,
+                                    torch.get_default_device())
+        self.register_buffer("cos_sin_cache", cache, persistent=False)
 
-    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``cos``, ``sin`` ``[T, 1, head_dim]`` for the given positions, ready to broadcast over heads."""
-        return (self.cos_cached[positions].to(dtype).unsqueeze(1),
-                self.sin_cached[positions].to(dtype).unsqueeze(1))
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[T, H, D]`` by the angles whose ``cos``/``sin`` are ``[T, 1, D]``."""
-    return x * cos + rotate_half(x) * sin
+    def forward(self, positions: torch.Tensor, q: torch.Tensor,
+                k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated ``(q, k)``; ``q`` ``[T, Hq, D]``, ``k`` ``[T, Hkv, D]``, ``positions`` ``[T]``."""
+        return apply_rotary(q, k, positions, self.cos_sin_cache)

@@ -70,10 +70,10 @@ class KVPool:
     def bytes_per_slot(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
         return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
-    @classmethod
-    def slots_for_budget(cls, budget_bytes: float, num_layers: int, num_kv_heads: int, head_dim: int,
-                         dtype: torch.dtype) -> int:
-        return max(1, int(budget_bytes // cls.bytes_per_slot(num_layers, num_kv_heads, head_dim, dtype)))
-
     def get_kv_buffer(self, layer_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k_buffers[layer_id], self.v_buffers[layer_id]
+
+    def store(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write the new tokens' ``k``/``v`` ``[T, Hkv, D]`` of layer ``layer_id`` into slots ``loc``."""
+        self.k_buffers[layer_id][loc] = k.to(self.dtype)
+        self.v_buffers[layer_id][loc] = v.to(self.dtype)

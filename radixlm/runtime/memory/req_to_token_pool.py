@@ -31,6 +31,3 @@ class ReqToTokenPool:
     def write(self, row: int, start: int, slots: torch.Tensor) -> None:
         """Record ``slots`` as the KV slots of tokens ``start .. start+len(slots)-1`` of ``row``."""
         self.req_to_token[row, start : start + slots.numel()] = slots
-
-    def clear(self) -> None:
-        self._free_rows = list(range(self.size, 0, -1))

@@ -22,7 +22,9 @@ class ModelConfig:
     rope_theta: float
     rope_scaling: dict[str, Any] | None
     tie_word_embeddings: bool
-    attention_bias: bool
+    qkv_bias: bool  # biases on the q/k/v projections
+    o_bias: bool  # a bias on the attention output projection
+    qk_norm: bool  # a per-head RMSNorm on q and k before rotary (Qwen3)
     mlp_bias: bool
 
     @classmethod
@@ -38,6 +40,7 @@ class ModelConfig:
         num_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         theta, scaling = _rope(cfg)
+        qkv_bias, o_bias, qk_norm = _attention_flags(archs[0], bool(cfg.get("attention_bias", False)))
         return cls(
             architecture=archs[0],
             hidden_size=hidden,
@@ -52,9 +55,19 @@ class ModelConfig:
             rope_theta=theta,
             rope_scaling=scaling,
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            attention_bias=bool(cfg.get("attention_bias", False)),
+            qkv_bias=qkv_bias,
+            o_bias=o_bias,
+            qk_norm=qk_norm,
             mlp_bias=bool(cfg.get("mlp_bias", False)),
         )
+
+
+def _attention_flags(architecture: str, attention_bias: bool) -> tuple[bool, bool, bool]:
+    """(q/k/v bias, o_proj bias, q/k norm): Qwen2 always has q/k/v biases and no o_proj bias; Qwen3
+    adds the q/k norm; the others follow the config's ``attention_bias``."""
+    if architecture == "Qwen2ForCausalLM":
+        return True, False, False
+    return attention_bias, attention_bias, architecture == "Qwen3ForCausalLM"
 
 
 def _rope(cfg: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:

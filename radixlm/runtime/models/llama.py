@@ -1,22 +1,24 @@
-"""The Llama family (Llama 2/3, SmolLM2, TinyLlama, Mistral), mirroring Hugging Face's LlamaForCausalLM.
+"""The Llama family (Llama 2/3, SmolLM2, TinyLlama, Mistral, Qwen2, Qwen3), mirroring Hugging Face's
+LlamaForCausalLM.
 
 q/k/v and gate/up are fused into one matmul each; ``load_weights`` takes the checkpoint's separate
-tensors. Subclasses switch on q/k/v biases (Qwen2) and per-head q/k norms (Qwen3).
-Mistral's sliding window is not applied (exact for contexts within the window).
+tensors. ``ModelConfig`` flags switch on q/k/v and o_proj biases (Qwen2) and per-head q/k norms
+(Qwen3). Mistral's sliding window is not applied (exact for contexts within the window).
 """
 from __future__ import annotations
 
 from typing import Iterable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from radixlm.runtime.attention.radix_attention import RadixAttention
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear, copy_checked
-from radixlm.runtime.layers.radix_attention import RadixAttention
 from radixlm.runtime.layers.rmsnorm import RMSNorm
-from radixlm.runtime.layers.rotary import RotaryEmbedding, apply_rotary
+from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
 
 # (fused parameter, checkpoint projection, shard index)
@@ -30,27 +32,25 @@ _STACKED = (
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int, qkv_bias: bool, o_bias: bool,
-                 qk_norm: bool) -> None:
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         self.split_sizes = [q_size, kv_size, kv_size]
-        self.qkv_proj = MergedLinear(cfg.hidden_size, self.split_sizes, bias=qkv_bias)
-        self.o_proj = Linear(q_size, cfg.hidden_size, bias=o_bias)
-        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
-        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
+        self.qkv_proj = MergedLinear(cfg.hidden_size, self.split_sizes, bias=cfg.qkv_bias)
+        self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.o_bias)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.attn = RadixAttention(self.num_heads, self.num_kv_heads, self.head_dim, layer_id)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                fb: ForwardBatch) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, fb: ForwardBatch) -> torch.Tensor:
         q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = rotary(fb.positions, q, k)
         return self.o_proj(self.attn(q, k, v, fb))
 
 
@@ -66,37 +66,44 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int, qkv_bias: bool, o_bias: bool,
-                 qk_norm: bool) -> None:
+    """One block. The residual stream is passed along unadded: each norm adds its input to the
+    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA)."""
+
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = LlamaAttention(cfg, layer_id, qkv_bias, o_bias, qk_norm)
+        self.self_attn = LlamaAttention(cfg, layer_id)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                fb: ForwardBatch) -> torch.Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), cos, sin, fb)
-        return h + self.mlp(self.post_attention_layernorm(h))
+    def forward(self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding,
+                fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(output, residual)``: the block's value is their sum."""
+        if residual is None:
+            x, residual = self.input_layernorm(h), h
+        else:
+            x, residual = self.input_layernorm.add_and_norm(h, residual)
+        x, residual = self.post_attention_layernorm.add_and_norm(self.self_attn(x, rotary, fb), residual)
+        return self.mlp(x), residual
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, cfg: ModelConfig, qkv_bias: bool, o_bias: bool, qk_norm: bool,
-                 max_positions: int) -> None:
+    def __init__(self, cfg: ModelConfig, max_positions: int) -> None:
         super().__init__()
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
         self.rotary_emb = RotaryEmbedding(cfg.head_dim, max_positions, cfg.rope_theta, cfg.rope_scaling)
-        self.layers = nn.ModuleList(
-            LlamaDecoderLayer(cfg, i, qkv_bias, o_bias, qk_norm) for i in range(cfg.num_layers))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, fb: ForwardBatch) -> torch.Tensor:
-        """Hidden states ``[T, hidden]`` of all new tokens, before the final norm."""
+    def forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last layer's ``(output, residual)`` ``[T, hidden]`` for all new tokens: their sum is
+        the hidden state before the final norm (``norm`` is applied by the logits step)."""
         h = self.embed_tokens(fb.input_ids)
-        cos, sin = self.rotary_emb.cos_sin(fb.positions, h.dtype)
+        residual = None
         for layer in self.layers:
-            h = layer(h, cos, sin, fb)
-        return h
+            h, residual = layer(h, residual, self.rotary_emb, fb)
+        assert residual is not None, "a model has at least one layer"
+        return h, residual
 
 
 class LlamaForCausalLM(nn.Module):
@@ -105,20 +112,19 @@ class LlamaForCausalLM(nn.Module):
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
         super().__init__()
         self.config = cfg
-        qkv_bias, o_bias, qk_norm = self.attention_options(cfg)
-        self.model = LlamaModel(cfg, qkv_bias, o_bias, qk_norm,
-                                max_positions or cfg.max_position_embeddings)
+        self.model = LlamaModel(cfg, max_positions or cfg.max_position_embeddings)
         self.lm_head = self.model.embed_tokens if cfg.tie_word_embeddings else \
             Linear(cfg.hidden_size, cfg.vocab_size)
 
-    @classmethod
-    def attention_options(cls, cfg: ModelConfig) -> tuple[bool, bool, bool]:
-        """(q/k/v bias, o_proj bias, per-head q/k RMSNorm) for this architecture."""
-        return cfg.attention_bias, cfg.attention_bias, False
-
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
-        h = self.model(fb)[fb.logits_indices]
-        return torch.nn.functional.linear(self.model.norm(h), self.lm_head.weight).float()
+        h, residual = self.model(fb)
+        return self.compute_logits(h[fb.logits_indices], residual[fb.logits_indices])
+
+    def compute_logits(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """The logits step for the selected tokens: the last residual add and the final norm (one
+        fused op), then the LM head; float32 ``[n, vocab_size]``."""
+        x, _ = self.model.norm.add_and_norm(h, residual)
+        return F.linear(x, self.lm_head.weight).float()
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

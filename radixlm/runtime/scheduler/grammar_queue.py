@@ -9,6 +9,7 @@ import torch
 
 from radixlm.kernels.token_bitmask import apply_token_bitmask
 from radixlm.runtime.constrained.backend import GrammarBackend
+from radixlm.runtime.constrained.matcher import GrammarMatcher
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
 
@@ -73,7 +74,7 @@ class GrammarQueue:
             self.pending.remove(req)
             self.discard(req)
             try:
-                req.grammar = fut.result().new_matcher()
+                req.grammar = GrammarMatcher(fut.result())
             except Exception as e:  # compile failure fails only this request
                 on_error(req, f"grammar compilation failed: {e}")
                 continue

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from radixlm.runtime.detokenizer.process import run_detokenizer_process
 from radixlm.runtime.ipc import IpcAddrs, IpcDir
-from radixlm.runtime.scheduler_process import run_scheduler_process
+from radixlm.runtime.scheduler.process import run_scheduler_process
 
 STARTUP_POLL_S = 0.5
 STOP_TIMEOUT_S = 5.0

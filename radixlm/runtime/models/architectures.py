@@ -1,17 +1,15 @@
-"""Hugging Face ``architectures`` names -> our model classes."""
+"""Hugging Face ``architectures`` names -> our model classes (their differences are ``ModelConfig`` flags)."""
 from __future__ import annotations
 
 from torch import nn
 
 from radixlm.runtime.models.llama import LlamaForCausalLM
-from radixlm.runtime.models.qwen2 import Qwen2ForCausalLM
-from radixlm.runtime.models.qwen3 import Qwen3ForCausalLM
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": LlamaForCausalLM,
-    "Qwen2ForCausalLM": Qwen2ForCausalLM,
-    "Qwen3ForCausalLM": Qwen3ForCausalLM,
+    "Qwen2ForCausalLM": LlamaForCausalLM,  # q/k/v biases: ModelConfig.qkv_bias
+    "Qwen3ForCausalLM": LlamaForCausalLM,  # per-head q/k norm: ModelConfig.qk_norm
 }
 
 

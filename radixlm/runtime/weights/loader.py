@@ -10,8 +10,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.models.config import ModelConfig
-from radixlm.runtime.models.registry import get_model_class
 from radixlm.runtime.weights.checkpoint import iter_safetensors
 from radixlm.runtime.weights.model_registry import resolve_model
 
@@ -35,10 +35,6 @@ class LoadedModel:
     num_kv_heads: int
     head_dim: int
     architecture: str
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.hf_config
 
 
 def load_model(model: str, device: torch.device, dtype: torch.dtype, tokenizer: str | None = None,

@@ -1,7 +1,5 @@
-"""Attention backends: how a model layer's attention reads and writes the paged KV cache."""
+"""The torch attention backend: exact attention on any device, with cascade reads of a shared prefix."""
 from __future__ import annotations
-
-from abc import ABC, abstractmethod
 
 import torch
 
@@ -12,33 +10,8 @@ from radixlm.kernels.shared_prefix_attention import (
     decode_attention_shared_prefix_torch,
     extend_attention_shared_prefix_torch,
 )
-from radixlm.kernels.store_kv import store_kv
+from radixlm.runtime.attention.backend import AttentionBackend
 from radixlm.runtime.forward_batch import ForwardBatch
-
-
-class AttentionBackend(ABC):
-    """One interface for every backend: store the new K/V, then attend (extend or decode)."""
-
-    def init_forward_metadata(self, fb: ForwardBatch) -> None:
-        """Plan the step once, before the layers run (e.g. split sizes, max lengths)."""
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                fb: ForwardBatch, sm_scale: float) -> torch.Tensor:
-        """``q``: ``[T, Hq, D]``, ``k``/``v``: ``[T, Hkv, D]``; returns ``[T, Hq, D]``."""
-        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        store_kv(k_buffer, v_buffer, fb.out_cache_loc, k, v)
-        if fb.is_decode:
-            return self.forward_decode(q, layer_id, fb, sm_scale)
-        return self.forward_extend(q, layer_id, fb, sm_scale)
-
-    @abstractmethod
-    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor: ...
-
-    @abstractmethod
-    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor: ...
-
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
 MIN_SHARED_PREFIX = 32
@@ -47,8 +20,8 @@ MIN_SHARED_PREFIX = 32
 class TorchAttentionBackend(AttentionBackend):
     """Exact attention in plain torch, on any device; reads KV through ``req_to_token``.
 
-    It calls the torch references directly (not the dispatch points), so ``--attention-backend torch``
-    means the exact path on a GPU too. A batch whose requests share a cached prefix (the same
+    It never runs a Triton kernel, so ``--attention-backend torch`` means the exact path on a GPU
+    too. A batch whose requests share a cached prefix (the same
     slots, courtesy of the radix tree) reads that prefix once for all of them (cascade), in decode
     and in extend.
     """
@@ -70,34 +43,23 @@ class TorchAttentionBackend(AttentionBackend):
                                             before_queries)
             self._shared_len = shared if shared >= MIN_SHARED_PREFIX else 0
 
-    def forward_extend(self, q, layer_id, fb, sm_scale):
+    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
+                       sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._shared_len:
             return extend_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                 fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len)
         return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                fb.req_pool_indices, fb.extend_prefix_lens_cpu,
-                                fb.extend_seq_lens_cpu, sm_scale)
+                                      fb.req_pool_indices, fb.extend_prefix_lens_cpu,
+                                      fb.extend_seq_lens_cpu, sm_scale)
 
-    def forward_decode(self, q, layer_id, fb, sm_scale):
+    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
+                       sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._shared_len:
             return decode_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                 fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len)
         return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)
-
-
-def create_attention_backend(name: str, device: torch.device) -> AttentionBackend:
-    """``auto`` picks Triton on CUDA and torch elsewhere."""
-    if name == "auto":
-        name = "triton" if device.type == "cuda" else "torch"
-    if name == "torch":
-        return TorchAttentionBackend()
-    if name == "triton":
-        from radixlm.runtime.layers.triton_backend import TritonAttentionBackend
-
-        return TritonAttentionBackend()
-    raise ValueError(f"unknown attention_backend {name!r} (expected auto, torch or triton)")
+                                      fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)

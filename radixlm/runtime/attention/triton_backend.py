@@ -4,10 +4,9 @@ from __future__ import annotations
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_triton, default_num_kv_splits
-from radixlm.kernels.extend_attention import (ExtendMetadata, build_extend_metadata,
-                                              extend_attention_triton)
+from radixlm.kernels.extend_attention import ExtendMetadata, build_extend_metadata, extend_attention_triton
+from radixlm.runtime.attention.backend import AttentionBackend
 from radixlm.runtime.forward_batch import ForwardBatch
-from radixlm.runtime.layers.attention_backend import AttentionBackend
 
 
 class TritonAttentionBackend(AttentionBackend):
