@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable
 
 import radixlm as sgl
-from radixlm.frontend.context import as_text, is_batch
+from radixlm.program.context import as_text, is_batch
 
 SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"), ("What color is the sky?", "Blue"),
          ("What is the opposite of hot?", "Cold"), ("How many legs does a spider have?", "Eight")]
@@ -156,7 +156,7 @@ def main() -> None:
     if not args.skip_hf:
         results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances,
                                                                 args.max_tokens, args.threads)
-    print(f"| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
+    print("| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['programs_per_s']:.2f} | {r['tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |")
     a = results["a: compiled graphs"]["programs_per_s"]

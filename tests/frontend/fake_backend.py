@@ -13,8 +13,8 @@ import zlib
 from typing import Any, Iterator, Optional
 
 from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.context import Context, is_batch
-from radixlm.runtime.program_executor import execute_program
+from radixlm.program.context import Context, is_batch
+from radixlm.program.graph_executor import execute_program
 
 CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401  (fixture)
-
 from radixlm.frontend.chat_template import from_jinja, get_chat_template, guess_chat_template
+from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401  (fixture)
 
 LLAMA3 = (
     "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "

@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 import radixlm as sgl
-from radixlm.frontend.context import append_ids, append_text, continuation, to_ids, with_text
-from radixlm.runtime.program_executor import execute_program, plan_pins
+from radixlm.program.context import append_ids, append_text, continuation, to_ids, with_text
+from radixlm.program.graph_executor import execute_program, plan_pins
 from tests.frontend import programs
 from tests.frontend.fake_backend import FakeBackend, token_id
 

@@ -309,7 +309,7 @@ def test_default_backend_and_server_calls(fake):
         assert sgl.flush_cache() is True
         assert "requests" in sgl.get_server_info()
     finally:
-        sgl.frontend.api._default_backend = None
+        sgl.frontend.default_backend._default_backend = None
     with pytest.raises(ValueError, match="set_default_backend"):
         programs.few_shot_qa.run(question="x?")
 

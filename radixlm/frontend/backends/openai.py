@@ -12,9 +12,9 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
-from radixlm.frontend.context import Context, as_text
 from radixlm.frontend.errors import UnsupportedFeatureError
-from radixlm.frontend.ops import Request
+from radixlm.program.context import Context, as_text
+from radixlm.program.protocols import Request
 
 # /generate sampling params -> OpenAI request fields (the rest go in ``extra_body`` when set).
 _STANDARD = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "n": "n",

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
-from radixlm.frontend.ops import Request
+from radixlm.program.protocols import Request
 
 
 class RuntimeEndpoint(Backend):
