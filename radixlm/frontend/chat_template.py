@@ -8,6 +8,7 @@ named template in the registry (for OpenAI-style backends and base models).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Optional
 
 ROLES = ("system", "user", "assistant")
@@ -84,9 +85,11 @@ def _uniform(name: str, prefix_fmt: str, suffix: str, stop: tuple[str, ...] = ()
 
 REGISTRY: dict[str, ChatTemplate] = {
     "chatml": _uniform("chatml", "<|im_start|>{role}\n", "<|im_end|>\n", ("<|im_end|>",)),
-    "llama-3": _uniform("llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>", ("<|eot_id|>",)),
+    "llama-3": _uniform("llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>",
+                        ("<|eot_id|>",)),
     "default": ChatTemplate(
-        "default", {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")}
+        "default",
+        {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")},
     ),
 }
 
@@ -151,8 +154,6 @@ def _segment(render: Any, history: list[dict[str, str]], role: str) -> tuple[str
 
 
 def _jinja_renderer(source: str, special: dict[str, str]) -> Any:
-    from datetime import datetime
-
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:

@@ -56,26 +56,29 @@ class SglFunction:
     # ---- running ----------------------------------------------------------------------------
     def run(self, *args: Any, max_new_tokens: int = 128, n: int = 1, stop: Union[str, list[str], None] = None,
             stop_token_ids: Optional[list[int]] = None, temperature: float = 1.0, top_p: float = 1.0,
-            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
-            ignore_eos: bool = False, return_logprob: Optional[bool] = None,
+            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0,
+            presence_penalty: float = 0.0, ignore_eos: bool = False, return_logprob: Optional[bool] = None,
             logprob_start_len: Optional[int] = None, top_logprobs_num: Optional[int] = None,
-            return_text_in_logprobs: Optional[bool] = None, stream: bool = False, backend: Optional[Backend] = None,
-            use_thread: bool = True, execution: str = "auto", **kwargs: Any) -> ProgramState:
+            return_text_in_logprobs: Optional[bool] = None, stream: bool = False,
+            backend: Optional[Backend] = None, use_thread: bool = True, execution: str = "auto",
+            **kwargs: Any) -> ProgramState:
         """Run the program once and return its state (raises ``ProgramError`` if a generation
         failed). ``stream=True`` returns at once; read ``state.text_iter()``. ``execution``:
         ``auto`` (default), ``graph`` (compiled, or raise) or ``interpreter``."""
         defaults = run_defaults({
             "max_new_tokens": max_new_tokens, "n": n, "stop": stop, "stop_token_ids": stop_token_ids,
             "temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p,
-            "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty, "ignore_eos": ignore_eos,
+            "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+            "ignore_eos": ignore_eos,
             "return_logprob": return_logprob, "logprob_start_len": logprob_start_len,
             "top_logprobs_num": top_logprobs_num, "return_text_in_logprobs": return_text_in_logprobs,
         })
         return self._run_one(args, kwargs, defaults, resolve_backend(backend), stream, use_thread, execution)
 
-    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
-                  num_threads: Union[str, int] = "auto", progress_bar: bool = False, generator_style: bool = False,
-                  execution: str = "auto", **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
+    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
+                  backend: Optional[Backend] = None, num_threads: Union[str, int] = "auto",
+                  progress_bar: bool = False, generator_style: bool = False, execution: str = "auto",
+                  **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
         """Run the program on each argument dict; states come back in input order. The traced
         shared prefix of the batch is prefilled once first. ``num_threads="auto"`` uses up to 64
         workers (not one thread per program); ``progress_bar`` shows a tqdm bar. If programs fail,
@@ -102,7 +105,8 @@ class SglFunction:
             bar.close()
         if errors:
             i, exc = errors[0]
-            raise ProgramError(f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
+            raise ProgramError(
+                f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
         return [f.result() for f in futures]
 
     async def arun(self, *args: Any, backend: Optional[Backend] = None, execution: str = "auto",
@@ -118,9 +122,9 @@ class SglFunction:
         return await asyncio.to_thread(self._interpret, args, {**self.bind_arguments, **kwargs}, defaults, be,
                                        False, True)
 
-    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
-                         max_concurrency: int = 64, execution: str = "auto",
-                         **sampling_defaults: Any) -> list[ProgramState]:
+    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
+                         backend: Optional[Backend] = None, max_concurrency: int = 64,
+                         execution: str = "auto", **sampling_defaults: Any) -> list[ProgramState]:
         """``run_batch`` on asyncio; raises ``ProgramError`` for the first failure."""
         be = resolve_backend(backend)
         items = [_as_call(b) for b in batch_kwargs]
@@ -174,7 +178,8 @@ class SglFunction:
             return None
         if stream or not backend.supports_graphs:
             if execution == "graph":
-                raise UnsupportedFeatureError(backend.name, "request graphs" + (" with stream=True" if stream else ""))
+                feature = "request graphs" + (" with stream=True" if stream else "")
+                raise UnsupportedFeatureError(backend.name, feature)
             return None
         ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=False)
         try:
@@ -205,7 +210,8 @@ class SglFunction:
             ctx.end_all()
         return state
 
-    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple, kwargs: dict[str, Any]) -> None:
+    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple,
+                       kwargs: dict[str, Any]) -> None:
         try:
             state.ret_value = self.func(state, *args, **kwargs)
             state.executor.sync()
@@ -219,9 +225,8 @@ class SglFunction:
         """Prefill the text every program of the batch starts with, once."""
         if len(items) < 2:
             return
-        template = backend.chat_template
-        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False).leading_text(template)
-                 for a, k in items]
+        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False)
+                 .leading_text(backend.chat_template) for a, k in items]
         shared = os.path.commonprefix(texts)
         if len(shared) >= 8:
             backend.cache_prefix([{"text": shared}])

@@ -20,7 +20,8 @@ LOGPROB_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "retu
 RUN_DEFAULTS: dict[str, Any] = {
     "max_new_tokens": 128, "n": 1, "stop": None, "stop_token_ids": None, "temperature": 1.0, "top_p": 1.0,
     "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "ignore_eos": False,
-    "return_logprob": None, "logprob_start_len": None, "top_logprobs_num": None, "return_text_in_logprobs": None,
+    "return_logprob": None, "logprob_start_len": None, "top_logprobs_num": None,
+    "return_text_in_logprobs": None,
 }
 
 _GEN_TO_REQUEST = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}

@@ -40,7 +40,8 @@ def token_id(piece: str) -> int:
 
 def prompt_text(context: Context) -> str:
     """A context's text: ids segments decoded through the pieces seen so far."""
-    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"]) for seg in context)
+    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"])
+                   for seg in context)
 
 
 def prompts(req: dict[str, Any]) -> list[str]:

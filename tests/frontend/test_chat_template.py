@@ -46,7 +46,7 @@ def test_guess_chat_template_by_family():
 
 
 @pytest.mark.real_model
-def test_roles_render_exactly_like_apply_chat_template(smollm2_tokenizer):
+def test_roles_render_exactly_like_apply_chat_template(smollm2_tokenizer):  # noqa: F811 (pytest fixture)
     template = from_jinja(smollm2_tokenizer.chat_template)
     for turns in ([("user", "Hi"), ("assistant", "Hello!"), ("user", "2+2?")],
                   [("system", "Be brief."), ("user", "Hi"), ("assistant", "Yo")]):

@@ -63,7 +63,8 @@ def test_generated_tokens_continue_as_ids(execution):
 
 def _graph(nodes):
     return {"version": 1, "name": "g", "nodes": [
-        {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op} for i, (p, t, op) in enumerate(nodes)]}
+        {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op}
+        for i, (p, t, op) in enumerate(nodes)]}
 
 
 GEN = {"type": "gen", "name": "x", "options": {"max_new_tokens": 2}}

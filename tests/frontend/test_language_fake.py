@@ -61,10 +61,12 @@ def test_roles_messages_and_default_system_prompt(fake):
     msgs = state.messages()
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant"]
     assert msgs[1]["content"] == "Hi." and msgs[2]["content"] == state["answer_1"]
-    assert state.text().startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi.")
+    assert state.text().startswith(
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi.")
     # Without a system turn, the template's own system prompt comes first, as in training.
     state = programs.role_blocks.run(question="Q?", backend=fake)
-    assert state.text().startswith("<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>")
+    assert state.text().startswith(
+        "<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>")
     assert state.messages()[0] == {"role": "user", "content": "Q?"}
 
 
@@ -265,14 +267,16 @@ def test_choice_methods(fake, method):
     state = prog.run(backend=fake)
     assert state["c"] in (" red", " green apple", " blue")
     meta = state.get_meta_info("c")
-    assert (meta["unconditional_token_logprobs"] is not None) == (method is sgl.unconditional_likelihood_normalized)
+    needs_unconditional = method is sgl.unconditional_likelihood_normalized
+    assert (meta["unconditional_token_logprobs"] is not None) == needs_unconditional
 
 
 def test_choice_method_math():
     lps = [[-1.0, -3.0], [-1.0], [-2.0]]
     assert sgl.token_length_normalized.decide(lps)[0] == 1
     assert sgl.greedy_token_selection.decide([[-1.0, -0.5], [-1.0], [-2.0]])[0] == 0
-    idx, scores = sgl.unconditional_likelihood_normalized.decide([[-1.0, -1.0], [-0.5]], [[-9.0, -0.1], [-0.1]])
+    idx, scores = sgl.unconditional_likelihood_normalized.decide([[-1.0, -1.0], [-0.5]],
+                                                                 [[-9.0, -0.1], [-0.1]])
     assert idx == 1 and scores == [pytest.approx(-0.95), pytest.approx(-0.5)]
 
 
