@@ -5,6 +5,9 @@ each gen's token ids), messages and variables. Expressions are queued and execut
 order on a worker thread (or inline), so ``s += gen(...)`` returns at once and ``s["x"]`` waits only
 for ``x``. A failure is kept with its cause and re-raised from ``s[...]``, ``sync()`` and ``run()``;
 nothing is swallowed.
+
+After a compiled run, the same executors replay the program with the graph's results
+(``replay_table``) instead of calling the backend, which rebuilds the state (text, messages, forks).
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ class RunContext:
     stream: bool = False
     replay: Optional[Replay] = None
     var_refs: dict[VarKey, Any] = field(default_factory=dict)  # each generation's value, for VarRef reads
+    # NOTE: shared by the states' worker threads; safe because each thread numbers only its own state's keys.
     versions: VarVersions = field(default_factory=VarVersions)
     executors: list["StreamExecutor"] = field(default_factory=list)
     _ids: Any = field(default_factory=itertools.count)

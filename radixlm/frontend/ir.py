@@ -227,6 +227,8 @@ def role(name: str, expr: Optional[ExprLike] = None) -> Expr:
 # ---- statements and the program -------------------------------------------------------------
 @dataclass
 class Extend:
+    """Append ``items`` (flattened leaves) to state ``state``."""
+
     state: int
     items: list[Expr]
 
@@ -236,6 +238,8 @@ class Extend:
 
 @dataclass
 class Fork:
+    """Fork state ``state`` into new states ``children``."""
+
     state: int
     children: list[int]
 
@@ -245,6 +249,9 @@ class Fork:
 
 @dataclass
 class Join:
+    """Join the forks ``children`` back into state ``state`` (``gather_variable`` or
+    ``concate_and_append``)."""
+
     state: int
     children: list[int]
     mode: str
@@ -256,6 +263,8 @@ class Join:
 
 @dataclass
 class SetVar:
+    """Set variable ``name`` of state ``state`` to a Python value."""
+
     state: int
     name: str
     value: Any
