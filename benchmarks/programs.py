@@ -156,7 +156,7 @@ def main() -> None:
     if not args.skip_hf:
         results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances,
                                                                 args.max_tokens, args.threads)
-    print("| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
+    print(f"| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['programs_per_s']:.2f} | {r['tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |")
     a = results["a: compiled graphs"]["programs_per_s"]

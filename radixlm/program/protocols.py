@@ -38,6 +38,7 @@ T = TypeVar("T")
 # few characters of the prefix into one token (for example "...answer:" + "yes" -> ":yes").
 BOUNDARY_SLACK = 4
 
+
 def gen_request(context: Context, options: dict[str, Any]) -> Request:
     """The /generate request of one ``gen`` continuing ``context``."""
     sampling = {k: v for k, v in options.items() if k in SAMPLING_KEYS and v is not None}
