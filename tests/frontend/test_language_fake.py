@@ -191,6 +191,18 @@ def test_async_api(fake):
     assert one.execution_path == "graph" and dyn.execution_path == "interpreter"
 
 
+def test_run_and_arun_share_the_execution_rules():
+    no_graphs = FakeBackend(graphs=False)
+    with pytest.raises(sgl.UnsupportedFeatureError):
+        programs.few_shot_qa.run(question="x?", backend=no_graphs, execution="graph")
+    with pytest.raises(sgl.UnsupportedFeatureError):
+        asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, execution="graph"))
+    with pytest.raises(ValueError, match="execution must be one of"):
+        asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, execution="bogus"))
+    state = asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, temperature=0))
+    assert state.execution_path == "interpreter" and no_graphs.graph_runs == 0
+
+
 @pytest.mark.parametrize("prog,kwargs", programs.STATIC_CASES)
 def test_interpreter_and_graph_agree(fake, prog, kwargs):
     interp = prog.run(backend=fake, temperature=0, execution="interpreter", **kwargs)
