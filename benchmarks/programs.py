@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable
 
 import radixlm as sgl
-from radixlm.frontend.context import as_text, is_batch
+from radixlm.program.context import as_text, is_batch
 
 SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"), ("What color is the sky?", "Blue"),
          ("What is the opposite of hot?", "Cold"), ("How many legs does a spider have?", "Eight")]

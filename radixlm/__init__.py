@@ -27,11 +27,9 @@ from radixlm.frontend.api import (
     gen,
     gen_int,
     gen_string,
-    get_default_backend,
     get_server_info,
     image,
     select,
-    set_default_backend,
     system,
     system_begin,
     system_end,
@@ -45,14 +43,15 @@ from radixlm.frontend.backends.openai import OpenAI
 from radixlm.frontend.backends.runtime import Runtime
 from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
 from radixlm.frontend.chat_template import ChatTemplate, get_chat_template, register_chat_template
-from radixlm.frontend.choices import (
+from radixlm.frontend.default_backend import get_default_backend, set_default_backend
+from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
+from radixlm.frontend.function import SglFunction
+from radixlm.frontend.state import ProgramState, ProgramStateGroup
+from radixlm.program.choices import (
     greedy_token_selection,
     token_length_normalized,
     unconditional_likelihood_normalized,
 )
-from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
-from radixlm.frontend.function import SglFunction
-from radixlm.frontend.state import ProgramState, ProgramStateGroup
 
 __version__ = "0.1.0"
 
@@ -76,10 +75,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Backend", "ChatTemplate", "DynamicProgramError", "Engine", "EngineBackend", "OpenAI", "ProgramError",
-    "ProgramState", "ProgramStateGroup", "Runtime", "RuntimeEndpoint", "SglFunction", "UnsupportedFeatureError",
-    "assistant", "assistant_begin", "assistant_end", "flush_cache", "function", "gen", "gen_int", "gen_string",
-    "get_chat_template", "get_default_backend", "get_server_info", "greedy_token_selection", "image",
-    "launch_server", "register_chat_template", "select", "set_default_backend", "system", "system_begin",
-    "system_end", "token_length_normalized", "unconditional_likelihood_normalized", "user", "user_begin",
-    "user_end",
+    "ProgramState", "ProgramStateGroup", "Runtime", "RuntimeEndpoint", "SglFunction",
+    "UnsupportedFeatureError", "assistant", "assistant_begin", "assistant_end", "flush_cache", "function",
+    "gen", "gen_int", "gen_string", "get_chat_template", "get_default_backend", "get_server_info",
+    "greedy_token_selection", "image", "launch_server", "register_chat_template", "select",
+    "set_default_backend", "system", "system_begin", "system_end", "token_length_normalized",
+    "unconditional_likelihood_normalized", "user", "user_begin", "user_end",
 ]

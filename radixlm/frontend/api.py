@@ -1,15 +1,15 @@
-"""The language's public functions, with SGLang's names and parameters."""
+"""The language's public functions, with SGLang's names and parameters (the default backend's
+setters live in ``radixlm.frontend.default_backend``)."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Optional, Union
 
-from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.choices import ChoicesSamplingMethod, method_name
+from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.function import SglFunction
 from radixlm.frontend.ir import Expr, ExprLike, Gen, Image, RoleBegin, RoleEnd, Select, role
-
-_default_backend: Optional[Backend] = None
+from radixlm.program.choices import ChoicesSamplingMethod, method_name
 
 
 def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Optional[int] = None) -> Any:
@@ -20,38 +20,14 @@ def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Opt
 
 
 # ---- backends -------------------------------------------------------------------------------
-def as_backend(backend: Any) -> Backend:
-    """A ``Backend`` as is; a ``radixlm.Engine`` wrapped in the in-process backend."""
-    if isinstance(backend, Backend):
-        return backend
-    if hasattr(backend, "async_generate") and hasattr(backend, "model_info"):
-        from radixlm.frontend.backends.engine import EngineBackend
-
-        return EngineBackend(backend)
-    raise TypeError(f"not a backend: {backend!r}")
-
-
-def set_default_backend(backend: Any) -> None:
-    """The backend programs use when ``run()`` gets none (a Backend or a ``radixlm.Engine``)."""
-    global _default_backend
-    _default_backend = as_backend(backend)
-
-
-def get_default_backend() -> Backend:
-    if _default_backend is None:
-        raise ValueError("no backend: pass backend= or call radixlm.set_default_backend() first, e.g. "
-                         "radixlm.set_default_backend(radixlm.Runtime(model='smollm2-135m'))")
-    return _default_backend
-
-
 def flush_cache(backend: Optional[Any] = None) -> Any:
     """Drop the runtime's prefix cache."""
-    return (as_backend(backend) if backend is not None else get_default_backend()).flush_cache()
+    return resolve_backend(backend).flush_cache()
 
 
 def get_server_info(backend: Optional[Any] = None) -> dict[str, Any]:
     """The runtime's configuration and statistics."""
-    return (as_backend(backend) if backend is not None else get_default_backend()).get_server_info()
+    return resolve_backend(backend).get_server_info()
 
 
 # ---- expressions ----------------------------------------------------------------------------
@@ -91,8 +67,6 @@ def gen(
     if dtype is not None and dtype not in ("int", "float", "bool", "str"):
         raise ValueError(f"dtype must be int, float, bool or str, not {dtype!r}")
     if isinstance(json_schema, dict):
-        import json
-
         json_schema = json.dumps(json_schema)
     params = dict(
         max_tokens=max_tokens, min_tokens=min_tokens, n=n, stop=stop, stop_token_ids=stop_token_ids,

@@ -7,7 +7,8 @@ named template in the registry (for OpenAI-style backends and base models).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Optional
 
 ROLES = ("system", "user", "assistant")
@@ -46,15 +47,49 @@ class ChatTemplate:
         return self.roles[role]
 
 
+@dataclass
+class Turns:
+    """Renders one program state's role markers as text: the first turn gets the template's
+    implicit system prompt, and turns must not nest. The interpreter, the compiler and
+    ``ProgramIR.leading_text`` all render roles through this."""
+
+    template: ChatTemplate
+    #: The role whose turn is open (``None`` between turns).
+    open_role: Optional[str] = None
+    #: Whether a turn has begun yet (the next one is not the first).
+    started: bool = False
+
+    def begin(self, role: str) -> str:
+        """The text opening a ``role`` turn; raises ``ValueError`` inside an open turn."""
+        if self.open_role is not None:
+            raise ValueError(f"{role}_begin() inside an open {self.open_role} turn; end it first")
+        text = self.template.begin_text(role, first_turn=not self.started)
+        self.started, self.open_role = True, role
+        return text
+
+    def end(self, role: str) -> str:
+        """The text closing the open ``role`` turn; raises ``ValueError`` if it is not open."""
+        if self.open_role != role:
+            raise ValueError(f"{role}_end() without a matching {role}_begin()")
+        self.open_role = None
+        return self.template.suffix(role)
+
+    def copy(self) -> "Turns":
+        """The same position, for a fork."""
+        return replace(self)
+
+
 def _uniform(name: str, prefix_fmt: str, suffix: str, stop: tuple[str, ...] = ()) -> ChatTemplate:
     return ChatTemplate(name, {r: (prefix_fmt.format(role=r), suffix) for r in ROLES}, stop_str=stop)
 
 
 REGISTRY: dict[str, ChatTemplate] = {
     "chatml": _uniform("chatml", "<|im_start|>{role}\n", "<|im_end|>\n", ("<|im_end|>",)),
-    "llama-3": _uniform("llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>", ("<|eot_id|>",)),
+    "llama-3": _uniform("llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>",
+                        ("<|eot_id|>",)),
     "default": ChatTemplate(
-        "default", {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")}
+        "default",
+        {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")},
     ),
 }
 
@@ -119,8 +154,6 @@ def _segment(render: Any, history: list[dict[str, str]], role: str) -> tuple[str
 
 
 def _jinja_renderer(source: str, special: dict[str, str]) -> Any:
-    from datetime import datetime
-
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:

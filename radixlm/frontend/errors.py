@@ -5,6 +5,11 @@ from __future__ import annotations
 class ProgramError(RuntimeError):
     """A generation inside a program failed; ``__cause__`` holds the original exception."""
 
+    @classmethod
+    def wrapping(cls, exc: BaseException) -> "ProgramError":
+        """The error that reports ``exc`` (raise it ``from exc``)."""
+        return cls(f"program failed: {type(exc).__name__}: {exc}")
+
 
 class UnsupportedFeatureError(NotImplementedError):
     """The backend cannot serve a feature the program asks for (the message names both)."""

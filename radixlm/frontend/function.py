@@ -13,24 +13,23 @@ import inspect
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Generator, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.compiler import compile_program, replay_table
+from radixlm.frontend.compiler import compile_program
+from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
-from radixlm.frontend.executor import RunContext, StreamExecutor
-from radixlm.frontend.ir import ExprList
-from radixlm.frontend.program_ir import Extend, Fork, Join, ProgramIR, SetVar
+from radixlm.frontend.interpreter import RunContext, StreamExecutor, replay_table
+from radixlm.frontend.ir import ExprList, Extend, Fork, Join, ProgramIR, SetVar
 from radixlm.frontend.state import ProgramState
 from radixlm.frontend.tracer import trace_program
+from radixlm.program.protocols import adrive, drive
+from radixlm.program.sampling import run_defaults, split_run_defaults
 
-#: Run-level sampling defaults (SGLang's ``run()`` keywords) and their values.
-SAMPLING_DEFAULTS: dict[str, Any] = {
-    "max_new_tokens": 128, "n": 1, "stop": None, "stop_token_ids": None, "temperature": 1.0, "top_p": 1.0,
-    "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "ignore_eos": False,
-    "return_logprob": None, "logprob_start_len": None, "top_logprobs_num": None, "return_text_in_logprobs": None,
-}
 EXECUTION_PATHS = ("auto", "graph", "interpreter")
+#: The graph path of one run: yields the compiled graph, receives the backend's result, returns the
+#: replayed state (or ``None``: run the interpreter). See ``SglFunction._graph_attempt``.
+GraphAttempt = Generator[dict[str, Any], Optional[dict[str, Any]], Optional[ProgramState]]
 
 
 class SglFunction:
@@ -57,26 +56,35 @@ class SglFunction:
     # ---- running ----------------------------------------------------------------------------
     def run(self, *args: Any, max_new_tokens: int = 128, n: int = 1, stop: Union[str, list[str], None] = None,
             stop_token_ids: Optional[list[int]] = None, temperature: float = 1.0, top_p: float = 1.0,
-            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
-            ignore_eos: bool = False, return_logprob: Optional[bool] = None,
+            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0,
+            presence_penalty: float = 0.0, ignore_eos: bool = False, return_logprob: Optional[bool] = None,
             logprob_start_len: Optional[int] = None, top_logprobs_num: Optional[int] = None,
-            return_text_in_logprobs: Optional[bool] = None, stream: bool = False, backend: Optional[Backend] = None,
-            use_thread: bool = True, execution: str = "auto", **kwargs: Any) -> ProgramState:
+            return_text_in_logprobs: Optional[bool] = None, stream: bool = False,
+            backend: Optional[Backend] = None, use_thread: bool = True, execution: str = "auto",
+            **kwargs: Any) -> ProgramState:
         """Run the program once and return its state (raises ``ProgramError`` if a generation
         failed). ``stream=True`` returns at once; read ``state.text_iter()``. ``execution``:
         ``auto`` (default), ``graph`` (compiled, or raise) or ``interpreter``."""
-        defaults = _defaults(locals())
-        return self._run_one(args, kwargs, defaults, _backend(backend), stream, use_thread, execution)
+        defaults = run_defaults({
+            "max_new_tokens": max_new_tokens, "n": n, "stop": stop, "stop_token_ids": stop_token_ids,
+            "temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p,
+            "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
+            "ignore_eos": ignore_eos,
+            "return_logprob": return_logprob, "logprob_start_len": logprob_start_len,
+            "top_logprobs_num": top_logprobs_num, "return_text_in_logprobs": return_text_in_logprobs,
+        })
+        return self._run_one(args, kwargs, defaults, resolve_backend(backend), stream, use_thread, execution)
 
-    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
-                  num_threads: Union[str, int] = "auto", progress_bar: bool = False, generator_style: bool = False,
-                  execution: str = "auto", **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
+    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
+                  backend: Optional[Backend] = None, num_threads: Union[str, int] = "auto",
+                  progress_bar: bool = False, generator_style: bool = False, execution: str = "auto",
+                  **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
         """Run the program on each argument dict; states come back in input order. The traced
         shared prefix of the batch is prefilled once first. ``num_threads="auto"`` uses up to 64
         workers (not one thread per program); ``progress_bar`` shows a tqdm bar. If programs fail,
         raises ``ProgramError`` for the first failure after all have finished."""
-        defaults = _defaults(sampling_defaults, strict=True)
-        be = _backend(backend)
+        defaults = run_defaults(sampling_defaults, strict=True)
+        be = resolve_backend(backend)
         items = [_as_call(b) for b in batch_kwargs]
         if not items:
             return iter([]) if generator_style else []
@@ -97,35 +105,28 @@ class SglFunction:
             bar.close()
         if errors:
             i, exc = errors[0]
-            raise ProgramError(f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
+            raise ProgramError(
+                f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
         return [f.result() for f in futures]
 
     async def arun(self, *args: Any, backend: Optional[Backend] = None, execution: str = "auto",
                    **kwargs: Any) -> ProgramState:
         """``run`` on asyncio. Static programs await the runtime directly; dynamic ones run the
         interpreter in a worker thread."""
-        defaults, kwargs = _split_defaults(kwargs)
-        be = _backend(backend)
-        call_kwargs = {**self.bind_arguments, **kwargs}
-        if execution != "interpreter" and be.supports_graphs:
-            ir = trace_program(self.func, args, call_kwargs, placeholders=False)
-            graph = self._compile_or_none(ir, be, defaults, execution)
-            if graph is not None:
-                try:
-                    result = await be.arun_graph(graph)
-                except Exception as exc:
-                    raise _graph_error(exc) from exc
-                if result is not None:
-                    return _replay(ir, graph, result, be, defaults)
-                if execution == "graph":
-                    raise UnsupportedFeatureError(be.name, "request graphs")
-        return await asyncio.to_thread(self._run_one, args, kwargs, defaults, be, False, True, "interpreter")
+        defaults, kwargs = split_run_defaults(kwargs)
+        be = resolve_backend(backend)
+        attempt = self._graph_attempt(args, kwargs, defaults, be, execution, stream=False)
+        state = await adrive(attempt, functools.partial(_arun_graph, be))
+        if state is not None:
+            return state
+        return await asyncio.to_thread(self._interpret, args, {**self.bind_arguments, **kwargs}, defaults, be,
+                                       False, True)
 
-    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *, backend: Optional[Backend] = None,
-                         max_concurrency: int = 64, execution: str = "auto",
-                         **sampling_defaults: Any) -> list[ProgramState]:
+    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
+                         backend: Optional[Backend] = None, max_concurrency: int = 64,
+                         execution: str = "auto", **sampling_defaults: Any) -> list[ProgramState]:
         """``run_batch`` on asyncio; raises ``ProgramError`` for the first failure."""
-        be = _backend(backend)
+        be = resolve_backend(backend)
         items = [_as_call(b) for b in batch_kwargs]
         if items:
             await asyncio.to_thread(self._warm_cache, items, be)
@@ -149,41 +150,50 @@ class SglFunction:
 
     def compile(self, *args: Any, backend: Optional[Backend] = None, **kwargs: Any) -> dict[str, Any]:
         """The request graph for these arguments (JSON-serializable; see
-        ``radixlm.runtime.program_executor``). Raises ``DynamicProgramError`` for a dynamic program."""
-        defaults, kwargs = _split_defaults(kwargs)
+        ``radixlm.program.graph_executor``). Raises ``DynamicProgramError`` for a dynamic program."""
+        defaults, kwargs = split_run_defaults(kwargs)
         ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=False)
-        return compile_program(ir, _backend(backend).chat_template, defaults)
+        return compile_program(ir, resolve_backend(backend).chat_template, defaults)
 
     # ---- internals --------------------------------------------------------------------------
     def _run_one(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
                  stream: bool, use_thread: bool, execution: str) -> ProgramState:
+        attempt = self._graph_attempt(args, kwargs, defaults, backend, execution, stream)
+        state = drive(attempt, functools.partial(_run_graph, backend))
+        if state is not None:
+            return state
+        return self._interpret(args, {**self.bind_arguments, **kwargs}, defaults, backend, stream, use_thread)
+
+    def _graph_attempt(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
+                       execution: str, stream: bool) -> GraphAttempt:
+        """Try the graph path (``run`` drives this with ``drive``, ``arun`` with ``adrive``).
+
+        Traces and compiles the program, yields the request graph, and receives the backend's
+        result; returns the state replayed from it, or ``None`` when the run falls back to the
+        interpreter (a dynamic program, a backend without graphs, ``stream=True``). Raises
+        instead of falling back under ``execution="graph"``."""
         if execution not in EXECUTION_PATHS:
             raise ValueError(f"execution must be one of {', '.join(EXECUTION_PATHS)}, not {execution!r}")
-        call_kwargs = {**self.bind_arguments, **kwargs}
-        if execution != "interpreter" and not stream and backend.supports_graphs:
-            ir = trace_program(self.func, args, call_kwargs, placeholders=False)
-            graph = self._compile_or_none(ir, backend, defaults, execution)
-            if graph is not None:
-                try:
-                    result = backend.run_graph(graph)
-                except Exception as exc:
-                    raise _graph_error(exc) from exc
-                if result is not None:
-                    return _replay(ir, graph, result, backend, defaults)
-                if execution == "graph":
-                    raise UnsupportedFeatureError(backend.name, "request graphs")
-        elif execution == "graph":
-            raise UnsupportedFeatureError(backend.name, "request graphs" + (" with stream=True" if stream else ""))
-        return self._interpret(args, call_kwargs, defaults, backend, stream, use_thread)
-
-    def _compile_or_none(self, ir: ProgramIR, backend: Backend, defaults: dict[str, Any],
-                         execution: str) -> Optional[dict[str, Any]]:
+        if execution == "interpreter":
+            return None
+        if stream or not backend.supports_graphs:
+            if execution == "graph":
+                feature = "request graphs" + (" with stream=True" if stream else "")
+                raise UnsupportedFeatureError(backend.name, feature)
+            return None
+        ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=False)
         try:
-            return compile_program(ir, backend.chat_template, defaults)
+            graph = compile_program(ir, backend.chat_template, defaults)
         except DynamicProgramError:
             if execution == "graph":
                 raise
             return None
+        result = yield graph
+        if result is not None:
+            return _replay(ir, graph, result, backend, defaults)
+        if execution == "graph":
+            raise UnsupportedFeatureError(backend.name, "request graphs")
+        return None
 
     def _interpret(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
                    stream: bool, use_thread: bool) -> ProgramState:
@@ -200,7 +210,8 @@ class SglFunction:
             ctx.end_all()
         return state
 
-    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple, kwargs: dict[str, Any]) -> None:
+    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple,
+                       kwargs: dict[str, Any]) -> None:
         try:
             state.ret_value = self.func(state, *args, **kwargs)
             state.executor.sync()
@@ -214,9 +225,8 @@ class SglFunction:
         """Prefill the text every program of the batch starts with, once."""
         if len(items) < 2:
             return
-        template = backend.chat_template
-        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False).leading_text(template)
-                 for a, k in items]
+        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False)
+                 .leading_text(backend.chat_template) for a, k in items]
         shared = os.path.commonprefix(texts)
         if len(shared) >= 8:
             backend.cache_prefix([{"text": shared}])
@@ -243,24 +253,18 @@ def _replay(ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backen
     return root
 
 
-def _graph_error(exc: Exception) -> ProgramError:
-    return ProgramError(f"program failed: {type(exc).__name__}: {exc}")
+def _run_graph(backend: Backend, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    try:
+        return backend.run_graph(graph)
+    except Exception as exc:
+        raise ProgramError.wrapping(exc) from exc
 
 
-def _defaults(values: dict[str, Any], strict: bool = False) -> dict[str, Any]:
-    """The run-level sampling defaults among ``values`` (unknown names raise with ``strict``)."""
-    if strict:
-        unknown = sorted(set(values) - set(SAMPLING_DEFAULTS))
-        if unknown:
-            raise TypeError(f"unknown sampling default(s): {', '.join(unknown)}")
-    merged = {k: values.get(k, v) for k, v in SAMPLING_DEFAULTS.items()}
-    return {k: v for k, v in merged.items() if v is not None}
-
-
-def _split_defaults(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    sampling = {k: v for k, v in kwargs.items() if k in SAMPLING_DEFAULTS}
-    rest = {k: v for k, v in kwargs.items() if k not in SAMPLING_DEFAULTS}
-    return _defaults(sampling), rest
+async def _arun_graph(backend: Backend, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    try:
+        return await backend.arun_graph(graph)
+    except Exception as exc:
+        raise ProgramError.wrapping(exc) from exc
 
 
 def _as_call(item: Union[dict[str, Any], tuple, list]) -> tuple[tuple, dict[str, Any]]:
@@ -269,12 +273,6 @@ def _as_call(item: Union[dict[str, Any], tuple, list]) -> tuple[tuple, dict[str,
     if isinstance(item, (tuple, list)):
         return tuple(item), {}
     raise TypeError(f"run_batch takes argument dicts (or tuples), not {type(item).__name__}")
-
-
-def _backend(backend: Optional[Any]) -> Backend:
-    from radixlm.frontend.api import as_backend, get_default_backend
-
-    return as_backend(backend) if backend is not None else get_default_backend()
 
 
 def _progress(total: int) -> Any:

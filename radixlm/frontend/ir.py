@@ -1,6 +1,16 @@
-"""The expressions a program appends to its state: the IR shared by the interpreter and the tracer.
+"""The frontend IR: the expressions a program appends, and a traced program's statements.
 
-``s += expr`` accepts a ``str``, any ``Expr`` below, or a concatenation of them built with ``+``.
+Expressions: ``s += expr`` accepts a ``str``, any ``Expr`` below, or a concatenation of them built
+with ``+``. The interpreter runs them; the tracer records them.
+
+Statements: a traced program (``ProgramIR``) is the list of what its function did to its states, in
+order. States are numbered in creation order (``s0`` is the program's own state, forks follow). Each
+statement appends expressions to a state, forks it, joins forks back, or sets a variable.
+``print(ir)`` lists the statements; ``ir.to_dot()`` renders the dataflow for Graphviz.
+
+Variables: every generation of a variable is named by a ``VarKey`` (state, name, version), numbered
+by ``VarVersions`` the same way wherever a program's generations are walked (tracer, interpreter,
+compiler, ``to_dot``), so a traced read of a variable finds the generation that produced it.
 """
 from __future__ import annotations
 
@@ -8,18 +18,46 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from radixlm.frontend.chat_template import ChatTemplate, Turns
+
 # Sentinels that let traced values survive ``str()``/f-strings: "\x00<kind>:<key>\x00".
 _SENTINEL = re.compile(r"\x00(arg|var):([^\x00]*)\x00")
 
-#: Keys of ``gen`` that go into ``sampling_params`` of a /generate request.
-SAMPLING_KEYS = (
-    "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "temperature", "top_p", "top_k",
-    "min_p", "frequency_penalty", "presence_penalty", "ignore_eos", "dtype", "regex", "json_schema",
-)
-#: Keys of ``gen`` that are request-level options of a /generate request.
-LOGPROB_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
+
+# ---- variable keys --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VarKey:
+    """The ``version``-th value variable ``name`` got in state ``state`` (a program may generate
+    into the same name several times). ``str()`` gives ``"<state>.<name>.<version>"``."""
+
+    state: int
+    name: str
+    version: int
+
+    def __str__(self) -> str:
+        return f"{self.state}.{self.name}.{self.version}"
+
+    @classmethod
+    def parse(cls, text: str) -> "VarKey":
+        """The key whose ``str()`` is ``text`` (names may contain dots)."""
+        state, rest = text.split(".", 1)
+        name, version = rest.rsplit(".", 1)
+        return cls(int(state), name, int(version))
 
 
+class VarVersions:
+    """Hands out the ``VarKey`` of each generation: versions count from 0 per state and name."""
+
+    def __init__(self) -> None:
+        self._next: dict[tuple[int, str], int] = {}
+
+    def next_key(self, state: int, name: str) -> VarKey:
+        version = self._next.get((state, name), 0)
+        self._next[(state, name)] = version + 1
+        return VarKey(state, name, version)
+
+
+# ---- expressions ----------------------------------------------------------------------------
 class Expr:
     """Base of every IR expression; ``a + b`` concatenates."""
 
@@ -32,6 +70,11 @@ class Expr:
     def flatten(self) -> list["Expr"]:
         """The expression as a flat list of leaves (constants, gens, roles, ...)."""
         return [self]
+
+    @property
+    def output_var(self) -> Optional[str]:
+        """The variable this expression generates into (``gen`` and ``select`` with a name)."""
+        return None
 
 
 @dataclass(eq=False)
@@ -61,7 +104,7 @@ class Argument(Expr):
 class VarRef(Expr):
     """The text of a variable generated earlier in the same program (only made by the tracer)."""
 
-    key: str  # "<state id>.<var name>.<version>"
+    key: VarKey
 
     def __repr__(self) -> str:
         return f"var({self.key})"
@@ -73,6 +116,10 @@ class Gen(Expr):
 
     name: Optional[str]
     params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_var(self) -> Optional[str]:
+        return self.name
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -87,6 +134,10 @@ class Select(Expr):
     choices: list[str]
     temperature: float = 0.0
     method: str = "token_length_normalized"
+
+    @property
+    def output_var(self) -> Optional[str]:
+        return self.name
 
     def __repr__(self) -> str:
         return f"select({self.name!r}, {self.choices!r}, method={self.method})"
@@ -154,14 +205,14 @@ def split_sentinels(text: str) -> list[Expr]:
     for m in _SENTINEL.finditer(text):
         if m.start() > pos:
             out.append(Constant(text[pos:m.start()]))
-        out.append(Argument(m.group(2)) if m.group(1) == "arg" else VarRef(m.group(2)))
+        out.append(Argument(m.group(2)) if m.group(1) == "arg" else VarRef(VarKey.parse(m.group(2))))
         pos = m.end()
     if pos < len(text) or not out:
         out.append(Constant(text[pos:]))
     return out
 
 
-def sentinel(kind: str, key: str) -> str:
+def sentinel(kind: str, key: Union[str, VarKey]) -> str:
     """The text a traced placeholder turns into under ``str()``."""
     return f"\x00{kind}:{key}\x00"
 
@@ -171,3 +222,130 @@ def role(name: str, expr: Optional[ExprLike] = None) -> Expr:
     if expr is None:
         return ExprList([RoleBegin(name), RoleEnd(name)])
     return ExprList([RoleBegin(name), as_expr(expr), RoleEnd(name)])
+
+
+# ---- statements and the program -------------------------------------------------------------
+@dataclass
+class Extend:
+    """Append ``items`` (flattened leaves) to state ``state``."""
+
+    state: int
+    items: list[Expr]
+
+    def __str__(self) -> str:
+        return f"s{self.state} += " + " + ".join(repr(i) for i in self.items)
+
+
+@dataclass
+class Fork:
+    """Fork state ``state`` into new states ``children``."""
+
+    state: int
+    children: list[int]
+
+    def __str__(self) -> str:
+        return ", ".join(f"s{c}" for c in self.children) + f" = fork(s{self.state})"
+
+
+@dataclass
+class Join:
+    """Join the forks ``children`` back into state ``state`` (``gather_variable`` or
+    ``concate_and_append``)."""
+
+    state: int
+    children: list[int]
+    mode: str
+
+    def __str__(self) -> str:
+        kids = ", ".join(f"s{c}" for c in self.children)
+        return f"join(s{self.state}, [{kids}], mode={self.mode})"
+
+
+@dataclass
+class SetVar:
+    """Set variable ``name`` of state ``state`` to a Python value."""
+
+    state: int
+    name: str
+    value: Any
+
+    def __str__(self) -> str:
+        return f"s{self.state}[{self.name!r}] = {self.value!r}"
+
+
+Statement = Union[Extend, Fork, Join, SetVar]
+
+
+@dataclass
+class ProgramIR:
+    """The statements of one traced run plus why it is dynamic, if it is."""
+
+    name: str
+    statements: list[Statement] = field(default_factory=list)
+    #: Set when the program's control flow reads generated values (it then runs in the interpreter).
+    dynamic_reason: Optional[str] = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.dynamic_reason is None
+
+    def __str__(self) -> str:
+        head = f"program {self.name}" + ("" if self.is_static else f"  # dynamic: {self.dynamic_reason}")
+        return "\n".join([head] + [f"  {st}" for st in self.statements])
+
+    def leading_text(self, chat_template: ChatTemplate) -> str:
+        """The text the program's own state starts with before its first generation or argument
+        placeholder, roles rendered (what ``run_batch`` pre-warms the cache with)."""
+        text = ""
+        turns = Turns(chat_template)
+        for st in self.statements:
+            if not isinstance(st, Extend) or st.state != 0:
+                break
+            for leaf in st.items:
+                try:
+                    if isinstance(leaf, Constant):
+                        text += leaf.value
+                    elif isinstance(leaf, RoleBegin):
+                        text += turns.begin(leaf.role)
+                    elif isinstance(leaf, RoleEnd):
+                        text += turns.end(leaf.role)
+                    else:
+                        return text
+                except ValueError:  # misnested roles: the program fails when it runs
+                    return text
+        return text
+
+    def to_dot(self) -> str:
+        """Graphviz source: one box per statement, solid edges for state order and forks,
+        dashed edges from the generation of a variable to each read of it."""
+        lines = [f'digraph "{self.name}" {{', "  node [shape=box, fontname=monospace];"]
+        last: dict[int, str] = {}
+        producer: dict[VarKey, str] = {}
+        versions = VarVersions()
+        for i, st in enumerate(self.statements):
+            node = f"n{i}"
+            lines.append(f"  {node} [label={_dot_quote(str(st))}];")
+            if st.state in last:
+                lines.append(f"  {last[st.state]} -> {node};")
+            last[st.state] = node
+            if isinstance(st, Fork):
+                for child in st.children:
+                    last[child] = node
+            elif isinstance(st, Join):
+                for child in st.children:
+                    if last.get(child, node) != node:
+                        lines.append(f"  {last[child]} -> {node} [style=bold];")
+            elif isinstance(st, Extend):
+                for leaf in st.items:
+                    if isinstance(leaf, VarRef) and leaf.key in producer:
+                        lines.append(f"  {producer[leaf.key]} -> {node} [style=dashed];")
+                    if leaf.output_var is not None:
+                        producer[versions.next_key(st.state, leaf.output_var)] = node
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def _dot_quote(text: str) -> str:
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any, AsyncIterator, Iterator, Optional
 
-from radixlm.frontend.executor import StreamExecutor
-from radixlm.frontend.ir import ExprLike, RoleBegin, RoleEnd, role
-from radixlm.frontend.state_group import StateGroupBase
+from radixlm.frontend.interpreter import StreamExecutor
+from radixlm.frontend.ir import ExprLike
+from radixlm.frontend.state_base import StateBase, StateGroupBase
 
 
-class ProgramState:
+class ProgramState(StateBase):
     """The text, messages and variables of one running program (or one fork of it).
 
     ``s += expr`` appends (returns at once); ``s["x"]`` waits for variable ``x``; ``text()`` and
@@ -26,15 +25,8 @@ class ProgramState:
         self.execution_path = "interpreter"
 
     # ---- appending and variables ------------------------------------------------------------
-    def __iadd__(self, other: ExprLike) -> "ProgramState":
-        self.executor.submit(other)
-        return self
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get_var(name)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        self.set_var(name, value)
+    def _submit(self, expr: ExprLike) -> None:
+        self.executor.submit(expr)
 
     def __contains__(self, name: str) -> bool:
         return name in self.executor.variables
@@ -69,29 +61,6 @@ class ProgramState:
     def error(self) -> Optional[BaseException]:
         """The exception that stopped this state, if any (without raising it)."""
         return self.executor.error_
-
-    # ---- roles ------------------------------------------------------------------------------
-    def system(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("system", expr)
-
-    def user(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("user", expr)
-
-    def assistant(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("assistant", expr)
-
-    def _role(self, name: str, expr: Optional[ExprLike]) -> Any:
-        """With ``expr``: append a whole turn. Without: a context manager around the turn."""
-        if expr is not None:
-            self.executor.submit(role(name, expr))
-            return None
-        return self._role_block(name)
-
-    @contextlib.contextmanager
-    def _role_block(self, name: str) -> Iterator[None]:
-        self.executor.submit(RoleBegin(name))
-        yield
-        self.executor.submit(RoleEnd(name))
 
     # ---- fork -------------------------------------------------------------------------------
     def fork(self, size: int = 1) -> "ProgramStateGroup":

@@ -8,26 +8,39 @@ the interpreter.
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
-from typing import Any, Callable, Iterator, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Union
 
 from radixlm.frontend.errors import DynamicProgramError
-from radixlm.frontend.ir import (Argument, Expr, ExprLike, ExprList, Gen, RoleBegin, RoleEnd, Select, VarRef,
-                                 as_expr, role, sentinel)
-from radixlm.frontend.state_group import StateGroupBase
-from radixlm.frontend.program_ir import Extend, Fork, Join, ProgramIR, SetVar
+from radixlm.frontend.ir import (
+    Argument,
+    Expr,
+    ExprLike,
+    ExprList,
+    Extend,
+    Fork,
+    Join,
+    ProgramIR,
+    SetVar,
+    VarKey,
+    VarRef,
+    VarVersions,
+    as_expr,
+    sentinel,
+)
+from radixlm.frontend.state_base import StateBase, StateGroupBase
 
 
 class _Placeholder:
     """Stands for a value unknown while tracing; usable only as text."""
 
-    def __init__(self, kind: str, key: str) -> None:
+    def __init__(self, kind: str, key: Union[str, VarKey]) -> None:
         self._kind = kind
         self._key = key
 
     def __sgl_expr__(self) -> Expr:
-        return Argument(self._key) if self._kind == "arg" else VarRef(self._key)
+        return VarRef(self._key) if isinstance(self._key, VarKey) else Argument(self._key)
 
     def __str__(self) -> str:
         return sentinel(self._kind, self._key)
@@ -91,35 +104,35 @@ class _Placeholder:
         return self._dynamic(f".{name}")
 
 
-class TracerState:
+@dataclass
+class _Trace:
+    """What all stand-in states of one trace share."""
+
+    ir: ProgramIR
+    versions: VarVersions = field(default_factory=VarVersions)
+    state_count: int = 0
+
+    def new_state_id(self) -> int:
+        self.state_count += 1
+        return self.state_count - 1
+
+
+class TracerState(StateBase):
     """Mimics ``ProgramState`` and records what the program does with it."""
 
-    def __init__(self, ir: ProgramIR, counter: list[int]) -> None:
-        self._ir = ir
-        self._counter = counter
-        self.state_id = counter[0]
-        counter[0] += 1
+    def __init__(self, trace: _Trace) -> None:
+        self._trace = trace
+        self._ir = trace.ir
+        self.state_id = trace.new_state_id()
         self._vars: dict[str, Any] = {}
-        self._versions: dict[str, int] = {}
 
-    def __iadd__(self, other: ExprLike) -> "TracerState":
-        self._extend(as_expr(other))
-        return self
-
-    def _extend(self, expr: Expr) -> None:
-        leaves = expr.flatten()
+    def _submit(self, expr: ExprLike) -> None:
+        leaves = as_expr(expr).flatten()
         for leaf in leaves:
-            if isinstance(leaf, (Gen, Select)) and leaf.name is not None:
-                version = self._versions.get(leaf.name, 0)
-                self._versions[leaf.name] = version + 1
-                self._vars[leaf.name] = _Placeholder("var", f"{self.state_id}.{leaf.name}.{version}")
+            if leaf.output_var is not None:
+                key = self._trace.versions.next_key(self.state_id, leaf.output_var)
+                self._vars[leaf.output_var] = _Placeholder("var", key)
         self._ir.statements.append(Extend(self.state_id, leaves))
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get_var(name)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        self.set_var(name, value)
 
     def __contains__(self, name: str) -> bool:
         return name in self._vars
@@ -154,29 +167,8 @@ class TracerState:
     def error(self) -> None:
         return None
 
-    def system(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("system", expr)
-
-    def user(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("user", expr)
-
-    def assistant(self, expr: Optional[ExprLike] = None) -> Any:
-        return self._role("assistant", expr)
-
-    def _role(self, name: str, expr: Optional[ExprLike]) -> Any:
-        if expr is not None:
-            self._extend(role(name, expr))
-            return None
-        return self._role_block(name)
-
-    @contextlib.contextmanager
-    def _role_block(self, name: str) -> Iterator[None]:
-        self._extend(RoleBegin(name))
-        yield
-        self._extend(RoleEnd(name))
-
     def fork(self, size: int = 1) -> "TracerStateGroup":
-        children = [TracerState(self._ir, self._counter) for _ in range(int(size))]
+        children = [TracerState(self._trace) for _ in range(int(size))]
         for child in children:
             child._vars = dict(self._vars)
         self._ir.statements.append(Fork(self.state_id, [c.state_id for c in children]))
@@ -194,7 +186,8 @@ class TracerStateGroup(StateGroupBase[TracerState]):
         self.parent._ir.statements.append(Join(self.parent.state_id, [c.state_id for c in self.states], mode))
 
 
-def trace_program(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any], placeholders: bool) -> ProgramIR:
+def trace_program(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
+                  placeholders: bool) -> ProgramIR:
     """Trace ``func(s, *args, **kwargs)``. With ``placeholders``, parameters not given become
     argument placeholders. Never raises for the program's own errors: they mark the IR dynamic."""
     ir = ProgramIR(name=getattr(func, "__name__", "program"))
@@ -203,7 +196,7 @@ def trace_program(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
         given = {p.name for p in params[: len(args)]} | set(kwargs)
         missing = [p.name for p in params if p.name not in given and p.default is inspect.Parameter.empty]
         kwargs = {**{name: _Placeholder("arg", name) for name in missing}, **kwargs}
-    state = TracerState(ir, [0])
+    state = TracerState(_Trace(ir))
     try:
         ret = func(state, *args, **kwargs)
         if ret is not None:

@@ -13,8 +13,8 @@ import zlib
 from typing import Any, Iterator, Optional
 
 from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.context import Context, is_batch
-from radixlm.runtime.program_executor import execute_program
+from radixlm.program.context import Context, is_batch
+from radixlm.program.graph_executor import execute_program
 
 CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -40,7 +40,8 @@ def token_id(piece: str) -> int:
 
 def prompt_text(context: Context) -> str:
     """A context's text: ids segments decoded through the pieces seen so far."""
-    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"]) for seg in context)
+    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"])
+                   for seg in context)
 
 
 def prompts(req: dict[str, Any]) -> list[str]:

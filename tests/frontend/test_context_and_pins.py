@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 import radixlm as sgl
-from radixlm.frontend.context import append_ids, append_text, continuation, to_ids, with_text
-from radixlm.runtime.program_executor import execute_program, plan_pins
+from radixlm.program.context import append_ids, append_text, continuation, to_ids, with_text
+from radixlm.program.graph_executor import execute_program, plan_pins
 from tests.frontend import programs
 from tests.frontend.fake_backend import FakeBackend, token_id
 
@@ -63,7 +63,8 @@ def test_generated_tokens_continue_as_ids(execution):
 
 def _graph(nodes):
     return {"version": 1, "name": "g", "nodes": [
-        {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op} for i, (p, t, op) in enumerate(nodes)]}
+        {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op}
+        for i, (p, t, op) in enumerate(nodes)]}
 
 
 GEN = {"type": "gen", "name": "x", "options": {"max_new_tokens": 2}}

@@ -56,7 +56,8 @@ def test_streaming_on_the_default_model(backend):
     chunks = list(state.text_iter("answer"))
     assert chunks and "".join(chunks) == state["answer"]
     assert "Madrid" in state["answer"]
-    state = programs.multi_turn.run(question_1="Tell me about Spain.", question_2="And Italy?", backend=backend,
+    state = programs.multi_turn.run(question_1="Tell me about Spain.", question_2="And Italy?",
+                                    backend=backend,
                                     stream=True, temperature=0)
     chunks = list(state.text_iter())
     assert len(chunks) > 8 and "".join(chunks) == state.text()

@@ -87,8 +87,10 @@ def test_streaming_chunks_concatenate_to_final_text(backend):
 
 def test_run_batch_order_and_async(backend):
     questions = [f"q{i}?" for i in range(6)]
-    singles = [programs.few_shot_qa.run(question=q, backend=backend, temperature=0)["answer"] for q in questions]
-    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=backend, temperature=0)
+    singles = [programs.few_shot_qa.run(question=q, backend=backend, temperature=0)["answer"]
+               for q in questions]
+    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=backend,
+                                           temperature=0)
     assert [s["answer"] for s in batch] == singles
 
     async def main():

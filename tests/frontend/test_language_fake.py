@@ -61,10 +61,12 @@ def test_roles_messages_and_default_system_prompt(fake):
     msgs = state.messages()
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant"]
     assert msgs[1]["content"] == "Hi." and msgs[2]["content"] == state["answer_1"]
-    assert state.text().startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi.")
+    assert state.text().startswith(
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi.")
     # Without a system turn, the template's own system prompt comes first, as in training.
     state = programs.role_blocks.run(question="Q?", backend=fake)
-    assert state.text().startswith("<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>")
+    assert state.text().startswith(
+        "<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>")
     assert state.messages()[0] == {"role": "user", "content": "Q?"}
 
 
@@ -189,6 +191,18 @@ def test_async_api(fake):
     assert one.execution_path == "graph" and dyn.execution_path == "interpreter"
 
 
+def test_run_and_arun_share_the_execution_rules():
+    no_graphs = FakeBackend(graphs=False)
+    with pytest.raises(sgl.UnsupportedFeatureError):
+        programs.few_shot_qa.run(question="x?", backend=no_graphs, execution="graph")
+    with pytest.raises(sgl.UnsupportedFeatureError):
+        asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, execution="graph"))
+    with pytest.raises(ValueError, match="execution must be one of"):
+        asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, execution="bogus"))
+    state = asyncio.run(programs.few_shot_qa.arun(question="x?", backend=no_graphs, temperature=0))
+    assert state.execution_path == "interpreter" and no_graphs.graph_runs == 0
+
+
 @pytest.mark.parametrize("prog,kwargs", programs.STATIC_CASES)
 def test_interpreter_and_graph_agree(fake, prog, kwargs):
     interp = prog.run(backend=fake, temperature=0, execution="interpreter", **kwargs)
@@ -265,14 +279,16 @@ def test_choice_methods(fake, method):
     state = prog.run(backend=fake)
     assert state["c"] in (" red", " green apple", " blue")
     meta = state.get_meta_info("c")
-    assert (meta["unconditional_token_logprobs"] is not None) == (method is sgl.unconditional_likelihood_normalized)
+    needs_unconditional = method is sgl.unconditional_likelihood_normalized
+    assert (meta["unconditional_token_logprobs"] is not None) == needs_unconditional
 
 
 def test_choice_method_math():
     lps = [[-1.0, -3.0], [-1.0], [-2.0]]
     assert sgl.token_length_normalized.decide(lps)[0] == 1
     assert sgl.greedy_token_selection.decide([[-1.0, -0.5], [-1.0], [-2.0]])[0] == 0
-    idx, scores = sgl.unconditional_likelihood_normalized.decide([[-1.0, -1.0], [-0.5]], [[-9.0, -0.1], [-0.1]])
+    idx, scores = sgl.unconditional_likelihood_normalized.decide([[-1.0, -1.0], [-0.5]],
+                                                                 [[-9.0, -0.1], [-0.1]])
     assert idx == 1 and scores == [pytest.approx(-0.95), pytest.approx(-0.5)]
 
 
@@ -309,7 +325,7 @@ def test_default_backend_and_server_calls(fake):
         assert sgl.flush_cache() is True
         assert "requests" in sgl.get_server_info()
     finally:
-        sgl.frontend.api._default_backend = None
+        sgl.frontend.default_backend._default_backend = None
     with pytest.raises(ValueError, match="set_default_backend"):
         programs.few_shot_qa.run(question="x?")
 

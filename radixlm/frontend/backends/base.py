@@ -1,6 +1,6 @@
 """The one interface through which the language talks to a runtime.
 
-A backend answers /generate-style requests (see ``radixlm.frontend.ops`` for their shape),
+A backend answers /generate-style requests (see ``radixlm.program.protocols`` for their shape),
 optionally streams them, optionally executes a whole compiled request graph next to the KV cache,
 and reports the chat template its model was trained with.
 """
@@ -10,10 +10,10 @@ import asyncio
 from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.chat_template import ChatTemplate, from_jinja, get_chat_template
-from radixlm.frontend.choices import method_name
-from radixlm.frontend.context import Context
 from radixlm.frontend.errors import UnsupportedFeatureError
-from radixlm.frontend.ops import Request, drive, select_protocol
+from radixlm.program.choices import method_name
+from radixlm.program.context import Context
+from radixlm.program.protocols import Request, drive, select_protocol
 
 
 class Backend:

@@ -7,17 +7,19 @@ from typing import Any, Coroutine, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
-from radixlm.frontend.context import is_batch, to_ids
-from radixlm.frontend.ops import Request
+from radixlm.program.context import is_batch, to_ids
+from radixlm.program.graph_executor import execute_program
+from radixlm.program.protocols import Request
+from radixlm.program.sampling import LOGPROB_KEYS
 
-_ENGINE_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs", "rid",
-                "pin_children", "unpin_rids")
+# Request fields passed to the engine as they are: logprob options and the graph executor's pins.
+_ENGINE_KEYS = LOGPROB_KEYS + ("rid", "pin_children", "unpin_rids")
 
 
 class EngineBackend(Backend):
     """Wraps an ``Engine`` (or builds one from a model name and runtime options).
 
-    Compiled programs run through ``radixlm.runtime.program_executor`` on the engine's asyncio
+    Compiled programs run through ``radixlm.program.graph_executor`` on the engine's asyncio
     API, exactly as the server runs ``POST /program``. Contexts (``input_segments``) become input
     ids here, each text segment tokenized on its own with the engine's tokenizer, as the server does.
     """
@@ -61,8 +63,6 @@ class EngineBackend(Backend):
         return run_coroutine(self.arun_graph(graph))
 
     async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
-        from radixlm.runtime.program_executor import execute_program
-
         return await execute_program(graph, self.agenerate)
 
     def model_info(self) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
-from radixlm.frontend.context import Context, as_text
 from radixlm.frontend.errors import UnsupportedFeatureError
-from radixlm.frontend.ops import Request
+from radixlm.program.context import Context, as_text
+from radixlm.program.protocols import Request
 
 # /generate sampling params -> OpenAI request fields (the rest go in ``extra_body`` when set).
 _STANDARD = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "n": "n",
@@ -45,8 +45,8 @@ class OpenAI(Backend):
         sampling = req.get("sampling_params", {})
         for feature in ("regex", "dtype"):
             if sampling.get(feature) is not None:
-                raise UnsupportedFeatureError(self.name, feature, "use RuntimeEndpoint or Runtime for constrained "
-                                              "generation with a regex or a type")
+                raise UnsupportedFeatureError(self.name, feature, "use RuntimeEndpoint or Runtime for "
+                                              "constrained generation with a regex or a type")
         if req.get("logprob_start_len", -1) >= 0 or sampling.get("max_new_tokens") == 0:
             raise UnsupportedFeatureError(self.name, "prompt logprobs")
 
@@ -59,7 +59,8 @@ class OpenAI(Backend):
                 body[_STANDARD[key]] = val
             elif key == "json_schema":
                 schema = json.loads(val) if isinstance(val, str) else val
-                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": "output", "schema": schema}}
             elif _NEUTRAL.get(key, object()) != val:
                 extra[key] = val
         if req.get("return_logprob"):
@@ -107,7 +108,8 @@ class OpenAI(Backend):
         """No prompt scoring over this API: generate greedily and take the choice sharing the
         longest prefix with the output (ties: the first)."""
         longest = max(len(c) for c in choices)
-        req = {"input_segments": list(context), "messages": (messages or []) + [{"role": "assistant", "content": ""}],
+        req = {"input_segments": list(context),
+               "messages": (messages or []) + [{"role": "assistant", "content": ""}],
                "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0}}
         if messages and messages[-1]["role"] == "assistant":
             req["messages"] = messages

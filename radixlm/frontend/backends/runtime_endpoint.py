@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Union
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
-from radixlm.frontend.ops import Request
+from radixlm.program.protocols import Request
 
 
 class RuntimeEndpoint(Backend):
@@ -59,8 +59,8 @@ class RuntimeEndpoint(Backend):
         return await self._apost("/generate", req)
 
     def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
-        with self._session.post(self.base_url + "/generate", json={**req, "stream": True}, headers=self._headers(),
-                                stream=True, timeout=self.timeout) as resp:
+        with self._session.post(self.base_url + "/generate", json={**req, "stream": True},
+                                headers=self._headers(), stream=True, timeout=self.timeout) as resp:
             _raise_for_status(resp.status_code, resp.text if resp.status_code >= 400 else "", "/generate")
             for line in resp.iter_lines(decode_unicode=True):
                 if not line or not line.startswith("data:"):
@@ -113,7 +113,8 @@ class RuntimeEndpoint(Backend):
         return self._request("GET", "/get_server_info")
 
     def flush_cache(self) -> Any:
-        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(), timeout=self.timeout)
+        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(),
+                                  timeout=self.timeout)
         _raise_for_status(resp.status_code, resp.text, "/flush_cache")
         return resp.text
 

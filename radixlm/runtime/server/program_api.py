@@ -5,7 +5,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from radixlm.runtime.program_executor import execute_program
+from radixlm.program.graph_executor import execute_program
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
 from radixlm.runtime.server.native_api import group_result
@@ -17,7 +17,7 @@ router = APIRouter()
 
 @router.post("/program")
 async def run_program(request: Request) -> Any:
-    """Body ``{"graph": <request graph, see radixlm.runtime.program_executor>}``; answers
+    """Body ``{"graph": <request graph, see radixlm.program.graph_executor>}``; answers
     ``{"results": [...]}``. Every node's generation goes straight to the scheduler."""
     tm: TokenizerManager = request.app.state.tokenizer_manager
     body = await read_json(request)

@@ -1,5 +1,7 @@
 """Executes a compiled request graph next to the runtime (``POST /program`` and the in-process Engine).
 
+The language's compiler (in the frontend) writes these graphs.
+
 Request graph format (JSON, version 1)::
 
     {"version": 1, "name": "<program name>",
@@ -21,7 +23,7 @@ Request graph format (JSON, version 1)::
 
 A node's context is its parent's context, then its ``extend`` segments (a ``{"ids": [...]}``
 segment appends token ids), then what its op produced: a gen's output token ids, a select's choice
-text (the rules are ``radixlm.frontend.context``'s, shared with the interpreter). Contexts travel to
+text (the rules are ``radixlm.program.context``'s, shared with the interpreter). Contexts travel to
 the runtime as ``input_segments``. ``options`` are /generate sampling parameters plus
 ``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``, ``return_text_in_logprobs``. Nodes
 whose parents and variable sources are done run concurrently, so sibling forks batch together in
@@ -41,7 +43,7 @@ Result::
     {"results": [{"node": 3, "name": "answer", "value": " 4", "meta_info": {...}}, ...]}
 
 ``gen`` and ``select`` run exactly the request protocols of the interpreter
-(``radixlm.frontend.ops``), so under greedy decoding both paths give identical variables.
+(``radixlm.program.protocols``), so under greedy decoding both paths give identical variables.
 """
 from __future__ import annotations
 
@@ -50,10 +52,13 @@ import uuid
 from collections import defaultdict
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
-from radixlm.frontend.context import Context, append_ids, append_text, extend
-from radixlm.frontend.ops import adrive, gen_protocol, select_protocol
+from radixlm.program.context import Context, append_ids, append_text, extend
+from radixlm.program.protocols import adrive, gen_protocol, select_protocol
 
 Generate = Callable[[dict[str, Any]], Awaitable[Any]]
+
+#: The request graph format version this module executes (and the compiler writes).
+GRAPH_VERSION = 1
 
 
 async def execute_program(graph: dict[str, Any], generate: Generate) -> dict[str, Any]:
@@ -66,8 +71,8 @@ async def execute_program(graph: dict[str, Any], generate: Generate) -> dict[str
 async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> AsyncIterator[dict[str, Any]]:
     """Like ``execute_program`` but yields each result event as its node finishes."""
     nodes = graph.get("nodes")
-    if graph.get("version") != 1 or not isinstance(nodes, list):
-        raise ValueError("not a version 1 request graph")
+    if graph.get("version") != GRAPH_VERSION or not isinstance(nodes, list):
+        raise ValueError(f"not a version {GRAPH_VERSION} request graph")
     pins = plan_pins(nodes, uuid.uuid4().hex)
     contexts: dict[int, asyncio.Future] = {}
     values: dict[int, asyncio.Future] = {}

@@ -6,7 +6,7 @@ generator that yields /generate-style request dicts and receives their responses
 ``adrive`` run one against a synchronous or asynchronous ``generate`` callable.
 
 Request dicts follow the native ``/generate`` API: ``input_segments`` (a context, see
-``radixlm.frontend.context``, or a list of contexts for a batch), ``sampling_params``,
+``radixlm.program.context``, or a list of contexts for a batch), ``sampling_params``,
 ``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``, ``return_text_in_logprobs``.
 Responses are ``{"text", "output_ids", "meta_info"}`` (a list for a batch or ``n > 1``); logprob
 entries are ``[logprob, token_id, text-or-None]``. Protocols return an ``Outcome``: the value, its
@@ -14,11 +14,11 @@ meta info and the segments it adds to the context (a gen's token ids, a select's
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Generator, NamedTuple, Optional
+from typing import Any, Awaitable, Callable, Generator, NamedTuple, Optional, TypeVar
 
-from radixlm.frontend.choices import METHODS
-from radixlm.frontend.context import Context, continuation, with_text
-from radixlm.frontend.ir import LOGPROB_KEYS, SAMPLING_KEYS
+from radixlm.program.choices import METHODS
+from radixlm.program.context import Context, continuation, with_text
+from radixlm.program.sampling import LOGPROB_KEYS, SAMPLING_KEYS
 
 Request = dict[str, Any]
 
@@ -32,21 +32,11 @@ class Outcome(NamedTuple):
 
 
 Protocol = Generator[Request, Any, Outcome]
+T = TypeVar("T")
 
 # Tokens before the prefix's end that are re-scored in select: a choice can merge with the last
 # few characters of the prefix into one token (for example "...answer:" + "yes" -> ":yes").
 BOUNDARY_SLACK = 4
-
-_SGL_TO_RUNTIME = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}
-
-
-def sampling_options(defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Merge run-level defaults and a gen's own options (the gen's win) into request options."""
-    merged = {**defaults}
-    for key, val in params.items():
-        if val is not None:
-            merged[_SGL_TO_RUNTIME.get(key, key)] = val
-    return merged
 
 
 def gen_request(context: Context, options: dict[str, Any]) -> Request:
@@ -162,8 +152,9 @@ def _align(uncond: list[float], n: int) -> list[float]:
     return [0.0] * (n - len(uncond)) + uncond
 
 
-def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> Outcome:
-    """Run a protocol against a synchronous ``generate``."""
+def drive(protocol: Generator[Any, Any, T], generate: Callable[[Any], Any]) -> T:
+    """Run a protocol against a synchronous ``generate``: each yielded request is answered with
+    ``generate(request)``; the protocol's return value is returned."""
     try:
         req = next(protocol)
         while True:
@@ -172,8 +163,8 @@ def drive(protocol: Protocol, generate: Callable[[Request], Any]) -> Outcome:
         return done.value
 
 
-async def adrive(protocol: Protocol, generate: Callable[[Request], Awaitable[Any]]) -> Outcome:
-    """Run a protocol against an asynchronous ``generate``."""
+async def adrive(protocol: Generator[Any, Any, T], generate: Callable[[Any], Awaitable[Any]]) -> T:
+    """``drive`` against an asynchronous ``generate``."""
     try:
         req = next(protocol)
         while True:

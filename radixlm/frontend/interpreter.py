@@ -1,10 +1,13 @@
 """The interpreter: runs a program's expressions eagerly, one executor per program state.
 
-Each executor owns a state's text, model context (``radixlm.frontend.context``: the text plus
+Each executor owns a state's text, model context (``radixlm.program.context``: the text plus
 each gen's token ids), messages and variables. Expressions are queued and executed in
 order on a worker thread (or inline), so ``s += gen(...)`` returns at once and ``s["x"]`` waits only
 for ``x``. A failure is kept with its cause and re-raised from ``s[...]``, ``sync()`` and ``run()``;
 nothing is swallowed.
+
+After a compiled run, the same executors replay the program with the graph's results
+(``replay_table``) instead of calling the backend, which rebuilds the state (text, messages, forks).
 """
 from __future__ import annotations
 
@@ -15,15 +18,41 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.chat_template import ChatTemplate
-from radixlm.frontend.context import Context, extend
+from radixlm.frontend.chat_template import ChatTemplate, Turns
 from radixlm.frontend.errors import ProgramError
-from radixlm.frontend.ir import (Argument, Constant, Expr, Gen, Image, RoleBegin, RoleEnd, Select, VarRef,
-                                 as_expr)
-from radixlm.frontend.ops import drive, gen_outcome, gen_protocol, gen_request, sampling_options
+from radixlm.frontend.ir import (
+    Argument,
+    Constant,
+    Expr,
+    Gen,
+    Image,
+    RoleBegin,
+    RoleEnd,
+    Select,
+    VarKey,
+    VarRef,
+    VarVersions,
+    as_expr,
+)
+from radixlm.program.context import Context, extend
+from radixlm.program.protocols import drive, gen_outcome, gen_protocol, gen_request
+from radixlm.program.sampling import sampling_options
 
 #: ``(state id, op index)`` -> ``(value, meta_info)``: results of a compiled run, replayed here.
 Replay = dict[tuple[int, int], tuple[Any, dict[str, Any]]]
+
+
+def replay_table(graph: dict[str, Any], result: dict[str, Any]) -> Replay:
+    """The replay table of an executed request graph: the results of its gen and select nodes by
+    state and op index, which the interpreter replays to rebuild the ``ProgramState`` (text,
+    messages, forks) locally."""
+    by_id = {r["node"]: r for r in result["results"]}
+    table: Replay = {}
+    for node in graph["nodes"]:
+        if "op_index" in node:
+            r = by_id[node["id"]]
+            table[(node["state"], node["op_index"])] = (r["value"], r.get("meta_info", {}))
+    return table
 
 
 @dataclass
@@ -35,7 +64,9 @@ class RunContext:
     chat_template: ChatTemplate
     stream: bool = False
     replay: Optional[Replay] = None
-    var_refs: dict[str, Any] = field(default_factory=dict)  # VarRef key -> value (replay only)
+    var_refs: dict[VarKey, Any] = field(default_factory=dict)  # each generation's value, for VarRef reads
+    # NOTE: shared by the states' worker threads; safe because each thread numbers only its own state's keys.
+    versions: VarVersions = field(default_factory=VarVersions)
     executors: list["StreamExecutor"] = field(default_factory=list)
     _ids: Any = field(default_factory=itertools.count)
 
@@ -62,12 +93,10 @@ class StreamExecutor:
         self.meta_info: dict[str, Any] = {}
         self.error_: Optional[BaseException] = None
         self._var_events: dict[str, threading.Event] = {}
-        self._role: Optional[str] = None
-        self._role_start = 0
-        self._roles_seen = False
+        self._turns = Turns(ctx.chat_template)
+        self._role_start = 0  # where the open turn's content starts in text_
         self._op_index = 0
         self._fork_point = 0
-        self._versions: dict[str, int] = {}
         # Streaming: every appended piece of text as (variable name or None, chunk).
         self._chunks: list[tuple[Optional[str], str]] = []
         self._cond = threading.Condition()
@@ -85,8 +114,8 @@ class StreamExecutor:
             raise RuntimeError("this program has finished; run another program to continue")
         leaves = as_expr(expr).flatten()
         for leaf in leaves:
-            if isinstance(leaf, (Gen, Select)) and leaf.name is not None:
-                self._var_events.setdefault(leaf.name, threading.Event()).clear()
+            if leaf.output_var is not None:
+                self._var_events.setdefault(leaf.output_var, threading.Event()).clear()
         if self._queue is not None:
             self._queue.put(leaves)
         else:
@@ -140,7 +169,7 @@ class StreamExecutor:
 
     def _raise_if_failed(self) -> None:
         if self.error_ is not None:
-            raise ProgramError(f"program failed: {type(self.error_).__name__}: {self.error_}") from self.error_
+            raise ProgramError.wrapping(self.error_) from self.error_
 
     # ---- variables --------------------------------------------------------------------------
     def get_var(self, name: str) -> Any:
@@ -200,9 +229,7 @@ class StreamExecutor:
     def _store(self, name: Optional[str], value: Any, meta: dict[str, Any]) -> None:
         if name is None:
             return
-        version = self._versions.get(name, 0)
-        self._versions[name] = version + 1
-        self.ctx.var_refs[f"{self.state_id}.{name}.{version}"] = value
+        self.ctx.var_refs[self.ctx.versions.next_key(self.state_id, name)] = value
         self.variables[name] = value
         self.meta_info[name] = meta
         self._var_events.setdefault(name, threading.Event()).set()
@@ -262,8 +289,8 @@ class StreamExecutor:
     def _messages_for_request(self) -> list[dict[str, str]]:
         """Finished turns plus the open one (its content so far), for chat-completion APIs."""
         msgs = list(self.messages_)
-        if self._role is not None:
-            msgs.append({"role": self._role, "content": self.text_[self._role_start:]})
+        if self._turns.open_role is not None:
+            msgs.append({"role": self._turns.open_role, "content": self.text_[self._role_start:]})
         return msgs
 
     def _backend(self) -> Backend:
@@ -273,19 +300,13 @@ class StreamExecutor:
 
     # ---- roles ------------------------------------------------------------------------------
     def _role_begin(self, role: str) -> None:
-        if self._role is not None:
-            raise ValueError(f"{role}_begin() inside an open {self._role} turn; end it first")
-        self._append(self.ctx.chat_template.begin_text(role, first_turn=not self._roles_seen))
-        self._roles_seen = True
-        self._role = role
+        self._append(self._turns.begin(role))
         self._role_start = len(self.text_)
 
     def _role_end(self, role: str) -> None:
-        if self._role != role:
-            raise ValueError(f"{role}_end() without a matching {role}_begin()")
+        suffix = self._turns.end(role)
         self.messages_.append({"role": role, "content": self.text_[self._role_start:]})
-        self._append(self.ctx.chat_template.suffix(role))
-        self._role = None
+        self._append(suffix)
 
     # ---- fork and join ----------------------------------------------------------------------
     def fork(self, size: int) -> list["StreamExecutor"]:
@@ -301,7 +322,7 @@ class StreamExecutor:
             child.messages_ = list(self.messages_)
             child.variables = dict(self.variables)
             child.meta_info = dict(self.meta_info)
-            child._role, child._role_start, child._roles_seen = self._role, self._role_start, self._roles_seen
+            child._turns, child._role_start = self._turns.copy(), self._role_start
             child._fork_point = len(self.text_)
             children.append(child)
         return children

@@ -65,7 +65,9 @@ token_length_normalized = ChoicesSamplingMethod("token_length_normalized")
 greedy_token_selection = ChoicesSamplingMethod("greedy_token_selection")
 unconditional_likelihood_normalized = ChoicesSamplingMethod("unconditional_likelihood_normalized")
 
-METHODS = {m.name: m for m in (token_length_normalized, greedy_token_selection, unconditional_likelihood_normalized)}
+METHODS = {
+    m.name: m for m in (token_length_normalized, greedy_token_selection, unconditional_likelihood_normalized)
+}
 
 
 def method_name(method: "ChoicesSamplingMethod | str | None") -> str:
