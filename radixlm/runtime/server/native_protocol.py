@@ -58,8 +58,6 @@ def parse_generate(body: Any) -> GenerateRequest:
         values = {name: _per_item(body, name, i, n, is_batch) for name in _PER_ITEM}
         sampling_params = _sampling_params(values["sampling_params"])
         pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
-        if pin_children and sampling_params.n != 1:
-            raise ApiError("pin_children needs n == 1", param="pin_children")
         items.append(GenerateItem(
             sampling_params=sampling_params,
             text=prompt if key == "text" else None,

@@ -32,6 +32,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
+from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -66,8 +67,8 @@ class TokenizerManager:
                  chat_template: Optional[str] = None) -> None:
         self.tokenizer = tokenizer
         self.model_info = model_info
-        self.context_length = int(model_info["context_length"])
-        self.vocab_size = int(model_info.get("vocab_size") or len(tokenizer))
+        self.limits = ModelLimits.from_model_info(model_info)
+        self.context_length = self.limits.context_length
         self.chat_template = chat_template
         ctx = zmq.asyncio.Context()
         self._push = zmq_socket(ctx, zmq.PUSH, addrs.scheduler, bind=False)
@@ -98,29 +99,39 @@ class TokenizerManager:
             raise ApiError(f"cannot apply the chat template: {e}") from e
 
     def tokenize(self, item: GenerateItem) -> list[int]:
-        """The prompt's ids; 400 when empty, out of vocabulary or longer than the context. Text
-        segments are tokenized one by one without special tokens."""
+        """The prompt's ids. Text segments are tokenized one by one without special tokens."""
         if item.input_segments is not None:
-            ids = []
+            ids: list[int] = []
             for seg in item.input_segments:
-                ids.extend(self._check_ids(seg["ids"]) if "ids" in seg
-                           else self.tokenizer.encode(seg["text"], add_special_tokens=False))
-        elif item.input_ids is not None:
-            ids = self._check_ids(item.input_ids)
-        else:
-            ids = self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
-        if not ids:
-            raise ApiError("the prompt is empty")
-        if len(ids) >= self.context_length:
-            raise ApiError(f"the prompt has {len(ids)} tokens; the model's context length is "
-                           f"{self.context_length} (the prompt and the output must fit in it)")
-        return ids
+                ids.extend(seg["ids"] if "ids" in seg else self.tokenizer.encode(seg["text"], add_special_tokens=False))
+            return ids
+        if item.input_ids is not None:
+            return list(item.input_ids)
+        return self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
 
-    def _check_ids(self, ids: list[int]) -> list[int]:
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ApiError(f"input ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}")
-        return ids
+    def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
+        """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
+        ids = self.tokenize(item)
+        req = TokenizedGenerateReq(
+            rid=rid,
+            input_ids=np.asarray(ids, dtype=np.int32),
+            sampling_params=item.sampling_params,
+            return_logprob=item.return_logprob,
+            logprob_start_len=item.logprob_start_len,
+            top_logprobs_num=item.top_logprobs_num,
+            stream=stream,
+            input_text=item.text,
+            pin_children=item.pin_children,
+            unpin_rids=list(item.unpin_rids),
+        )
+        try:
+            validate_request(req, self.limits)
+        except InvalidRequest as e:
+            raise ApiError(str(e), param=e.param) from e
+        if item.fill_context:
+            params = dataclasses.replace(req.sampling_params, max_new_tokens=self.context_length - len(ids))
+            req = dataclasses.replace(req, sampling_params=params)
+        return req
 
     async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
         """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
@@ -132,23 +143,7 @@ class TokenizerManager:
             rid = item.rid or uuid.uuid4().hex
             if rid in self._by_rid or any(r == rid for r, _ in requests):
                 raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
-            ids = self.tokenize(item)
-            params = item.sampling_params
-            if item.fill_context:
-                params = dataclasses.replace(params, max_new_tokens=self.context_length - len(ids))
-            req = TokenizedGenerateReq(
-                rid=rid,
-                input_ids=np.asarray(ids, dtype=np.int32),
-                sampling_params=params,
-                return_logprob=item.return_logprob,
-                logprob_start_len=item.logprob_start_len,
-                top_logprobs_num=item.top_logprobs_num,
-                stream=stream,
-                input_text=item.text,
-                pin_children=item.pin_children,
-                unpin_rids=list(item.unpin_rids),
-            )
-            requests.append((rid, req))
+            requests.append((rid, self.build_request(item, rid, stream)))
         for rid, req in requests:
             samples = []
             for sample_req in expand_parallel_samples(req):
