@@ -126,10 +126,9 @@ def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerate
     n = req.sampling_params.n
     if n == 1:
         return [req]
+    seed = req.sampling_params.seed
     out = []
     for i in range(n):
-        params = dataclasses.replace(req.sampling_params, n=1)
-        if params.seed is not None:
-            params.seed = params.seed + i
+        params = dataclasses.replace(req.sampling_params, n=1, seed=None if seed is None else seed + i)
         out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", sampling_params=params))
     return out

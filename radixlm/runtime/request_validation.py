@@ -6,7 +6,7 @@ scheduler keeps only what needs its own state (whether the request can ever fit 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -34,6 +34,15 @@ class InvalidRequest(ValueError):
         self.param = param
 
 
+def prompt_ids_array(ids: Sequence[int], limits: ModelLimits) -> np.ndarray:
+    """``ids`` as the int32 array a request carries; an id outside the vocabulary (one too large for
+    int32 included) raises ``InvalidRequest``."""
+    bad = [i for i in ids if not 0 <= i < limits.vocab_size]
+    if bad:
+        raise _outside_vocabulary(bad, limits)
+    return np.asarray(ids, dtype=np.int32)
+
+
 def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
     """Raise ``InvalidRequest`` (a ``ValueError``) naming the first problem of ``req``; call it
     before ``expand_parallel_samples`` splits off the ``n`` samples.
@@ -48,8 +57,7 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
         raise InvalidRequest("the prompt is empty: at least one token is needed")
     bad = ids[(ids < 0) | (ids >= limits.vocab_size)]
     if len(bad):
-        raise InvalidRequest(f"input_ids outside the vocabulary [0, {limits.vocab_size}): {bad[:5].tolist()}",
-                             "input_ids")
+        raise _outside_vocabulary(bad.tolist(), limits)
     if n >= limits.context_length:
         raise InvalidRequest(f"the prompt has {n} tokens, but the model's context length is "
                              f"{limits.context_length} (the prompt and one new token must fit in it)")
@@ -63,3 +71,8 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
         raise InvalidRequest("pin_children must be an integer >= 0", "pin_children")
     if req.pin_children and req.sampling_params.n != 1:
         raise InvalidRequest("pin_children needs n == 1", "pin_children")
+
+
+def _outside_vocabulary(bad: list[int], limits: ModelLimits) -> InvalidRequest:
+    message = f"input_ids outside the vocabulary [0, {limits.vocab_size}): {bad[:5]}"
+    return InvalidRequest(message, "input_ids")

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
-from radixlm.runtime.request_validation import ModelLimits, validate_request
+from radixlm.runtime.request_validation import ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
 
 Prompt = Union[str, list[str], None]
@@ -42,7 +42,7 @@ class GenerateArgs:
         for ids, text, p, rid in zip(ids_list, texts, params, rids):
             req = TokenizedGenerateReq(
                 rid=rid or new_rid(),
-                input_ids=np.asarray(ids, dtype=np.int32),
+                input_ids=prompt_ids_array(ids, limits),
                 sampling_params=p,
                 return_logprob=self.return_logprob,
                 logprob_start_len=self.logprob_start_len,

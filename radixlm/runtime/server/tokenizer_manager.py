@@ -15,7 +15,6 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-import numpy as np
 import zmq
 import zmq.asyncio
 
@@ -32,7 +31,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
-from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, validate_request
+from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -103,7 +102,8 @@ class TokenizerManager:
         if item.input_segments is not None:
             ids: list[int] = []
             for seg in item.input_segments:
-                ids.extend(seg["ids"] if "ids" in seg else self.tokenizer.encode(seg["text"], add_special_tokens=False))
+                ids.extend(seg["ids"] if "ids" in seg
+                           else self.tokenizer.encode(seg["text"], add_special_tokens=False))
             return ids
         if item.input_ids is not None:
             return list(item.input_ids)
@@ -111,26 +111,26 @@ class TokenizerManager:
 
     def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
         """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
-        ids = self.tokenize(item)
-        req = TokenizedGenerateReq(
-            rid=rid,
-            input_ids=np.asarray(ids, dtype=np.int32),
-            sampling_params=item.sampling_params,
-            return_logprob=item.return_logprob,
-            logprob_start_len=item.logprob_start_len,
-            top_logprobs_num=item.top_logprobs_num,
-            stream=stream,
-            input_text=item.text,
-            pin_children=item.pin_children,
-            unpin_rids=list(item.unpin_rids),
-        )
         try:
+            req = TokenizedGenerateReq(
+                rid=rid,
+                input_ids=prompt_ids_array(self.tokenize(item), self.limits),
+                sampling_params=item.sampling_params,
+                return_logprob=item.return_logprob,
+                logprob_start_len=item.logprob_start_len,
+                top_logprobs_num=item.top_logprobs_num,
+                stream=stream,
+                input_text=item.text,
+                pin_children=item.pin_children,
+                unpin_rids=list(item.unpin_rids),
+            )
             validate_request(req, self.limits)
         except InvalidRequest as e:
             raise ApiError(str(e), param=e.param) from e
         if item.fill_context:
-            params = dataclasses.replace(req.sampling_params, max_new_tokens=self.context_length - len(ids))
-            req = dataclasses.replace(req, sampling_params=params)
+            room = self.context_length - len(req.input_ids)
+            req = dataclasses.replace(req, sampling_params=dataclasses.replace(req.sampling_params,
+                                                                               max_new_tokens=room))
         return req
 
     async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
@@ -148,7 +148,8 @@ class TokenizerManager:
             samples = []
             for sample_req in expand_parallel_samples(req):
                 text_fn = self.token_text if logprob_text else None
-                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids), text_fn)
+                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids),
+                                     text_fn)
                 group.samples.append(sample)
                 samples.append(sample)
                 self._samples[sample_req.rid] = sample
@@ -203,7 +204,8 @@ class TokenizerManager:
                 for out in msg.outs:
                     self._on_output(out)
             elif isinstance(msg, SchedulerDied):
-                last_line = msg.traceback.strip().splitlines()[-1] if msg.traceback.strip() else "unknown error"
+                lines = msg.traceback.strip().splitlines()
+                last_line = lines[-1] if lines else "unknown error"
                 self.fail(f"the {msg.where} process died: {last_line}", msg.traceback)
             else:
                 waiting = self._replies.get(type(msg))
