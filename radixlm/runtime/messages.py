@@ -39,6 +39,14 @@ class AbortReq:
 
 
 @dataclass
+class ReleasePinsReq:
+    """A child request that the front end rejected (so it never reaches the scheduler): release one
+    unit of each parent pin named in ``unpin_rids``, as its admission would have."""
+
+    unpin_rids: list[str]
+
+
+@dataclass
 class FlushCacheReq:
     pass
 

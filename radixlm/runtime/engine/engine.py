@@ -23,7 +23,13 @@ from radixlm.runtime.engine.loop import (
     GenerateSubmission,
     SchedulerCall,
 )
-from radixlm.runtime.messages import AbortReq, FlushCacheReq, GetStatsReq, TokenizedGenerateReq
+from radixlm.runtime.messages import (
+    AbortReq,
+    FlushCacheReq,
+    GetStatsReq,
+    ReleasePinsReq,
+    TokenizedGenerateReq,
+)
 from radixlm.runtime.request_validation import ModelLimits
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
@@ -132,7 +138,10 @@ class Engine:
 
     # ---- plumbing ------------------------------------------------------------------------------
     def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
-        return args.to_requests(self.tokenizer, self.limits, self._new_rid)
+        return args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+
+    def _release_pins(self, unpin_rids: list[str]) -> None:
+        self._loop.post(SchedulerCall(ReleasePinsReq(unpin_rids)))
 
     def _new_rid(self) -> str:
         return f"eng-{next(self._rid_counter)}-{uuid.uuid4().hex[:8]}"

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
-from radixlm.runtime.request_validation import ModelLimits, prompt_ids_array, validate_request
+from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
 
 Prompt = Union[str, list[str], None]
@@ -31,29 +31,36 @@ class GenerateArgs:
     pin_children: int = 0
     unpin_rids: Optional[list[str]] = None
 
-    def to_requests(self, tokenizer: Any, limits: ModelLimits,
-                    new_rid: Callable[[], str]) -> tuple[list[TokenizedGenerateReq], bool]:
+    def to_requests(self, tokenizer: Any, limits: ModelLimits, new_rid: Callable[[], str],
+                    release_pins: Callable[[list[str]], None]) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked scheduler requests (``n`` samples split off) and whether the caller gets a
-        single result rather than a list. Raises ``ValueError`` naming the problem."""
+        single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
+        the model cannot serve rejects the call, ``release_pins`` gets ``unpin_rids`` once per
+        sample that will not be admitted."""
         ids_list, texts, single = self._prompts(tokenizer)
         params = self._params(len(ids_list))
         rids = self.rid if isinstance(self.rid, list) else [self.rid] * len(ids_list)
         reqs: list[TokenizedGenerateReq] = []
-        for ids, text, p, rid in zip(ids_list, texts, params, rids):
-            req = TokenizedGenerateReq(
-                rid=rid or new_rid(),
-                input_ids=prompt_ids_array(ids, limits),
-                sampling_params=p,
-                return_logprob=self.return_logprob,
-                logprob_start_len=self.logprob_start_len,
-                top_logprobs_num=self.top_logprobs_num,
-                stream=self.stream,
-                input_text=text,
-                pin_children=self.pin_children,
-                unpin_rids=list(self.unpin_rids or []),
-            )
-            validate_request(req, limits)
-            reqs.extend(expand_parallel_samples(req))
+        try:
+            for ids, text, p, rid in zip(ids_list, texts, params, rids):
+                req = TokenizedGenerateReq(
+                    rid=rid or new_rid(),
+                    input_ids=prompt_ids_array(ids, limits),
+                    sampling_params=p,
+                    return_logprob=self.return_logprob,
+                    logprob_start_len=self.logprob_start_len,
+                    top_logprobs_num=self.top_logprobs_num,
+                    stream=self.stream,
+                    input_text=text,
+                    pin_children=self.pin_children,
+                    unpin_rids=list(self.unpin_rids or []),
+                )
+                validate_request(req, limits)
+                reqs.extend(expand_parallel_samples(req))
+        except InvalidRequest:
+            for _ in range(sum(p.n for p in params) if self.unpin_rids else 0):
+                release_pins(list(self.unpin_rids or []))
+            raise
         if len(reqs) > 1:
             single = False
         if self.stream and len(reqs) != 1:

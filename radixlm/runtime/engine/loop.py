@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from radixlm.runtime.engine.tracker import RequestTracker, Sink
-from radixlm.runtime.messages import AbortReq, FlushCacheReq, GetStatsReq, TokenizedGenerateReq
+from radixlm.runtime.messages import (
+    AbortReq,
+    FlushCacheReq,
+    GetStatsReq,
+    ReleasePinsReq,
+    TokenizedGenerateReq,
+)
 from radixlm.runtime.response_builder import TokenText
 
 logger = logging.getLogger(__name__)
@@ -35,7 +41,7 @@ class GenerateSubmission:
 class SchedulerCall:
     """A control message for the scheduler; ``reply`` (when given) gets its answer or exception."""
 
-    msg: Union[AbortReq, FlushCacheReq, GetStatsReq]
+    msg: Union[AbortReq, FlushCacheReq, GetStatsReq, ReleasePinsReq]
     reply: Optional[Future] = None
 
 

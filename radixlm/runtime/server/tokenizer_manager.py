@@ -25,6 +25,7 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    ReleasePinsReq,
     ReqTextOut,
     SchedulerDied,
     StatsOut,
@@ -139,11 +140,15 @@ class TokenizerManager:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
         requests: list[tuple[str, TokenizedGenerateReq]] = []
-        for item in items:
-            rid = item.rid or uuid.uuid4().hex
-            if rid in self._by_rid or any(r == rid for r, _ in requests):
-                raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
-            requests.append((rid, self.build_request(item, rid, stream)))
+        try:
+            for item in items:
+                rid = item.rid or uuid.uuid4().hex
+                if rid in self._by_rid or any(r == rid for r, _ in requests):
+                    raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
+                requests.append((rid, self.build_request(item, rid, stream)))
+        except ApiError:
+            await self._release_parent_pins(items)
+            raise
         for rid, req in requests:
             samples = []
             for sample_req in expand_parallel_samples(req):
@@ -156,6 +161,12 @@ class TokenizerManager:
                 await self._push.send_pyobj(sample_req)
             self._by_rid[rid] = samples
         return group
+
+    async def _release_parent_pins(self, rejected: list[GenerateItem]) -> None:
+        """Rejected children are never admitted: release their parents' pins (once per sample)."""
+        for item in rejected:
+            for _ in range(item.sampling_params.n if item.unpin_rids else 0):
+                await self._push.send_pyobj(ReleasePinsReq(list(item.unpin_rids)))
 
     async def abort(self, group: ReqGroup) -> None:
         """Abort every unfinished sample of ``group`` (client gone); the scheduler frees its KV."""
