@@ -5,6 +5,7 @@ ints pickle ~4x slower). The scheduler dispatches on the message type through on
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -38,6 +39,14 @@ class AbortReq:
 
 
 @dataclass
+class ReleasePinsReq:
+    """A child request that the front end rejected (so it never reaches the scheduler): release one
+    unit of each parent pin named in ``unpin_rids``, as its admission would have."""
+
+    unpin_rids: list[str]
+
+
+@dataclass
 class FlushCacheReq:
     pass
 
@@ -47,15 +56,13 @@ class GetStatsReq:
     pass
 
 
-@dataclass
-class ProgramGraphReq:
-    """A compiled request graph to execute next to the KV cache (the language's ``POST /program``)."""
-
-    rid: str
-    graph: Any
-
-
 # ---- Scheduler -> Detokenizer / Engine ------------------------------------------------------
+# The logprob fields of ``ReqTokenOut``, passed on as deltas (only the new positions).
+LOGPROB_FIELDS = (
+    "input_token_logprobs", "input_top_logprobs", "output_token_logprobs", "output_top_logprobs",
+)
+
+
 @dataclass
 class ReqTokenOut:
     """New tokens of one request since its last output."""
@@ -63,11 +70,13 @@ class ReqTokenOut:
     rid: str
     new_token_ids: np.ndarray  # int32
     finished: bool
-    finish_reason: Optional[dict[str, Any]]  # {"type": "stop", "matched": ...} | {"type": "length", ...} | {"type": "abort", "message": ...}
+    # {"type": "stop", "matched": ...} | {"type": "length", ...} | {"type": "abort", "message": ...}
+    finish_reason: Optional[dict[str, Any]]
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
-    # logprobs (present only when asked): lists of (logprob, token_id), top: list per position of list[(logprob, id)]
+    # logprobs (present only when asked): lists of (logprob, token_id); top: per position a list
+    # of (logprob, token_id)
     input_token_logprobs: Optional[list[tuple[Optional[float], int]]] = None
     input_top_logprobs: Optional[list[Optional[list[tuple[float, int]]]]] = None
     output_token_logprobs: Optional[list[tuple[float, int]]] = None  # only the new tokens
@@ -122,15 +131,12 @@ class SchedulerDied:
 def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerateReq]:
     """Split ``n > 1`` into ``n`` requests ``{rid}-{i}`` (seeds ``seed + i``), sharing the prompt's
     KV through the radix cache. Front ends merge the outputs back in order."""
-    import dataclasses
-
     n = req.sampling_params.n
     if n == 1:
         return [req]
+    seed = req.sampling_params.seed
     out = []
     for i in range(n):
-        params = dataclasses.replace(req.sampling_params, n=1)
-        if params.seed is not None:
-            params.seed = params.seed + i
+        params = dataclasses.replace(req.sampling_params, n=1, seed=None if seed is None else seed + i)
         out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", sampling_params=params))
     return out

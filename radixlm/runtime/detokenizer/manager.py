@@ -7,11 +7,7 @@ from typing import Any
 import numpy as np
 
 from radixlm.runtime.detokenizer.incremental import IncrementalDetokenizer
-from radixlm.runtime.messages import BatchTextOut, BatchTokenOut, ReqTextOut, ReqTokenOut
-
-# Token-level fields passed through as deltas (only the new positions); the receiver accumulates.
-LOGPROB_FIELDS = ("input_token_logprobs", "input_top_logprobs", "output_token_logprobs",
-                  "output_top_logprobs")
+from radixlm.runtime.messages import LOGPROB_FIELDS, BatchTextOut, BatchTokenOut, ReqTextOut, ReqTokenOut
 
 
 @dataclass

@@ -112,8 +112,8 @@ async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
     import uvicorn
 
     app = build_app(tokenizer_manager, server_args)
-    config = uvicorn.Config(app, host=server_args.host, port=server_args.port, log_level=server_args.log_level,
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    config = uvicorn.Config(app, host=server_args.host, port=server_args.port,
+                            log_level=server_args.log_level, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     server = uvicorn.Server(config)
 
     def on_fatal(message: str) -> None:

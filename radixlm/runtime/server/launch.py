@@ -73,9 +73,11 @@ def launch_server(model: str = "smollm2-135m", port: Optional[int] = None, timeo
     deadline = time.monotonic() + timeout
     while not _healthy(handle):
         if process.poll() is not None or time.monotonic() > deadline:
-            why = f"exited with code {process.returncode}" if process.poll() is not None else f"not healthy after {timeout:.0f} s"
+            exited = process.poll() is not None
+            why = f"exited with code {process.returncode}" if exited else f"not healthy after {timeout:.0f} s"
             handle.shutdown()
-            raise RuntimeError(f"the radixlm server {why}; its log ends with:\n{handle.log()[-LOG_TAIL_CHARS:]}")
+            raise RuntimeError(f"the radixlm server {why}; its log ends with:\n"
+                               f"{handle.log()[-LOG_TAIL_CHARS:]}")
         time.sleep(HEALTH_POLL_S)
     return handle
 

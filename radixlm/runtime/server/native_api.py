@@ -7,7 +7,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server_info import build_server_info
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
@@ -18,6 +17,7 @@ from radixlm.runtime.server.http_util import (
 from radixlm.runtime.server.native_protocol import parse_generate
 from radixlm.runtime.server.req_state import ReqGroup
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
+from radixlm.runtime.server_info import build_server_info
 
 router = APIRouter()
 

@@ -20,7 +20,9 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
-_PER_ITEM = ("sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children")
+_PER_ITEM = (
+    "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children",
+)
 _PROMPT_FIELDS = ("text", "input_ids", "input_segments")
 _FIELDS = {*_PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", *_PER_ITEM}
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
@@ -58,8 +60,6 @@ def parse_generate(body: Any) -> GenerateRequest:
         values = {name: _per_item(body, name, i, n, is_batch) for name in _PER_ITEM}
         sampling_params = _sampling_params(values["sampling_params"])
         pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
-        if pin_children and sampling_params.n != 1:
-            raise ApiError("pin_children needs n == 1", param="pin_children")
         items.append(GenerateItem(
             sampling_params=sampling_params,
             text=prompt if key == "text" else None,
@@ -74,7 +74,8 @@ def parse_generate(body: Any) -> GenerateRequest:
         ))
     stream = _optional(body.get("stream"), bool, "stream") or False
     text_in_logprobs = _first(body.get("return_text_in_logprobs"))
-    return GenerateRequest(items, is_batch, stream, bool(_optional(text_in_logprobs, bool, "return_text_in_logprobs")))
+    text_in_logprobs = _optional(text_in_logprobs, bool, "return_text_in_logprobs")
+    return GenerateRequest(items, is_batch, stream, bool(text_in_logprobs))
 
 
 def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
@@ -84,7 +85,8 @@ def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
     text, input_ids, segments = body.get("text"), body.get("input_ids"), body.get("input_segments")
     if segments is not None:
         if isinstance(segments, list) and segments and all(isinstance(x, list) for x in segments):
-            return [("input_segments", _segments(x, f"input_segments[{i}]")) for i, x in enumerate(segments)], True
+            return [("input_segments", _segments(x, f"input_segments[{i}]"))
+                    for i, x in enumerate(segments)], True
         return [("input_segments", _segments(segments, "input_segments"))], False
     if text is not None:
         if isinstance(text, str):
@@ -96,7 +98,8 @@ def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
         return [("input_ids", input_ids)], False
     if isinstance(input_ids, list) and input_ids and all(_is_ids(x) for x in input_ids):
         return [("input_ids", x) for x in input_ids], True
-    raise ApiError("input_ids must be a list of token ids or a non-empty list of such lists", param="input_ids")
+    raise ApiError("input_ids must be a list of token ids or a non-empty list of such lists",
+                   param="input_ids")
 
 
 def _segments(value: Any, where: str) -> list[dict[str, Any]]:
@@ -108,8 +111,8 @@ def _segments(value: Any, where: str) -> list[dict[str, Any]]:
         ok = isinstance(seg, dict) and len(seg) == 1 and (
             isinstance(seg.get("text"), str) or ("ids" in seg and _is_ids(seg["ids"])))
         if not ok:
-            raise ApiError(f'{where}[{j}] must be {{"text": string}} or {{"ids": [token ids]}}, not {seg!r:.80}',
-                           param="input_segments")
+            raise ApiError(f'{where}[{j}] must be {{"text": string}} or {{"ids": [token ids]}}, '
+                           f'not {seg!r:.80}', param="input_segments")
     return value
 
 

@@ -51,11 +51,13 @@ async def completions(request: Request) -> Any:
         raise ApiError("echo together with logprobs is not supported", param="echo")
     params = req.sampling_params(req.max_tokens)
     prompts = _completion_prompts(req.prompt)
-    items = [GenerateItem(params, text=p if isinstance(p, str) else None, input_ids=p if isinstance(p, list) else None,
+    items = [GenerateItem(params, text=p if isinstance(p, str) else None,
+                          input_ids=p if isinstance(p, list) else None,
                           return_logprob=req.logprobs is not None, top_logprobs_num=req.logprobs or 0,
                           fill_context=req.max_tokens is None, rid=req.rid if len(prompts) == 1 else None)
              for p in prompts]
-    echo = [p if isinstance(p, str) else _tm(request).tokenizer.decode(p) for p in prompts] if req.echo else None
+    decode = _tm(request).tokenizer.decode
+    echo = [p if isinstance(p, str) else decode(p) for p in prompts] if req.echo else None
 
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
@@ -107,6 +109,7 @@ async def chat_completions(request: Request) -> Any:
 
 # (sample, new text, index of its first new token, finished, first chunk of the sample) -> choice
 ChoiceFn = Callable[[SampleState, str, int, bool, bool], dict[str, Any]]
+PrefixFn = Callable[[SampleState], str]  # the text a sample's first chunk starts with (echo)
 
 
 class _Responder:
@@ -134,14 +137,15 @@ class _Responder:
         if error is not None:
             raise error
 
-    def body(self, choices: list[dict[str, Any]], usage: Optional[dict[str, Any]], obj: Optional[str] = None) -> dict:
+    def body(self, choices: list[dict[str, Any]], usage: Optional[dict[str, Any]],
+             obj: Optional[str] = None) -> dict:
         out = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
                "choices": choices}
         if usage is not None:
             out["usage"] = usage
         return out
 
-    async def stream(self, group: ReqGroup, choice: ChoiceFn, prefix: Callable[[SampleState], str]) -> Response:
+    async def stream(self, group: ReqGroup, choice: ChoiceFn, prefix: PrefixFn) -> Response:
         """Stream deltas; a request rejected before its first token gets an error status instead."""
         try:
             await until_done_or_disconnect(group.changed.wait(), self.request)
@@ -154,7 +158,7 @@ class _Responder:
             raise error
         return StreamingResponse(self._events(group, choice, prefix), media_type="text/event-stream")
 
-    async def _events(self, group: ReqGroup, choice: ChoiceFn, prefix: Callable[[SampleState], str]) -> AsyncIterator[str]:
+    async def _events(self, group: ReqGroup, choice: ChoiceFn, prefix: PrefixFn) -> AsyncIterator[str]:
         chunk_obj = self.object if self.object == "text_completion" else "chat.completion.chunk"
         sent_text: dict[int, Optional[int]] = {s.index: None for s in group.samples}  # None: nothing sent
         sent_tokens = {s.index: 0 for s in group.samples}
@@ -208,7 +212,8 @@ def _usage(group: ReqGroup) -> dict[str, Any]:
     completion_tokens = sum(s.meta["completion_tokens"] for s in group.samples)
     cached = sum(s.meta["cached_tokens"] for s in first_of_prompt)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": cached}}
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def _token_entries(sample: SampleState, start: int) -> tuple[list[list], list[Optional[list[list]]]]:

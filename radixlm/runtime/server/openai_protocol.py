@@ -69,13 +69,15 @@ class _SamplingFields(BaseModel):
         optional = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
                     "presence_penalty": self.presence_penalty, "frequency_penalty": self.frequency_penalty,
                     "top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty,
-                    "min_new_tokens": self.min_tokens, "stop": self.stop, "stop_token_ids": self.stop_token_ids,
-                    "regex": self.regex, "json_schema": self.json_schema}
+                    "min_new_tokens": self.min_tokens, "stop": self.stop,
+                    "stop_token_ids": self.stop_token_ids, "regex": self.regex,
+                    "json_schema": self.json_schema}
         d.update({k: v for k, v in optional.items() if v is not None})
         schema = self._response_format_schema()
         if schema is not None:
             if "regex" in d or "json_schema" in d:
-                raise ApiError("give only one of response_format, regex and json_schema", param="response_format")
+                raise ApiError("give only one of response_format, regex and json_schema",
+                               param="response_format")
             d["json_schema"] = schema
         try:
             return SamplingParams.from_dict(d)
@@ -91,7 +93,8 @@ class _SamplingFields(BaseModel):
         spec = fmt.json_schema or {}
         schema = spec.get("schema", spec.get("schema_"))
         if not isinstance(schema, dict):
-            raise ApiError("response_format.json_schema.schema must be a JSON schema object", param="response_format")
+            raise ApiError("response_format.json_schema.schema must be a JSON schema object",
+                           param="response_format")
         return json.dumps(schema)
 
 
@@ -115,7 +118,8 @@ class ChatMessage(BaseModel):
             parts = []
             for part in content:
                 if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    raise ApiError(f"only text content parts are supported, got {part.get('type')!r}", param="messages")
+                    raise ApiError(f"only text content parts are supported, got {part.get('type')!r}",
+                                   param="messages")
                 parts.append(part["text"])
             content = "".join(parts)
         role = "system" if self.role == "developer" else self.role

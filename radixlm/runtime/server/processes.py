@@ -70,12 +70,12 @@ def start_processes(
         ready_send.close()
         while not ready_recv.poll(STARTUP_POLL_S):
             if scheduler.exitcode is not None:
-                raise RuntimeError(f"the scheduler process exited during startup (exit code {scheduler.exitcode})")
+                raise RuntimeError(_exited_during_startup(scheduler))
         try:
             status, payload = ready_recv.recv()
-        except EOFError:
+        except EOFError as e:
             scheduler.join(STOP_TIMEOUT_S)
-            raise RuntimeError(f"the scheduler process exited during startup (exit code {scheduler.exitcode})")
+            raise RuntimeError(_exited_during_startup(scheduler)) from e
         if status != "ready":
             raise RuntimeError(f"the scheduler failed to start:\n{payload}")
         procs.model_info = payload
@@ -94,3 +94,7 @@ def start_processes(
 
 def tokenizer_path(model_info: dict[str, Any]) -> str:
     return model_info.get("tokenizer_path") or model_info["model_path"]
+
+
+def _exited_during_startup(scheduler: Any) -> str:
+    return f"the scheduler process exited during startup (exit code {scheduler.exitcode})"

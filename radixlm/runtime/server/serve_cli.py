@@ -7,14 +7,19 @@ import typing
 from typing import Any, Optional, Sequence
 
 from radixlm import _env  # noqa: F401  (before anything imports torch)
-from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.server_args import ServerArgs, enumerated_options
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per ``ServerArgs`` field: ``--kv-cache-gb 2``, ``--disable-radix-cache`` / ``--no-...``."""
     hints = typing.get_type_hints(ServerArgs)
+    choices = enumerated_options()
     for f in dataclasses.fields(ServerArgs):
         flag = "--" + f.name.replace("_", "-")
+        if f.name in choices:
+            parser.add_argument(flag, choices=choices[f.name], default=f.default,
+                                help=f"default: {f.default}")
+            continue
         kind = _base_type(hints[f.name])
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)

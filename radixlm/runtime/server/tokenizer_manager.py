@@ -15,7 +15,6 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-import numpy as np
 import zmq
 import zmq.asyncio
 
@@ -26,12 +25,14 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    ReleasePinsReq,
     ReqTextOut,
     SchedulerDied,
     StatsOut,
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
+from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -66,8 +67,8 @@ class TokenizerManager:
                  chat_template: Optional[str] = None) -> None:
         self.tokenizer = tokenizer
         self.model_info = model_info
-        self.context_length = int(model_info["context_length"])
-        self.vocab_size = int(model_info.get("vocab_size") or len(tokenizer))
+        self.limits = ModelLimits.from_model_info(model_info)
+        self.context_length = self.limits.context_length
         self.chat_template = chat_template
         ctx = zmq.asyncio.Context()
         self._push = zmq_socket(ctx, zmq.PUSH, addrs.scheduler, bind=False)
@@ -98,48 +99,24 @@ class TokenizerManager:
             raise ApiError(f"cannot apply the chat template: {e}") from e
 
     def tokenize(self, item: GenerateItem) -> list[int]:
-        """The prompt's ids; 400 when empty, out of vocabulary or longer than the context. Text
-        segments are tokenized one by one without special tokens."""
+        """The prompt's ids. Text segments are tokenized one by one without special tokens."""
         if item.input_segments is not None:
-            ids = []
+            ids: list[int] = []
             for seg in item.input_segments:
-                ids.extend(self._check_ids(seg["ids"]) if "ids" in seg
+                ids.extend(seg["ids"] if "ids" in seg
                            else self.tokenizer.encode(seg["text"], add_special_tokens=False))
-        elif item.input_ids is not None:
-            ids = self._check_ids(item.input_ids)
-        else:
-            ids = self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
-        if not ids:
-            raise ApiError("the prompt is empty")
-        if len(ids) >= self.context_length:
-            raise ApiError(f"the prompt has {len(ids)} tokens; the model's context length is "
-                           f"{self.context_length} (the prompt and the output must fit in it)")
-        return ids
+            return ids
+        if item.input_ids is not None:
+            return list(item.input_ids)
+        return self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
 
-    def _check_ids(self, ids: list[int]) -> list[int]:
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ApiError(f"input ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}")
-        return ids
-
-    async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
-        """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
-        if self.dead is not None:
-            raise ApiError(f"the server is shutting down: {self.dead}", 503)
-        group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
-        requests: list[tuple[str, TokenizedGenerateReq]] = []
-        for item in items:
-            rid = item.rid or uuid.uuid4().hex
-            if rid in self._by_rid or any(r == rid for r, _ in requests):
-                raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
-            ids = self.tokenize(item)
-            params = item.sampling_params
-            if item.fill_context:
-                params = dataclasses.replace(params, max_new_tokens=self.context_length - len(ids))
+    def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
+        """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
+        try:
             req = TokenizedGenerateReq(
                 rid=rid,
-                input_ids=np.asarray(ids, dtype=np.int32),
-                sampling_params=params,
+                input_ids=prompt_ids_array(self.tokenize(item), self.limits),
+                sampling_params=item.sampling_params,
                 return_logprob=item.return_logprob,
                 logprob_start_len=item.logprob_start_len,
                 top_logprobs_num=item.top_logprobs_num,
@@ -148,18 +125,48 @@ class TokenizerManager:
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
             )
-            requests.append((rid, req))
+            validate_request(req, self.limits)
+        except InvalidRequest as e:
+            raise ApiError(str(e), param=e.param) from e
+        if item.fill_context:
+            room = self.context_length - len(req.input_ids)
+            req = dataclasses.replace(req, sampling_params=dataclasses.replace(req.sampling_params,
+                                                                               max_new_tokens=room))
+        return req
+
+    async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
+        """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
+        if self.dead is not None:
+            raise ApiError(f"the server is shutting down: {self.dead}", 503)
+        group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
+        requests: list[tuple[str, TokenizedGenerateReq]] = []
+        try:
+            for item in items:
+                rid = item.rid or uuid.uuid4().hex
+                if rid in self._by_rid or any(r == rid for r, _ in requests):
+                    raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
+                requests.append((rid, self.build_request(item, rid, stream)))
+        except ApiError:
+            await self._release_parent_pins(items)
+            raise
         for rid, req in requests:
             samples = []
             for sample_req in expand_parallel_samples(req):
                 text_fn = self.token_text if logprob_text else None
-                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids), text_fn)
+                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids),
+                                     text_fn)
                 group.samples.append(sample)
                 samples.append(sample)
                 self._samples[sample_req.rid] = sample
                 await self._push.send_pyobj(sample_req)
             self._by_rid[rid] = samples
         return group
+
+    async def _release_parent_pins(self, rejected: list[GenerateItem]) -> None:
+        """Rejected children are never admitted: release their parents' pins (once per sample)."""
+        for item in rejected:
+            for _ in range(item.sampling_params.n if item.unpin_rids else 0):
+                await self._push.send_pyobj(ReleasePinsReq(list(item.unpin_rids)))
 
     async def abort(self, group: ReqGroup) -> None:
         """Abort every unfinished sample of ``group`` (client gone); the scheduler frees its KV."""
@@ -208,7 +215,8 @@ class TokenizerManager:
                 for out in msg.outs:
                     self._on_output(out)
             elif isinstance(msg, SchedulerDied):
-                last_line = msg.traceback.strip().splitlines()[-1] if msg.traceback.strip() else "unknown error"
+                lines = msg.traceback.strip().splitlines()
+                last_line = lines[-1] if lines else "unknown error"
                 self.fail(f"the {msg.where} process died: {last_line}", msg.traceback)
             else:
                 waiting = self._replies.get(type(msg))

@@ -1,0 +1,216 @@
+"""The in-process engine: the scheduler loop on a background thread, no HTTP, no extra processes.
+
+    engine = radixlm.Engine(model="smollm2-135m")
+    out = engine.generate("The capital of France is", {"max_new_tokens": 16, "temperature": 0})
+    print(out["text"], out["meta_info"]["cached_tokens"])
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import queue
+import uuid
+from concurrent.futures import Future
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, Union
+
+import radixlm._env  # noqa: F401  (thread settings before torch)
+from radixlm import __version__
+from radixlm.runtime.engine.generate_args import GenerateArgs, InputIds, Prompt, SamplingParamsArg
+from radixlm.runtime.engine.loop import (
+    EngineError,
+    EngineLoop,
+    GenerateSubmission,
+    SchedulerCall,
+)
+from radixlm.runtime.messages import (
+    AbortReq,
+    FlushCacheReq,
+    GetStatsReq,
+    ReleasePinsReq,
+    TokenizedGenerateReq,
+)
+from radixlm.runtime.request_validation import ModelLimits
+from radixlm.runtime.scheduler.scheduler import Scheduler
+from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.server_info import build_server_info
+
+TOKEN_TEXT_CACHE_SIZE = 1 << 16
+
+
+class Engine:
+    """Serve many requests at once in this process, sharing KV through the radix cache.
+
+    Thread-safe: ``generate`` may be called from many threads; ``async_generate`` from any event loop.
+    Keyword arguments are ``ServerArgs`` fields (``kv_cache_gb``, ``disable_radix_cache``, ...).
+    """
+
+    def __init__(self, model: str = "smollm2-135m", **server_args: Any) -> None:
+        self.server_args = ServerArgs.from_kwargs(model=model, **server_args)
+        self.scheduler = Scheduler(self.server_args)
+        self.tokenizer = self.scheduler.tokenizer
+        self.limits = ModelLimits.from_model_info(self.scheduler.model_info())
+        self._token_text = functools.lru_cache(maxsize=TOKEN_TEXT_CACHE_SIZE)(self._decode_one)
+        self._rid_counter = itertools.count()
+        self._loop = EngineLoop(self.scheduler, self.tokenizer)
+
+    # ---- public API ----------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt = None,
+        sampling_params: SamplingParamsArg = None,
+        input_ids: InputIds = None,
+        return_logprob: bool = False,
+        logprob_start_len: int = -1,
+        top_logprobs_num: int = 0,
+        return_text_in_logprobs: bool = False,
+        stream: bool = False,
+        rid: Optional[Union[str, list[str]]] = None,
+        pin_children: int = 0,
+        unpin_rids: Optional[list[str]] = None,
+    ) -> Union[dict, list[dict], Iterator[dict]]:
+        """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
+
+        A single prompt with ``n > 1`` returns a list of ``n`` results. With ``stream=True`` (single
+        prompt, n == 1) returns an iterator of dicts with the cumulative text.
+        Raises ``ValueError`` naming the bad parameter for invalid input. ``pin_children`` and
+        ``unpin_rids`` keep a program node's context locked in the cache until its children are
+        admitted (see ``TokenizedGenerateReq``).
+        """
+        args = GenerateArgs(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
+                            top_logprobs_num, return_text_in_logprobs, stream, rid, pin_children, unpin_rids)
+        reqs, single = self._requests(args)
+        if stream:
+            return self._stream_sync(reqs[0], args.return_text_in_logprobs)
+        waiters = [self._submit(r, args.return_text_in_logprobs) for r in reqs]
+        return _collect([w.result() for w in waiters], single)
+
+    async def async_generate(
+        self,
+        prompt: Prompt = None,
+        sampling_params: SamplingParamsArg = None,
+        input_ids: InputIds = None,
+        return_logprob: bool = False,
+        logprob_start_len: int = -1,
+        top_logprobs_num: int = 0,
+        return_text_in_logprobs: bool = False,
+        stream: bool = False,
+        rid: Optional[Union[str, list[str]]] = None,
+        pin_children: int = 0,
+        unpin_rids: Optional[list[str]] = None,
+    ) -> Union[dict, list[dict], AsyncIterator[dict]]:
+        """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
+        args = GenerateArgs(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
+                            top_logprobs_num, return_text_in_logprobs, stream, rid, pin_children, unpin_rids)
+        reqs, single = self._requests(args)
+        if stream:
+            return self._stream_async(reqs[0], args.return_text_in_logprobs)
+        futures = [asyncio.wrap_future(self._submit(r, args.return_text_in_logprobs)) for r in reqs]
+        return _collect(list(await asyncio.gather(*futures)), single)
+
+    def abort(self, rid: str) -> None:
+        self._loop.post(SchedulerCall(AbortReq(rid)))
+
+    def flush_cache(self) -> bool:
+        """Drop the prefix cache; False (and nothing done) while requests are running."""
+        return self._loop.call(FlushCacheReq()).success
+
+    def get_server_info(self) -> dict[str, Any]:
+        stats = self._loop.call(GetStatsReq()).stats
+        return build_server_info(self.server_args.to_dict(), self.model_info(), stats, __version__)
+
+    def model_info(self) -> dict[str, Any]:
+        return self.scheduler.model_info()
+
+    def check_kv_integrity(self) -> None:
+        """Assert that every KV slot is free, cached or owned by a running request (waits for idle)."""
+        self._loop.check_integrity()
+
+    def shutdown(self) -> None:
+        self._loop.stop()
+        self.scheduler.shutdown()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    # ---- plumbing ------------------------------------------------------------------------------
+    def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
+        return args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+
+    def _release_pins(self, unpin_rids: list[str]) -> None:
+        self._loop.post(SchedulerCall(ReleasePinsReq(unpin_rids)))
+
+    def _new_rid(self) -> str:
+        return f"eng-{next(self._rid_counter)}-{uuid.uuid4().hex[:8]}"
+
+    def _decode_one(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def _submit(self, req: TokenizedGenerateReq, with_text: bool,
+                stream_sink: Optional[Callable[[Optional[dict]], None]] = None) -> Future:
+        """Hand ``req`` to the loop; the future resolves with its final result (unless streaming,
+        where every result goes to ``stream_sink``)."""
+        done: Future = Future()
+
+        def sink(result: Optional[dict]) -> None:
+            if stream_sink is not None:
+                stream_sink(result)
+            elif done.done():
+                return
+            elif result is None:  # the loop died
+                done.set_exception(EngineError(f"the engine loop died: {self._loop.error!r}"))
+            elif _is_final(result):
+                done.set_result(result)
+
+        self._loop.submit(GenerateSubmission(req, self._token_text if with_text else None, sink))
+        return done
+
+    def _stream_sync(self, req: TokenizedGenerateReq, with_text: bool) -> Iterator[dict]:
+        items: queue.Queue[Optional[dict]] = queue.Queue()
+        self._submit(req, with_text, stream_sink=items.put)
+        while True:
+            item = self._checked_stream_item(items.get())
+            yield item
+            if _is_final(item):
+                return
+
+    async def _stream_async(self, req: TokenizedGenerateReq, with_text: bool) -> AsyncIterator[dict]:
+        loop = asyncio.get_running_loop()
+        items: asyncio.Queue[Optional[dict]] = asyncio.Queue()
+        self._submit(req, with_text,
+                     stream_sink=lambda item: loop.call_soon_threadsafe(items.put_nowait, item))
+        while True:
+            item = self._checked_stream_item(await items.get())
+            yield item
+            if _is_final(item):
+                return
+
+    def _checked_stream_item(self, item: Optional[dict]) -> dict:
+        """One streamed result; raises when it carries an error or the loop stopped (None)."""
+        if item is None:
+            raise EngineError("the engine stopped") from self._loop.error
+        _raise_for_error(item)
+        return item
+
+
+def _is_final(result: dict) -> bool:
+    return result["meta_info"].get("finish_reason") is not None or "error" in result
+
+
+def _collect(results: list[dict], single: bool) -> Union[dict, list[dict]]:
+    """Raise the first failed request's error; one result for a single prompt, else the list."""
+    for r in results:
+        _raise_for_error(r)
+    return results[0] if single and len(results) == 1 else results
+
+
+def _raise_for_error(result: dict) -> None:
+    err = result.get("error")
+    if err is None:
+        return
+    if err.get("status_code") == 400:
+        raise ValueError(err.get("message", "invalid request"))
+    raise RuntimeError(f"request {result['meta_info'].get('id')} failed: {err.get('message')}")

@@ -1,0 +1,95 @@
+"""What one ``Engine.generate`` / ``async_generate`` call asks for, and the requests it becomes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
+from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
+from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
+
+Prompt = Union[str, list[str], None]
+SamplingParamsArg = Union[dict, SamplingParams, list, None]
+InputIds = Optional[Union[list[int], list[list[int]]]]
+
+
+@dataclass(frozen=True)
+class GenerateArgs:
+    """The arguments of one generate call (the same for the sync and the async API)."""
+
+    prompt: Prompt = None
+    sampling_params: SamplingParamsArg = None
+    input_ids: InputIds = None
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    top_logprobs_num: int = 0
+    return_text_in_logprobs: bool = False
+    stream: bool = False
+    rid: Optional[Union[str, list[str]]] = None
+    pin_children: int = 0
+    unpin_rids: Optional[list[str]] = None
+
+    def to_requests(self, tokenizer: Any, limits: ModelLimits, new_rid: Callable[[], str],
+                    release_pins: Callable[[list[str]], None]) -> tuple[list[TokenizedGenerateReq], bool]:
+        """The checked scheduler requests (``n`` samples split off) and whether the caller gets a
+        single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
+        the model cannot serve rejects the call, ``release_pins`` gets ``unpin_rids`` once per
+        sample that will not be admitted."""
+        ids_list, texts, single = self._prompts(tokenizer)
+        params = self._params(len(ids_list))
+        rids = self.rid if isinstance(self.rid, list) else [self.rid] * len(ids_list)
+        reqs: list[TokenizedGenerateReq] = []
+        try:
+            for ids, text, p, rid in zip(ids_list, texts, params, rids):
+                req = TokenizedGenerateReq(
+                    rid=rid or new_rid(),
+                    input_ids=prompt_ids_array(ids, limits),
+                    sampling_params=p,
+                    return_logprob=self.return_logprob,
+                    logprob_start_len=self.logprob_start_len,
+                    top_logprobs_num=self.top_logprobs_num,
+                    stream=self.stream,
+                    input_text=text,
+                    pin_children=self.pin_children,
+                    unpin_rids=list(self.unpin_rids or []),
+                )
+                validate_request(req, limits)
+                reqs.extend(expand_parallel_samples(req))
+        except InvalidRequest:
+            for _ in range(sum(p.n for p in params) if self.unpin_rids else 0):
+                release_pins(list(self.unpin_rids or []))
+            raise
+        if len(reqs) > 1:
+            single = False
+        if self.stream and len(reqs) != 1:
+            raise ValueError("stream=True takes a single prompt with n == 1")
+        return reqs, single
+
+    def _prompts(self, tokenizer: Any) -> tuple[list[list[int]], list[Optional[str]], bool]:
+        """Each prompt's ids and text (None when given as ids), and whether a single one was given."""
+        prompt, input_ids = self.prompt, self.input_ids
+        if (prompt is None) == (input_ids is None):
+            raise ValueError("give exactly one of prompt or input_ids")
+        if prompt is not None:
+            single = isinstance(prompt, str)
+            prompts = [prompt] if single else list(prompt)
+            if not all(isinstance(p, str) for p in prompts):
+                raise ValueError("prompt must be a string or a list of strings")
+            ids_list = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+            texts: list[Optional[str]] = list(prompts)
+        else:
+            single = bool(input_ids) and not isinstance(input_ids[0], (list, tuple, np.ndarray))
+            ids_list = [list(input_ids)] if single else [list(x) for x in input_ids]
+            texts = [None] * len(ids_list)
+        if not ids_list:
+            raise ValueError("prompt must not be an empty list")
+        return ids_list, texts, single
+
+    def _params(self, count: int) -> list[SamplingParams]:
+        if isinstance(self.sampling_params, list):
+            if len(self.sampling_params) != count:
+                raise ValueError("sampling_params list must match the number of prompts")
+            return [as_sampling_params(p) for p in self.sampling_params]
+        return [as_sampling_params(self.sampling_params)] * count

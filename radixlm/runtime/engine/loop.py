@@ -1,0 +1,167 @@
+"""The Engine's scheduler loop on a background thread, fed through one inbox of submissions."""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import traceback
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from radixlm.runtime.engine.tracker import RequestTracker, Sink
+from radixlm.runtime.messages import (
+    AbortReq,
+    FlushCacheReq,
+    GetStatsReq,
+    ReleasePinsReq,
+    TokenizedGenerateReq,
+)
+from radixlm.runtime.response_builder import TokenText
+
+logger = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.05
+
+
+class EngineError(RuntimeError):
+    """The engine's loop died; every pending and later call raises this with the cause."""
+
+
+@dataclass(frozen=True)
+class GenerateSubmission:
+    """Track ``req`` (responses go to ``sink``) and hand it to the scheduler."""
+
+    req: TokenizedGenerateReq
+    token_text: Optional[TokenText]  # set when logprob entries carry the token's text
+    sink: Sink
+
+
+@dataclass(frozen=True)
+class SchedulerCall:
+    """A control message for the scheduler; ``reply`` (when given) gets its answer or exception."""
+
+    msg: Union[AbortReq, FlushCacheReq, GetStatsReq, ReleasePinsReq]
+    reply: Optional[Future] = None
+
+
+@dataclass(frozen=True)
+class IntegrityCheck:
+    """Check KV ownership once the scheduler is idle; ``reply`` gets True or the failure."""
+
+    reply: Future
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Wakes the loop (to notice that it is stopping)."""
+
+
+Submission = Union[GenerateSubmission, SchedulerCall, IntegrityCheck, Wake]
+
+
+class EngineLoop:
+    """Runs ``scheduler.step()`` while there is work; applies submissions between steps."""
+
+    def __init__(self, scheduler: Any, tokenizer: Any) -> None:
+        self.scheduler = scheduler
+        self.tokenizer = tokenizer
+        self.error: Optional[BaseException] = None
+        self._inbox: queue.Queue[Submission] = queue.Queue()
+        self._trackers: dict[str, RequestTracker] = {}
+        self._deferred: list[IntegrityCheck] = []  # integrity checks wait for idle
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="radixlm-engine", daemon=True)
+        self._thread.start()
+
+    def submit(self, submission: Submission) -> None:
+        """Queue ``submission``; raises ``EngineError`` when the loop died or was stopped."""
+        self.check_alive()
+        self._inbox.put(submission)
+
+    def post(self, submission: Submission) -> None:
+        """Queue ``submission`` without checking the loop (fire and forget)."""
+        self._inbox.put(submission)
+
+    def call(self, msg: Union[FlushCacheReq, GetStatsReq]) -> Any:
+        """The scheduler's answer to a control message (waits for the loop)."""
+        reply: Future = Future()
+        self.submit(SchedulerCall(msg, reply))
+        return reply.result()
+
+    def check_integrity(self) -> None:
+        reply: Future = Future()
+        self.submit(IntegrityCheck(reply))
+        reply.result()
+
+    def check_alive(self) -> None:
+        if self.error is not None:
+            raise EngineError(f"the engine loop died: {self.error!r}") from self.error
+        if self._stopping.is_set():
+            raise EngineError("the engine is shut down")
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stopping.set()
+        self._inbox.put(Wake())
+        self._thread.join(timeout=timeout_s)
+
+    # ---- the loop thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        sched = self.scheduler
+        try:
+            while not self._stopping.is_set():
+                for submission in self._drain_inbox(block=not sched.has_work() and not self._deferred):
+                    self._apply(submission)
+                for out in sched.step():
+                    tracker = self._trackers.get(out.rid)
+                    if tracker is not None:
+                        tracker.on_output(out)
+                        if out.finished:
+                            del self._trackers[out.rid]
+                if self._deferred and not sched.has_work():
+                    self._run_integrity_checks()
+        except BaseException as e:
+            logger.error("engine loop died:\n%s", traceback.format_exc())
+            self.error = e
+        finally:
+            for tracker in self._trackers.values():
+                tracker.sink(None)
+            self._trackers.clear()
+            for check in self._deferred:
+                check.reply.set_exception(EngineError("the engine stopped"))
+
+    def _drain_inbox(self, block: bool) -> list[Submission]:
+        items: list[Submission] = []
+        try:
+            items.append(self._inbox.get(timeout=IDLE_POLL_S) if block else self._inbox.get_nowait())
+            while True:
+                items.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def _apply(self, submission: Submission) -> None:
+        if isinstance(submission, GenerateSubmission):
+            req, sink = submission.req, submission.sink
+            self._trackers[req.rid] = RequestTracker(req, self.tokenizer, submission.token_text, sink)
+            self.scheduler.handle(req)
+        elif isinstance(submission, IntegrityCheck):
+            self._deferred.append(submission)
+        elif isinstance(submission, SchedulerCall):
+            try:
+                answer = self.scheduler.handle(submission.msg)
+            except Exception as e:
+                if submission.reply is not None:
+                    submission.reply.set_exception(e)
+                return
+            if submission.reply is not None:
+                submission.reply.set_result(answer)
+
+    def _run_integrity_checks(self) -> None:
+        for check in self._deferred:
+            try:
+                self.scheduler.check_kv_integrity()
+                check.reply.set_result(True)
+            except BaseException as e:  # report to the caller, keep serving
+                check.reply.set_exception(e)
+        self._deferred = []

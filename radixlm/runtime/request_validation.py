@@ -1,0 +1,78 @@
+"""One check of a tokenized generation request against the model, for every front end.
+
+The Engine raises the ``ValueError`` to its caller; the HTTP server answers it with a 400. The
+scheduler keeps only what needs its own state (whether the request can ever fit the KV pool).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from radixlm.runtime.messages import TokenizedGenerateReq
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What a request is checked against: the vocabulary and the context window."""
+
+    vocab_size: int
+    context_length: int
+
+    @classmethod
+    def from_model_info(cls, model_info: dict[str, Any]) -> ModelLimits:
+        """From the scheduler's ``model_info()`` (the Engine's and the server's ``get_model_info``)."""
+        return cls(vocab_size=int(model_info["vocab_size"]), context_length=int(model_info["context_length"]))
+
+
+class InvalidRequest(ValueError):
+    """A request the model cannot serve; ``param`` names the offending field when there is one."""
+
+    def __init__(self, message: str, param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def prompt_ids_array(ids: Sequence[int], limits: ModelLimits) -> np.ndarray:
+    """``ids`` as the int32 array a request carries; an id outside the vocabulary (one too large for
+    int32 included) raises ``InvalidRequest``."""
+    bad = [i for i in ids if not 0 <= i < limits.vocab_size]
+    if bad:
+        raise _outside_vocabulary(bad, limits)
+    return np.asarray(ids, dtype=np.int32)
+
+
+def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
+    """Raise ``InvalidRequest`` (a ``ValueError``) naming the first problem of ``req``; call it
+    before ``expand_parallel_samples`` splits off the ``n`` samples.
+
+    Checks: the prompt is not empty; every id is in ``[0, vocab_size)``; the prompt leaves room for
+    at least one new token in the context; ``logprob_start_len`` is smaller than the prompt length;
+    ``top_logprobs_num`` lies in ``[0, vocab_size]``; ``pin_children >= 0`` and only with ``n == 1``.
+    """
+    ids = np.asarray(req.input_ids)
+    n = len(ids)
+    if n == 0:
+        raise InvalidRequest("the prompt is empty: at least one token is needed")
+    bad = ids[(ids < 0) | (ids >= limits.vocab_size)]
+    if len(bad):
+        raise _outside_vocabulary(bad.tolist(), limits)
+    if n >= limits.context_length:
+        raise InvalidRequest(f"the prompt has {n} tokens, but the model's context length is "
+                             f"{limits.context_length} (the prompt and one new token must fit in it)")
+    if req.logprob_start_len >= n:
+        raise InvalidRequest(f"logprob_start_len ({req.logprob_start_len}) must be smaller than the prompt "
+                             f"length ({n})", "logprob_start_len")
+    if not 0 <= req.top_logprobs_num <= limits.vocab_size:
+        raise InvalidRequest(f"top_logprobs_num must be in [0, {limits.vocab_size}], "
+                             f"not {req.top_logprobs_num}", "top_logprobs_num")
+    if not isinstance(req.pin_children, int) or req.pin_children < 0:
+        raise InvalidRequest("pin_children must be an integer >= 0", "pin_children")
+    if req.pin_children and req.sampling_params.n != 1:
+        raise InvalidRequest("pin_children needs n == 1", "pin_children")
+
+
+def _outside_vocabulary(bad: list[int], limits: ModelLimits) -> InvalidRequest:
+    message = f"input_ids outside the vocabulary [0, {limits.vocab_size}): {bad[:5]}"
+    return InvalidRequest(message, "input_ids")
