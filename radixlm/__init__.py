@@ -52,8 +52,7 @@ from radixlm.program.choices import (
     token_length_normalized,
     unconditional_likelihood_normalized,
 )
-
-__version__ = "0.1.0"
+from radixlm.version import __version__  # noqa: F401  (the public version)
 
 _LAZY = {
     "Engine": ("radixlm.runtime.engine", "Engine"),

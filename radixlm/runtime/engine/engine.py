@@ -15,7 +15,6 @@ from concurrent.futures import Future
 from typing import Any, AsyncIterator, Callable, Iterator, Optional, Union
 
 import radixlm._env  # noqa: F401  (thread settings before torch)
-from radixlm import __version__
 from radixlm.runtime.engine.generate_args import GenerateArgs, InputIds, Prompt, SamplingParamsArg
 from radixlm.runtime.engine.loop import (
     EngineError,
@@ -34,6 +33,7 @@ from radixlm.runtime.request_validation import ModelLimits
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.server_info import build_server_info
+from radixlm.version import __version__
 
 TOKEN_TEXT_CACHE_SIZE = 1 << 16
 

@@ -44,6 +44,10 @@ class PinTable:
     def on_admitted(self, req: Req) -> None:
         """Release one unit of each parent pin the request names (once per request)."""
         rids, req.unpin_rids = req.unpin_rids, []
+        self.release_children(rids)
+
+    def release_children(self, rids: list[str]) -> None:
+        """Release one unit of each named parent pin: a child of theirs was admitted or rejected."""
         for rid in rids:
             pin = self._pins.get(rid)
             if pin is None:

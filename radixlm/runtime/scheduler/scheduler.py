@@ -16,6 +16,7 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    ReleasePinsReq,
     ReqTokenOut,
     StatsOut,
     TokenizedGenerateReq,
@@ -77,6 +78,7 @@ class Scheduler:
             AbortReq: self._on_abort,
             FlushCacheReq: self._on_flush,
             GetStatsReq: self._on_stats,
+            ReleasePinsReq: self._on_release_pins,
         }
 
     # ---- messages ------------------------------------------------------------------------------
@@ -108,21 +110,9 @@ class Scheduler:
         self.waiting.append(req)
 
     def _admission_error(self, req: Req) -> Optional[str]:
+        """What only the scheduler can check: the KV pool's size. The front ends validated the rest
+        (``request_validation.validate_request``)."""
         n = len(req.origin_input_ids)
-        if n == 0:
-            return "the prompt is empty"
-        vocab = self.runner.vocab_size
-        if any(t < 0 or t >= vocab for t in req.origin_input_ids):
-            return f"input_ids must be token ids in [0, {vocab})"
-        if n >= self.context_length:
-            return (f"the prompt has {n} tokens, but the model's context length is {self.context_length} "
-                    f"(at least one token must be generated within it)")
-        if req.sampling_params.n != 1:
-            return "n > 1 must be expanded by the front end (expand_parallel_samples)"
-        if req.logprob_start_len >= n:
-            return f"logprob_start_len ({req.logprob_start_len}) must be smaller than the prompt length ({n})"
-        if req.top_logprobs_num < 0:
-            return "top_logprobs_num must be >= 0"
         need = n + min(req.sampling_params.max_new_tokens, self.context_length - n)
         if need > self.cache.capacity:
             return (f"the request needs up to {need} KV slots (prompt {n} + max_new_tokens), but the KV "
@@ -141,6 +131,9 @@ class Scheduler:
         for req in self.running + ([self.chunked] if self.chunked else []):
             if named(req):
                 req.to_abort = "aborted"  # reaped at the start of the next step
+
+    def _on_release_pins(self, msg: ReleasePinsReq) -> None:
+        self.pins.release_children(msg.unpin_rids)
 
     def _on_flush(self, msg: FlushCacheReq) -> FlushCacheOut:
         if self.has_work():

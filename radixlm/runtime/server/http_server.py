@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Optional
 
 from radixlm import _env
+from radixlm.version import __version__
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 CHILD_POLL_S = 0.5
@@ -59,7 +60,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.state.server_args = server_args
     app.state.served_model_name = server_args.served_model_name or server_args.model
     app.state.started_at = time.time()
-    app.state.version = _version()
+    app.state.version = __version__
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -155,12 +156,3 @@ def _read_chat_template(value: Optional[str]) -> Optional[str]:
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("radixlm")
-    except Exception:
-        return "unknown"
