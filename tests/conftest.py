@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random model directories, the real default model, engines."""
+"""Shared fixtures (tiny random model directories, the real default model and its tokenizer) and the
+KV ownership check that runs after every test that serves requests."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
+from tests.helpers.kv_ownership import assert_kv_returned
 from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config
+from tests.helpers.tokenizers import load_smollm2_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +30,16 @@ def real_model_dir() -> str:
     return str(resolve_model("smollm2-135m"))
 
 
-def make_engine(model: str, **kwargs):
-    from radixlm.runtime.engine import Engine
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The real SmolLM2 tokenizer (49,152 tokens, EOS ``<|im_end|>`` = 2)."""
+    return load_smollm2_tokenizer()
 
-    kwargs.setdefault("kv_cache_gb", 0.05)
-    kwargs.setdefault("max_running_requests", 32)
-    return Engine(model=model, **kwargs)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """After a test passed, every engine or server it used (directly or through fixtures) has all its
+    KV slots free or in the radix tree: nothing a test served may leak."""
+    result = yield
+    assert_kv_returned(getattr(item, "funcargs", {}).values())
+    return result

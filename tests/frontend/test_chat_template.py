@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 
 from radixlm.frontend.chat_template import from_jinja, get_chat_template, guess_chat_template
-from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401  (fixture)
 
 LLAMA3 = (
     "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
@@ -46,7 +45,7 @@ def test_guess_chat_template_by_family():
 
 
 @pytest.mark.real_model
-def test_roles_render_exactly_like_apply_chat_template(smollm2_tokenizer):  # noqa: F811 (pytest fixture)
+def test_roles_render_exactly_like_apply_chat_template(smollm2_tokenizer):
     template = from_jinja(smollm2_tokenizer.chat_template)
     for turns in ([("user", "Hi"), ("assistant", "Hello!"), ("user", "2+2?")],
                   [("system", "Be brief."), ("user", "Hi"), ("assistant", "Yo")]):

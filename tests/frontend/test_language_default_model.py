@@ -6,8 +6,8 @@ import re
 import pytest
 
 import radixlm as sgl
-from tests.conftest import make_engine
 from tests.frontend import programs
+from tests.helpers.engines import make_engine
 
 pytestmark = pytest.mark.real_model
 

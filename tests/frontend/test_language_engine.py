@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 import radixlm as sgl
-from tests.conftest import make_engine
 from tests.frontend import programs
+from tests.helpers.engines import make_engine
 
 
 @pytest.fixture(scope="module")

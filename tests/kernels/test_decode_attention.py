@@ -5,13 +5,13 @@ import random
 
 import pytest
 import torch
-from paged_fixtures import random_paged_kv
 
 from radixlm.kernels.decode_attention import (
     decode_attention_torch,
     decode_attention_triton,
     default_num_kv_splits,
 )
+from tests.kernels.paged_fixtures import random_paged_kv
 
 pytestmark = pytest.mark.triton_interpret
 

@@ -5,13 +5,13 @@ import random
 
 import pytest
 import torch
-from paged_fixtures import random_paged_kv
 
 from radixlm.kernels.extend_attention import (
     build_extend_metadata,
     extend_attention_torch,
     extend_attention_triton,
 )
+from tests.kernels.paged_fixtures import random_paged_kv
 
 pytestmark = pytest.mark.triton_interpret
 

@@ -5,8 +5,6 @@ import random
 
 import pytest
 import torch
-from paged_fixtures import random_paged_kv
-from reference_backend import ReferenceAttentionBackend
 
 from radixlm.kernels.decode_attention import decode_attention_torch, decode_attention_triton
 from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
@@ -17,6 +15,8 @@ from tests.helpers.model_helpers import (
     save_tiny_model,
     tiny_llama_config,
 )
+from tests.kernels.paged_fixtures import random_paged_kv
+from tests.kernels.reference_backend import ReferenceAttentionBackend
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_backend import ReferenceAttentionBackend
 
 from radixlm.kernels import _launch
 from tests.helpers.model_helpers import (
@@ -17,6 +16,7 @@ from tests.helpers.model_helpers import (
     tiny_llama_config,
     tiny_qwen3_config,
 )
+from tests.kernels.reference_backend import ReferenceAttentionBackend
 
 pytestmark = pytest.mark.triton_interpret
 

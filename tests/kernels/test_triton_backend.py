@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_backend import ReferenceAttentionBackend
 
 from radixlm.runtime.attention.triton_backend import TritonAttentionBackend
 from tests.helpers.model_helpers import (
@@ -16,6 +15,7 @@ from tests.helpers.model_helpers import (
     save_tiny_model,
     tiny_llama_config,
 )
+from tests.kernels.reference_backend import ReferenceAttentionBackend
 
 pytestmark = pytest.mark.triton_interpret
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radix_fakes import FakeAllocator
 from radixlm.radix import NoRadixCache, RadixCache, create_prefix_cache
+from tests.radix.radix_fakes import FakeAllocator
 
 
 def test_factory_picks_the_implementation() -> None:

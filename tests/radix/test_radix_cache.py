@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
-from radix_fakes import FakeAllocator, depth, tree_content
 from radixlm.radix import RadixCache
+from tests.radix.radix_fakes import FakeAllocator, depth, tree_content
 
 
 def slots(*values: int) -> torch.Tensor:

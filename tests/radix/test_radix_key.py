@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from radixlm.radix.key import as_key, common_prefix_len
 

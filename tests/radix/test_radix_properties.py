@@ -6,11 +6,12 @@ prefixes held locked. A tiny alphabet makes prefixes collide and nodes split oft
 from __future__ import annotations
 
 import torch
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from radix_fakes import FakeAllocator, depth, tree_content
 from radixlm.radix import RadixCache
+from tests.radix.radix_fakes import FakeAllocator, depth, tree_content
 
 NUM_SLOTS = 48
 token_seqs = st.lists(st.integers(0, 2), min_size=0, max_size=8)

@@ -1,9 +1,7 @@
 """IncrementalDetokenizer with the SmolLM2 byte-level BPE tokenizer: multi-byte text, stop strings."""
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
 import pytest
 
@@ -17,18 +15,6 @@ TEXTS = [
     "code:\n    def f(x):\n        return x ** 2  # 🐍\n",
     "🤖" * 7 + "end",
 ]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from transformers import AutoTokenizer
-
-    local = Path(os.environ.get("RADIXLM_TEST_TOKENIZER", "/tmp/smol-tok"))
-    if (local / "tokenizer.json").is_file():
-        return AutoTokenizer.from_pretrained(str(local))
-    from radixlm.runtime.weights.model_registry import resolve_model
-
-    return AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
 
 
 def stream(det: IncrementalDetokenizer, ids: list[int], chunks: list[int], finish_reason=None) -> list[str]:

@@ -8,9 +8,8 @@ import re
 import pytest
 
 from radixlm.runtime.constrained.grammars import grammar_to_regex
-from tests.conftest import make_engine
-from tests.runtime.constrained_cases import SCHEMA_CASES
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
+from tests.helpers.engines import make_engine
+from tests.runtime.constrained.cases import SCHEMA_CASES
 
 ENGINE_ARGS = {"kv_cache_gb": 0.0002, "max_running_requests": 16, "debug_invariants": True}
 NAMES = ("two_fields", "enum_field", "nested_object", "refs", "person", "tool_call", "array_of_objects")

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher, jump_forward
-from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
-from tests.runtime.constrained_cases import SCHEMA_CASES
-from tests.runtime.constrained_driver import closing_tokens, drive_random
+from tests.runtime.constrained.cases import SCHEMA_CASES
+from tests.runtime.constrained.driver import closing_tokens, drive_random
 
 COMPACT = json.dumps({"type": "object",
                       "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -17,7 +16,7 @@ COMPACT = json.dumps({"type": "object",
 
 
 @pytest.fixture(scope="module")
-def compact_backend(smollm2_tokenizer):  # noqa: F811
+def compact_backend(smollm2_tokenizer):
     be = GrammarBackend(smollm2_tokenizer, [2], vocab_size=49152, whitespace_pattern="")
     yield be
     be.shutdown()
@@ -29,7 +28,7 @@ def _accept_text(matcher, tokenizer, text):
     return ids
 
 
-def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenizer):  # noqa: F811
+def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenizer):
     matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
     assert matcher.forced_continuation() == '{"name":"'
     _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada')
@@ -46,7 +45,7 @@ def test_forced_continuation_choices_and_partial_utf8(compact_backend):
     assert matcher.forced_continuation() == "ïve"
 
 
-def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):  # noqa: F811
+def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):
     matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
     output = _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada Lovelace"')
     forced = matcher.forced_continuation()
@@ -61,7 +60,7 @@ def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):  
 
 
 @pytest.mark.parametrize("name", ["person", "tool_call", "nested_object", "array_of_objects", "refs"])
-def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenizer, name):  # noqa: F811
+def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenizer, name):
     """Alternate random tokens with jump-forwards; every jump is exact and the final JSON stays valid."""
     grammar = compact_backend.submit("json", json.dumps(dict(SCHEMA_CASES)[name])).result()
     matcher = GrammarMatcher(grammar)

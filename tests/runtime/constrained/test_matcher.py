@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher
-from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
-from tests.runtime.constrained_cases import REGEX_CASES, SCHEMA_CASES
-from tests.runtime.constrained_driver import allowed_ids, closing_tokens, drive_random
+from tests.runtime.constrained.cases import REGEX_CASES, SCHEMA_CASES
+from tests.runtime.constrained.driver import allowed_ids, closing_tokens, drive_random
 
 SEEDS = (0, 1, 2)
 
 
 @pytest.fixture(scope="module")
-def backend(smollm2_tokenizer):  # noqa: F811
+def backend(smollm2_tokenizer):
     be = GrammarBackend(smollm2_tokenizer, [smollm2_tokenizer.eos_token_id], vocab_size=49152 + 64,
                         num_threads=2)
     yield be
@@ -117,7 +116,7 @@ def test_copy_and_rollback(backend, closing):
     assert matcher.token_ids == tokens, "the original is unaffected"
 
 
-def test_extra_eos_ids_follow_the_primary(smollm2_tokenizer):  # noqa: F811
+def test_extra_eos_ids_follow_the_primary(smollm2_tokenizer):
     be = GrammarBackend(smollm2_tokenizer, [2, 0], vocab_size=49152)
     matcher = GrammarMatcher(be.submit("regex", "a").result())
     bitmask = be.new_bitmask(1)

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import make_engine
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
+from tests.helpers.engines import make_engine
 
 SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
 

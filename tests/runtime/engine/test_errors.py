@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_engine
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
+from tests.helpers.engines import make_engine
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
 CONTEXT = 128

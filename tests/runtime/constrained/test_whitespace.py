@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher
-from tests.helpers.tokenizers import smollm2_tokenizer  # noqa: F401 - fixture
-from tests.runtime.constrained_driver import drive_random
+from tests.runtime.constrained.driver import drive_random
 
 SCHEMA = json.dumps({"type": "object", "properties": {
     "ok": {"type": "boolean"}, "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
@@ -28,13 +27,13 @@ def _greedy_whitespace(pattern, tokenizer, seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_bounded_whitespace_never_runs_long(smollm2_tokenizer, seed):  # noqa: F811
+def test_bounded_whitespace_never_runs_long(smollm2_tokenizer, seed):
     finished, text = _greedy_whitespace(None, smollm2_tokenizer, seed)
     assert finished, text
     assert max((len(m) for m in re.findall(r"\s+", text)), default=0) <= 2, repr(text)
     json.loads(text)
 
 
-def test_free_whitespace_lets_a_whitespace_loving_sampler_loop(smollm2_tokenizer):  # noqa: F811
+def test_free_whitespace_lets_a_whitespace_loving_sampler_loop(smollm2_tokenizer):
     finished, text = _greedy_whitespace("free", smollm2_tokenizer, 0)
     assert not finished and max(len(m) for m in re.findall(r"\s+", text)) > 50

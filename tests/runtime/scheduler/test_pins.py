@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import time
 
-from tests.conftest import make_engine
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
-
 import pytest
+
+from tests.helpers.engines import make_engine
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
 

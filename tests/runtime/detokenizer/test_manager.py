@@ -5,7 +5,6 @@ import numpy as np
 
 from radixlm.runtime.detokenizer.manager import DetokenizerManager
 from radixlm.runtime.messages import BatchTokenOut, ReqTokenOut
-from tests.runtime.test_detokenizer_incremental import tokenizer  # noqa: F401  (fixture)
 
 
 def token_out(rid: str, ids: list[int], finished: bool = False, reason=None, **kw) -> ReqTokenOut:
@@ -13,7 +12,7 @@ def token_out(rid: str, ids: list[int], finished: bool = False, reason=None, **k
                        completion_tokens=kw.pop("completion_tokens", len(ids)), cached_tokens=0, **kw)
 
 
-def test_interleaved_requests_keep_separate_state(tokenizer):  # noqa: F811
+def test_interleaved_requests_keep_separate_state(tokenizer):
     manager = DetokenizerManager(tokenizer)
     a, b = tokenizer.encode("Hello 😀 world"), tokenizer.encode("你好, stop here")
     texts = {"a": "", "b": ""}
@@ -34,7 +33,7 @@ def test_interleaved_requests_keep_separate_state(tokenizer):  # noqa: F811
     assert manager.states == {}
 
 
-def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):  # noqa: F811
+def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):
     manager = DetokenizerManager(tokenizer)
     ids = tokenizer.encode("one two. three")
     logprobs = [(-0.5, ids[0]), (-0.1, ids[1])]

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_engine
+from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import greedy_generate, make_runner
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
 
 pytestmark = pytest.mark.real_model
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from radixlm.runtime.constrained.vocabulary import build_vocabulary, get_vocabulary
 from tests.helpers.tokenizers import (
-    smollm2_tokenizer,  # noqa: F401 - fixture
     tiny_byte_level_tokenizer,
     tiny_sentencepiece_tokenizer,
 )
@@ -11,7 +10,7 @@ from tests.helpers.tokenizers import (
 TEXTS = ['{"name": "Ada", "n": [1, 2]}', "héllo wörld 日本語 🙂", "  two  spaces\nnewline\ttab"]
 
 
-def test_smollm2_every_token_round_trips(smollm2_tokenizer):  # noqa: F811
+def test_smollm2_every_token_round_trips(smollm2_tokenizer):
     vocab = get_vocabulary(smollm2_tokenizer, 2)
     assert vocab.size == 49152 and vocab.eos_token_id == 2
     assert all(vocab.token_bytes[i] is None for i in range(17)), "special tokens excluded"

@@ -5,8 +5,6 @@ import threading
 
 import pytest
 
-from tests.runtime.engine_fixtures import _kv_integrity_after_test, tiny_engine  # noqa: F401
-
 GREEDY = {"temperature": 0, "max_new_tokens": 12}
 
 

@@ -14,9 +14,8 @@ import jsonschema
 import pytest
 
 from radixlm.runtime.constrained.grammars import grammar_to_regex
-from tests.conftest import make_engine
-from tests.runtime.constrained_cases import REGEX_CASES, SCHEMA_CASES
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
+from tests.helpers.engines import make_engine
+from tests.runtime.constrained.cases import REGEX_CASES, SCHEMA_CASES
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 

@@ -11,8 +11,7 @@ from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
-from tests.conftest import make_engine
-from tests.runtime.engine_fixtures import _kv_integrity_after_test  # noqa: F401
+from tests.helpers.engines import make_engine
 
 LONG = {"temperature": 0, "max_new_tokens": 400, "ignore_eos": True}
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_engine
-from tests.runtime.engine_fixtures import _kv_integrity_after_test, tiny_engine  # noqa: F401
+from tests.helpers.engines import make_engine
 
 GREEDY = {"temperature": 0, "max_new_tokens": 24}
 SAMPLED = {"temperature": 0.8, "top_p": 0.9, "top_k": 50, "max_new_tokens": 24}
