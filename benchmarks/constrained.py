@@ -158,18 +158,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per row; the fastest is reported")
     parser.add_argument("--skip-e2e", action="store_true")
     args = parser.parse_args()
-    from radixlm.runtime.weights.model_registry import resolve_model
     from transformers import AutoTokenizer
+
+    from radixlm.runtime.weights.model_registry import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
     backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB)
     m = mask_costs(backend, tokenizer)
     backend.shutdown()
-    print(f"mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, p99 {m['fill_p99']:.1f} us; "
-          f"whole step per row (batch {BATCH}) mean {m['step_mean']:.1f} us, p99 {m['step_p99']:.1f} us", flush=True)
+    print(f"mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
+          f"p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) mean {m['step_mean']:.1f} us, "
+          f"p99 {m['step_p99']:.1f} us", flush=True)
     c = compile_times(tokenizer)
     print(f"compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, p99 {c['p99']:.1f} ms, "
-          f"max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, p99 {c['cached_p99'] * 1e3:.1f} us",
+          f"max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, "
+          f"p99 {c['cached_p99'] * 1e3:.1f} us",
           flush=True)
     if args.skip_e2e:
         return
@@ -188,10 +191,12 @@ def main() -> None:
         engine = Engine(model=args.model, kv_cache_gb=0.3, max_running_requests=64, **extra)
         try:
             for n in args.requests:
-                runs = [run_workload(engine, n, args.max_new_tokens, constrained) for _ in range(args.repeats)]
+                runs = [run_workload(engine, n, args.max_new_tokens, constrained)
+                        for _ in range(args.repeats)]
                 r = min(runs, key=lambda x: x["wall"])
-                print(f"| {name} | {n} | {r['tok_s']:.1f} | {r['tokens']} | {r['wall']:.1f} | {r['lat_mean']:.2f} | "
-                      f"{r['lat_p99']:.2f} | {r['json_ok']}/{n} | {r['forced']} ({r['accepted']}/{r['drafted']}) |",
+                print(f"| {name} | {n} | {r['tok_s']:.1f} | {r['tokens']} | {r['wall']:.1f} | "
+                      f"{r['lat_mean']:.2f} | {r['lat_p99']:.2f} | {r['json_ok']}/{n} | "
+                      f"{r['forced']} ({r['accepted']}/{r['drafted']}) |",
                       flush=True)
         finally:
             engine.shutdown()

@@ -17,8 +17,6 @@ bytes / memory copy bandwidth measured here).
 """
 from __future__ import annotations
 
-import radixlm._env  # noqa: F401  (thread settings before torch)
-
 import argparse
 import datetime
 import json
@@ -29,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import radixlm._env  # noqa: F401  (thread settings before torch)
 
 NUM_PROMPTS = 64
 NEW_TOKENS = 32
@@ -143,7 +143,8 @@ def run_hf(model_dir: str) -> dict[str, Any]:
         outputs: list[list[int]] = []
         start = time.perf_counter()
         for i in range(0, len(prompts), HF_BATCH):
-            enc = tokenizer(prompts[i : i + HF_BATCH], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = tokenizer(prompts[i : i + HF_BATCH], return_tensors="pt", padding=True,
+                            add_special_tokens=False)
             gen = model.generate(**enc, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id)
             outputs.extend(gen[:, enc["input_ids"].shape[1]:].tolist())
@@ -175,7 +176,8 @@ def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int) -> s
     same_ab = sum(x == y for x, y in zip(a["outputs"], b["outputs"]))
     same_ac = sum(x == y for x, y in zip(a["outputs"], c["outputs"]))
     rows = [
-        ("(a) radixlm Engine", a, f"{a['hit_rate']:.1%} ({a['cached_tokens']}/{a['prompt_tokens']} prompt tokens cached)"),
+        ("(a) radixlm Engine", a,
+         f"{a['hit_rate']:.1%} ({a['cached_tokens']}/{a['prompt_tokens']} prompt tokens cached)"),
         ("(b) radixlm, radix cache disabled", b, "0 (disabled)"),
         (f"(c) transformers generate, batches of {HF_BATCH}", c, "-"),
     ]
@@ -193,13 +195,15 @@ def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int) -> s
     lines += [
         "",
         f"- **a/c = {tps['a'] / tps['c']:.2f}** (target >= 5), **a/b = {tps['a'] / tps['b']:.2f}**.",
-        f"- Identical greedy outputs: a = b for {same_ab}/{NUM_PROMPTS} prompts, a = c for {same_ac}/{NUM_PROMPTS} "
+        f"- Identical greedy outputs: a = b for {same_ab}/{NUM_PROMPTS} prompts, "
+        f"a = c for {same_ac}/{NUM_PROMPTS} "
         "(transformers' padded batches round differently; the first diverging token flips the rest).",
         f"- Decode step at batch 1 (engine end to end, 64-step difference): {a['decode_step_ms']:.1f} ms; "
         f"bandwidth floor {a['floor_ms']:.1f} ms = {a['weight_mb']:.0f} MB fp32 weights / "
         f"{a['copy_gbs']:.1f} GB/s measured copy bandwidth (read + write) -> "
         f"{a['decode_step_ms'] / a['floor_ms']:.1f}x the floor.",
-        f"- 1-minute load average before the run {load:.2f}, after each variant in the table (2 cores, a machine "
+        f"- 1-minute load average before the run {load:.2f}, after each variant in the table "
+        "(2 cores, a machine "
         "shared with other engineers: the ratios move with the load).",
     ]
     return "\n".join(lines)
@@ -237,7 +241,8 @@ def main() -> None:
     for variant in "abc":
         results[variant] = run_variant(variant, model_dir)
         results[variant]["load_after"] = os.getloadavg()[0]
-        print(f"variant {variant}: {results[variant]['output_tokens'] / results[variant]['seconds']:.1f} tok/s",
+        print(f"variant {variant}: "
+              f"{results[variant]['output_tokens'] / results[variant]['seconds']:.1f} tok/s",
               file=sys.stderr)
     table = render(results, load_before, prefix_tokens)
     print(table)

@@ -20,8 +20,9 @@ from typing import Any, Callable
 import radixlm as sgl
 from radixlm.program.context import as_text, is_batch
 
-SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"), ("What color is the sky?", "Blue"),
-         ("What is the opposite of hot?", "Cold"), ("How many legs does a spider have?", "Eight")]
+SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"),
+         ("What color is the sky?", "Blue"), ("What is the opposite of hot?", "Cold"),
+         ("How many legs does a spider have?", "Eight")]
 
 
 def make_programs(max_tokens: int) -> dict[str, tuple[Any, Callable[[int], dict[str, Any]]]]:
@@ -70,7 +71,8 @@ def output_tokens(states: list[Any]) -> int:
     return total
 
 
-def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, workloads: dict, n: int) -> dict[str, float]:
+def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, workloads: dict,
+               n: int) -> dict[str, float]:
     from radixlm.runtime.engine import Engine
 
     engine = Engine(model=model, **engine_kwargs)
@@ -78,7 +80,8 @@ def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, worklo
     try:
         start, programs, tokens = time.perf_counter(), 0, 0
         for prog, args in workloads.values():
-            states = prog.run_batch([args(i) for i in range(n)], backend=backend, temperature=0, execution=execution)
+            states = prog.run_batch([args(i) for i in range(n)], backend=backend, temperature=0,
+                                    execution=execution)
             programs += len(states)
             tokens += output_tokens(states)
         elapsed = time.perf_counter() - start
@@ -156,7 +159,7 @@ def main() -> None:
     if not args.skip_hf:
         results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances,
                                                                 args.max_tokens, args.threads)
-    print(f"| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
+    print("| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['programs_per_s']:.2f} | {r['tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |")
     a = results["a: compiled graphs"]["programs_per_s"]

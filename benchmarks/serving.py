@@ -113,21 +113,26 @@ def percentile(values: list[float], q: float) -> float:
 
 def markdown(rows: list[dict], label: str) -> str:
     lines = [f"### {label}", "",
-             "| clients | requests | req/s | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |",
+             "| clients | requests | req/s | output tok/s | "
+             "TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['requests']} | {r['req_per_s']:.2f} | {r['output_tok_per_s']:.1f} | "
-                     f"{r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['tpot_p50_ms']:.1f} | {r['tpot_p99_ms']:.1f} |")
+        lines.append(f"| {r['concurrency']} | {r['requests']} | {r['req_per_s']:.2f} | "
+                     f"{r['output_tok_per_s']:.1f} | {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | "
+                     f"{r['tpot_p50_ms']:.1f} | {r['tpot_p99_ms']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base-url", help="an OpenAI-compatible server; omitted: launch radixlm")
-    parser.add_argument("--model", default="smollm2-135m", help="model to launch, and the name sent in requests")
+    parser.add_argument("--model", default="smollm2-135m",
+                        help="model to launch, and the name sent in requests")
     parser.add_argument("--api-key")
     parser.add_argument("--concurrency", default="1,8,32,64", help="comma-separated client counts")
-    parser.add_argument("--requests-per-client", type=int, default=2, help="requests per level = clients x this (min 8)")
+    parser.add_argument("--requests-per-client", type=int, default=2,
+                        help="requests per level = clients x this (min 8)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default=None, help="table title (default: the server URL)")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
@@ -157,7 +162,8 @@ def main() -> None:
     finally:
         if handle is not None:
             handle.shutdown()
-    table = markdown(rows, args.label or f"{args.model} at {base_url if args.base_url else 'radixlm (launched)'}")
+    table = markdown(rows, args.label
+                     or f"{args.model} at {base_url if args.base_url else 'radixlm (launched)'}")
     print(table)
     if args.json:
         with open(args.json, "w") as f:

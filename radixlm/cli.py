@@ -1,12 +1,12 @@
 """The ``radixlm`` command: ``generate`` (stream a completion), ``serve`` (HTTP server), ``demo``."""
 from __future__ import annotations
 
-import radixlm._env  # noqa: F401  (thread settings before torch)
-
 import argparse
 import sys
 import time
 from typing import Optional
+
+import radixlm._env  # noqa: F401  (thread settings before torch)
 
 
 def _add_generate(sub) -> None:

@@ -19,11 +19,12 @@ def city_report(s, city):
     s += rl.user(f"Describe {city} in two sentences.")
     s += rl.assistant(rl.gen("description", max_tokens=64, temperature=0))
     critiques = s.fork(3)
-    for i, (f, aspect) in enumerate(zip(critiques, ["food", "history", "weather"])):
+    for _, (f, aspect) in enumerate(zip(critiques, ["food", "history", "weather"])):
         f += rl.user(f"In one short sentence, what about its {aspect}?")
         f += rl.assistant(rl.gen("aspect", max_tokens=32, temperature=0, stop="\n"))
     s += rl.user("Roughly how many people live there, in millions? Answer with a number.")
-    s += rl.assistant(rl.gen("population_millions", max_tokens=8, regex=r"[0-9]{1,2}(\.[0-9])?", temperature=0))
+    s += rl.assistant(rl.gen("population_millions", max_tokens=8, regex=r"[0-9]{1,2}(\.[0-9])?",
+                             temperature=0))
     s += rl.user("Is it a capital city?")
     s += rl.assistant(rl.select("is_capital", choices=["yes", "no"]))
     s["critiques"] = [f["aspect"] for f in critiques]
@@ -51,7 +52,8 @@ def main(model: str = "smollm2-135m") -> int:
         for city, st in zip(cities, states):
             print(f"  {city:>8}: capital={st['is_capital']:<3} population={st['population_millions']!r}")
         info = rl.get_server_info()
-        print(f"\nradix cache hit rate: {info.get('cache_hit_rate', 0.0):.0%} of prompt tokens served from the cache")
+        print(f"\nradix cache hit rate: {info.get('cache_hit_rate', 0.0):.0%} "
+              "of prompt tokens served from the cache")
     return 0
 
 

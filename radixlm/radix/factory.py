@@ -10,6 +10,7 @@ from radixlm.radix.radix_cache import RadixCache
 
 def create_prefix_cache(allocator: SlotFreer, disabled: bool = False,
                         device: str | torch.device | None = None) -> PrefixCache:
-    """A ``NoRadixCache`` when ``disabled``, else a ``RadixCache``; both free evicted slots into ``allocator``."""
+    """A ``NoRadixCache`` when ``disabled``, else a ``RadixCache``; both free evicted slots into
+    ``allocator``."""
     cls = NoRadixCache if disabled else RadixCache
     return cls(allocator, device)

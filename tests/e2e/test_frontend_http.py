@@ -38,7 +38,8 @@ def wait_idle(backend) -> dict:
     """Stats once nothing runs (pins all released); asserts that no KV slot leaked."""
     for _ in range(50):
         s = stats(backend)
-        if s["num_running"] == 0 and s["num_queued"] == 0 and s["kv_used"] == 0 and s["num_pinned_contexts"] == 0:
+        if (s["num_running"] == 0 and s["num_queued"] == 0 and s["kv_used"] == 0
+                and s["num_pinned_contexts"] == 0):
             assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
             return s
         time.sleep(0.1)
@@ -90,7 +91,8 @@ def test_sixteen_forks_compute_the_context_once(endpoint, execution):
     state = many.run(ctx=context, backend=endpoint, temperature=0, execution=execution)
     assert state.execution_path == execution
     metas = state.get_meta_info("x")
-    assert len(metas) == 16 and all(m["cached_tokens"] >= 200 for m in metas), [m["cached_tokens"] for m in metas]
+    assert len(metas) == 16 and all(m["cached_tokens"] >= 200 for m in metas), \
+        [m["cached_tokens"] for m in metas]
     assert sum(m["prompt_tokens"] - m["cached_tokens"] for m in metas) < 16 * 12
     wait_idle(endpoint)
 
@@ -102,14 +104,16 @@ def test_runtime_backend_streams_and_batches(runtime):
     assert "".join(chunks) == state.text()
     assert [m["role"] for m in state.messages()] == ["system", "user", "assistant", "user", "assistant"]
     questions = [f"q{i}?" for i in range(4)]
-    singles = [programs.few_shot_qa.run(question=q, backend=runtime, temperature=0)["answer"] for q in questions]
-    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=runtime, temperature=0)
+    singles = [programs.few_shot_qa.run(question=q, backend=runtime, temperature=0)["answer"]
+               for q in questions]
+    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=runtime,
+                                           temperature=0)
     assert [s["answer"] for s in batch] == singles and all(s.execution_path == "graph" for s in batch)
 
 
 def test_input_segments_tokenize_each_text_piece(client):
-    ids = client.post("/generate", json={"text": "ab", "sampling_params": {"max_new_tokens": 3, "temperature": 0,
-                                                                            "ignore_eos": True}}).json()
+    ids = client.post("/generate", json={
+        "text": "ab", "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}}).json()
     seg = client.post("/generate", json={
         "input_segments": [{"text": "a"}, {"ids": []}, {"text": "b"}],
         "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}}).json()
@@ -127,7 +131,8 @@ def test_input_segments_tokenize_each_text_piece(client):
     ({"input_segments": [[{"text": "a"}], [{"bytes": "b"}]]}, "input_segments[1][0] must be"),
     ({"input_segments": [{"ids": [99999]}]}, "vocabulary"),
     ({"input_segments": [{"text": ""}]}, "empty"),
-    ({"input_segments": [{"text": "a"}], "text": "a"}, "exactly one of text and input_ids (or input_segments)"),
+    ({"input_segments": [{"text": "a"}], "text": "a"},
+     "exactly one of text and input_ids (or input_segments)"),
     ({"text": "a", "pin_children": -1}, "pin_children"),
     ({"text": "a", "pin_children": 2, "sampling_params": {"n": 2}}, "pin_children needs n == 1"),
     ({"text": "a", "unpin_rids": "r"}, "unpin_rids must be a list"),

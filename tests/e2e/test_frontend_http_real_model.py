@@ -47,7 +47,8 @@ def test_select_boundaries_over_http(runtime):
         s += sgl.select("city", choices=choices)
 
     for execution in ("interpreter", "graph"):
-        spaced = capital.run(sep="", choices=[" Berlin", " Paris", " Rome"], backend=runtime, execution=execution)
+        spaced = capital.run(sep="", choices=[" Berlin", " Paris", " Rome"], backend=runtime,
+                             execution=execution)
         bare = capital.run(sep=" ", choices=["Berlin", "Paris", "Rome"], backend=runtime, execution=execution)
         assert spaced["city"] == " Paris" and bare["city"] == "Paris"
         first_tokens = [es[0][2] for es in bare.get_meta_info("city")["input_token_logprobs"]]

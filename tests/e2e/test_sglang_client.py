@@ -79,7 +79,8 @@ def sglang_python() -> str:
                              capture_output=True, text=True, timeout=600)
         if pip.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
-            pytest.skip(f"cannot install sglang=={SGLANG_VERSION} from the package registry: {pip.stderr[-500:]}")
+            pytest.skip(f"cannot install sglang=={SGLANG_VERSION} from the package registry: "
+                        f"{pip.stderr[-500:]}")
         (venv / ".complete").write_text("ok\n")
     return str(python)
 
@@ -94,9 +95,10 @@ def server(tiny_llama_dir):
 def test_sglang_frontend_programs(sglang_python, server, tmp_path: Path):
     script = tmp_path / "programs.py"
     script.write_text(PROGRAMS)
-    run = subprocess.run([sglang_python, str(script), server.url], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sglang_python, str(script), server.url], capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, f"stderr:\n{run.stderr[-4000:]}\nserver log:\n{server.log()[-2000:]}"
-    line = next(l for l in run.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(s for s in run.stdout.splitlines() if s.startswith("RESULT "))
     out = json.loads(line[len("RESULT "):])
 
     gen = out["gen"]

@@ -116,7 +116,8 @@ class RadixMachine(RuleBasedStateMachine):
         held = self.cache.all_slots().tolist()
         assert not set(held) & self.alloc.free_set
         assert len(held) + len(self.alloc.free_set) == NUM_SLOTS
-        assert self.cache.total_size() == self.cache.evictable_size() + self.cache.protected_size() == len(held)
+        assert (self.cache.total_size() == self.cache.evictable_size() + self.cache.protected_size()
+                == len(held))
         assert self.cache.protected_size() == len(self._locked_prefixes())
         for node, prefix in self.locks:
             assert node.parent is not None or not prefix  # still attached

@@ -38,7 +38,8 @@ DTYPE_CASES: list[tuple[str, list[tuple[str, str]], str, Callable[[str], bool]]]
 
 def chat(engine, user: str, shots: Sequence[tuple[str, str]] = ()) -> str:
     """The chat-templated prompt for ``user``, after the (question, answer) turns of ``shots``."""
-    turns = [{"role": role, "content": text} for shot in shots for role, text in zip(("user", "assistant"), shot)]
+    turns = [{"role": role, "content": text}
+             for shot in shots for role, text in zip(("user", "assistant"), shot)]
     return engine.tokenizer.apply_chat_template(turns + [{"role": "user", "content": user}], tokenize=False,
                                                 add_generation_prompt=True)
 
@@ -54,10 +55,11 @@ def schema_requests(engine, greedy_only: bool = False, compact: bool = False) ->
     out = []
     for m, mode in enumerate(modes):
         for i, (name, schema) in enumerate(SCHEMA_CASES):
-            prompt = chat(engine, f"Give an example of {name.replace('_', ' ')} as JSON following this schema: "
-                                  f"{json.dumps(schema)}")
+            prompt = chat(engine, f"Give an example of {name.replace('_', ' ')} as JSON "
+                                  f"following this schema: {json.dumps(schema)}")
             grammar = {"regex": compact_regex(schema)} if compact else {"json_schema": schema}
-            out.append((prompt, {**grammar, **mode, "seed": 1000 * m + i, "max_new_tokens": SCHEMA_MAX_TOKENS}))
+            out.append((prompt, {**grammar, **mode, "seed": 1000 * m + i,
+                                 "max_new_tokens": SCHEMA_MAX_TOKENS}))
     return out
 
 
@@ -67,7 +69,8 @@ def regex_requests(engine) -> list[tuple[str, dict]]:
         for i, (name, rx) in enumerate(REGEX_CASES):
             prompt = chat(engine, f"Give an example of a {name.replace('_', ' ')} matching the regular "
                                   f"expression {rx}. Reply with the example only.")
-            out.append((prompt, {"regex": rx, **mode, "seed": 1000 * m + i, "max_new_tokens": REGEX_MAX_TOKENS}))
+            out.append((prompt, {"regex": rx, **mode, "seed": 1000 * m + i,
+                                 "max_new_tokens": REGEX_MAX_TOKENS}))
     return out
 
 
@@ -75,7 +78,8 @@ def typed_requests(engine) -> list[tuple[str, dict]]:
     out = []
     for m, mode in enumerate([{"temperature": 0}, SAMPLED]):
         for dtype, shots, question, _ in DTYPE_CASES:
-            out.append((chat(engine, question, shots), {"dtype": dtype, **mode, "seed": m, "max_new_tokens": 24}))
+            out.append((chat(engine, question, shots),
+                        {"dtype": dtype, **mode, "seed": m, "max_new_tokens": 24}))
         out.append((chat(engine, "Is 'I love this film' positive, negative or neutral?"),
                     {"choices": CHOICES, **mode, "seed": m, "max_new_tokens": 8}))
     return out

@@ -31,7 +31,8 @@ def plain_engine(tiny_llama_dir):
 
 @pytest.fixture(scope="module")
 def jump_engine(tiny_llama_dir):
-    engine = make_engine(tiny_llama_dir, enable_jump_forward=True, jump_forward_max_batch=1_000_000, **ENGINE_ARGS)
+    engine = make_engine(tiny_llama_dir, enable_jump_forward=True, jump_forward_max_batch=1_000_000,
+                         **ENGINE_ARGS)
     yield engine
     engine.shutdown()
 

@@ -89,7 +89,8 @@ def test_min_new_tokens_delays_a_stop_token(tiny_engine):
 
 def test_ignore_eos_generates_max_new_tokens(tiny_engine):
     eos = tiny_engine.model_info()["eos_token_ids"][0]
-    out = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [], "ignore_eos": True, "max_new_tokens": 40})
+    out = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [], "ignore_eos": True,
+                                       "max_new_tokens": 40})
     assert len(out["output_ids"]) == 40
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 40}
     stopped = tiny_engine.generate("eos", {**GREEDY, "max_new_tokens": 40})
@@ -163,4 +164,5 @@ def test_async_generate(tiny_engine):
         return await asyncio.gather(*(tiny_engine.async_generate(f"async {i}", GREEDY) for i in range(4)))
 
     outs = asyncio.run(main())
-    assert [o["output_ids"] for o in outs] == [tiny_engine.generate(f"async {i}", GREEDY)["output_ids"] for i in range(4)]
+    assert [o["output_ids"] for o in outs] == [tiny_engine.generate(f"async {i}", GREEDY)["output_ids"]
+                                               for i in range(4)]

@@ -23,7 +23,8 @@ def test_response_format_json_schema(real_model_dir):
         client = openai.OpenAI(base_url=handle.url + "/v1", api_key="unused", max_retries=0)
         r = client.chat.completions.create(
             model="smollm2-135m", temperature=0, max_tokens=80,
-            messages=[{"role": "user", "content": "Describe Paris as JSON with city, country and the year it was founded."}],
+            messages=[{"role": "user",
+                       "content": "Describe Paris as JSON with city, country and the year it was founded."}],
             response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}})
     assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
     jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)

@@ -56,7 +56,8 @@ def test_single_generate(client):
 
 def test_batch_and_n_give_lists_in_order(client):
     one = client.post("/generate", json={"text": "abc", "sampling_params": GREEDY}).json()
-    outs = client.post("/generate", json={"text": ["abc", "xyz"], "sampling_params": {**GREEDY, "n": 2}}).json()
+    outs = client.post("/generate",
+                       json={"text": ["abc", "xyz"], "sampling_params": {**GREEDY, "n": 2}}).json()
     assert isinstance(outs, list) and len(outs) == 4
     assert outs[0]["output_ids"] == outs[1]["output_ids"] == one["output_ids"]  # greedy: same text
     assert outs[2]["output_ids"] == outs[3]["output_ids"]
@@ -67,7 +68,8 @@ def test_batch_and_n_give_lists_in_order(client):
 def test_stream_is_cumulative_and_ends_with_done(client):
     final = client.post("/generate", json={"text": "stream me", "sampling_params": GREEDY}).json()
     events = []
-    with client.stream("POST", "/generate", json={"text": "stream me", "sampling_params": GREEDY, "stream": True}) as r:
+    with client.stream("POST", "/generate",
+                       json={"text": "stream me", "sampling_params": GREEDY, "stream": True}) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data:"):
@@ -109,7 +111,8 @@ def test_sglang_client_quirks_accepted(client):
                                               "spaces_between_special_tokens": True},
             "logprob_start_len": [None], "top_logprobs_num": [None], "return_text_in_logprobs": [None]}
     assert client.post("/generate", json=body).status_code == 200
-    assert client.post("/concate_and_append_request", json={"src_rids": ["a"], "dst_rid": "b"}).json() == {"success": True}
+    assert client.post("/concate_and_append_request",
+                       json={"src_rids": ["a"], "dst_rid": "b"}).json() == {"success": True}
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -152,8 +155,8 @@ def test_abort_by_rid(client, server):
     result = {}
 
     def run():
-        body = {"text": "long", "rid": "to-abort", "sampling_params": {"max_new_tokens": 400, "temperature": 0,
-                                                                        "ignore_eos": True}}
+        body = {"text": "long", "rid": "to-abort",
+                "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}}
         with httpx.Client(base_url=server.url, timeout=60) as c:
             result["out"] = c.post("/generate", json=body).json()
 
@@ -188,5 +191,6 @@ def test_invalid_burst_between_valid_requests(client):
     for i in range(30):
         bad = [{"text": ""}, {"text": "a", "sampling_params": {"top_p": 0}}, {"input_ids": [-1]}][i % 3]
         assert client.post("/generate", json=bad).status_code == 400
-        assert client.post("/generate", json={"text": "valid", "sampling_params": GREEDY}).json()["text"] == expected
+        assert client.post("/generate",
+                           json={"text": "valid", "sampling_params": GREEDY}).json()["text"] == expected
     assert_kv_idle(client)

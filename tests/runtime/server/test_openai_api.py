@@ -51,7 +51,8 @@ def test_chat_completion(client):
     choice = r.choices[0]
     assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
     assert choice.finish_reason == "length" and r.usage.completion_tokens == 5
-    again = client.chat.completions.create(model="tiny", messages=MESSAGES, max_completion_tokens=5, temperature=0)
+    again = client.chat.completions.create(model="tiny", messages=MESSAGES, max_completion_tokens=5,
+                                           temperature=0)
     assert again.choices[0].message.content == choice.message.content
 
 
@@ -68,13 +69,15 @@ def test_chat_streaming_matches_non_streaming_with_usage(client):
 
 
 def test_chat_n2_sampling(client):
-    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, n=2, temperature=1.0, seed=7)
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, n=2, temperature=1.0,
+                                       seed=7)
     assert sorted(c.index for c in r.choices) == [0, 1]
     assert r.usage.completion_tokens == 12
 
 
 def test_completion_stream_n2(client):
-    stream = client.completions.create(model="tiny", prompt="xy", max_tokens=5, n=2, temperature=0, stream=True)
+    stream = client.completions.create(model="tiny", prompt="xy", max_tokens=5, n=2, temperature=0,
+                                       stream=True)
     texts = {0: "", 1: ""}
     for chunk in stream:
         for c in chunk.choices:
@@ -85,7 +88,8 @@ def test_completion_stream_n2(client):
 
 def test_stop_string_is_cut(client):
     for prompt in ["abc", "The", "Hello world", "xyz", "12345", "stop test", "Once upon a time"]:
-        text = client.completions.create(model="tiny", prompt=prompt, max_tokens=20, temperature=0).choices[0].text
+        text = client.completions.create(model="tiny", prompt=prompt, max_tokens=20,
+                                         temperature=0).choices[0].text
         stop = next((text[i:i + 2] for i in range(1, len(text) - 2) if "\ufffd" not in text[i:i + 2]), None)
         if stop is not None:
             break
@@ -131,7 +135,8 @@ def test_errors_have_the_openai_shape(client, server):
 
 
 def test_api_key_guards_every_endpoint(server):
-    for method, path in [("GET", "/health"), ("GET", "/get_model_info"), ("POST", "/generate"), ("GET", "/v1/models")]:
+    for method, path in [("GET", "/health"), ("GET", "/get_model_info"), ("POST", "/generate"),
+                         ("GET", "/v1/models")]:
         r = httpx.request(method, server.url + path, json={"text": "a"})
         assert r.status_code == 401 and "API key" in r.json()["error"]["message"]
     ok = httpx.get(server.url + "/get_model_info", headers={"Authorization": f"Bearer {API_KEY}"})
@@ -142,7 +147,8 @@ def test_constrained_fields_are_passed_not_ignored(client):
     """response_format / regex reach the scheduler: enforced, or a clear 400 until supported."""
     for extra in ({"response_format": {"type": "json_object"}}, {"extra_body": {"regex": "[ab]{3}"}}):
         try:
-            r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0, **extra)
+            r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0,
+                                               **extra)
         except openai.BadRequestError as e:
             assert "not supported" in str(e) or "grammar" in str(e).lower()
             continue

@@ -62,7 +62,8 @@ def ipc_dirs(server_pid: int | str = "*") -> set[str]:
 
 
 def start(tiny_llama_dir: str):
-    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512)
+    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
+                           context_length=512)
     workers = workers_of(handle.pid)
     assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
     kids = workers + [p for p in children_of(handle.pid) if p not in workers]
@@ -110,7 +111,8 @@ def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_l
     def waiting_client() -> None:
         try:
             results["plain"] = httpx.post(handle.url + "/generate", json={
-                "text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}, timeout=60)
+                "text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}},
+                timeout=60)
         except httpx.HTTPError as e:
             results["plain"] = e
 
