@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
@@ -24,9 +24,11 @@ class PinTable:
     so a program that dies cannot hold KV forever.
     """
 
-    def __init__(self, cache: CacheManager, timeout_s: float) -> None:
+    def __init__(self, cache: CacheManager, timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cache = cache
         self.timeout_s = timeout_s
+        self.clock = clock
         self._pins: dict[str, _Pin] = {}
 
     def __len__(self) -> int:
@@ -39,7 +41,7 @@ class PinTable:
         old = self._pins.pop(req.rid, None)
         if old is not None:
             self.cache.unpin(old.node)
-        self._pins[req.rid] = _Pin(node, req.pin_children, time.monotonic() + self.timeout_s)
+        self._pins[req.rid] = _Pin(node, req.pin_children, self.clock() + self.timeout_s)
 
     def on_admitted(self, req: Req) -> None:
         """Release one unit of each parent pin the request names (once per request)."""
@@ -59,7 +61,7 @@ class PinTable:
     def expire(self) -> None:
         if not self._pins:
             return
-        now = time.monotonic()
+        now = self.clock()
         for rid in [rid for rid, pin in self._pins.items() if pin.expires_at <= now]:
             self.cache.unpin(self._pins.pop(rid).node)
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -44,12 +43,11 @@ def test_validate_accepts(backend, kind, text):
     backend.validate(kind, text)
 
 
-def test_second_submit_is_cached_and_instant(backend):
+def test_second_submit_returns_the_cached_compile(backend):
     first = backend.submit("regex", "[0-9]{4}")
     grammar = first.result(timeout=30)
-    start = time.perf_counter()
     second = backend.submit("regex", "[0-9]{4}")
-    assert second is first and second.done() and time.perf_counter() - start < 0.01
+    assert second is first and second.done()
     assert second.result() is grammar and grammar.compile_seconds > 0
 
 

