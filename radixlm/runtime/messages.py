@@ -17,7 +17,7 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 # ---- TokenizerManager / Engine -> Scheduler -------------------------------------------------
 @dataclass
 class TokenizedGenerateReq:
-    """One generation request (``n > 1`` is expanded by the scheduler into ``n`` samples)."""
+    """One generation request, validated by the front end (``n > 1`` arrives expanded into ``n`` requests)."""
 
     rid: str
     input_ids: np.ndarray  # int32 [prompt_len]
@@ -26,7 +26,6 @@ class TokenizedGenerateReq:
     logprob_start_len: int = -1  # -1: no input logprobs; k: input logprobs from position k
     top_logprobs_num: int = 0
     stream: bool = False
-    input_text: Optional[str] = None
     # Program graphs: keep this request's final context locked in the radix tree until
     # ``pin_children`` requests that list its rid in ``unpin_rids`` have been admitted.
     pin_children: int = 0

@@ -37,12 +37,12 @@ class GenerateArgs:
         single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
         the model cannot serve rejects the call, ``release_pins`` gets ``unpin_rids`` once per
         sample that will not be admitted."""
-        ids_list, texts, single = self._prompts(tokenizer)
+        ids_list, single = self._prompts(tokenizer)
         params = self._params(len(ids_list))
         rids = self.rid if isinstance(self.rid, list) else [self.rid] * len(ids_list)
         reqs: list[TokenizedGenerateReq] = []
         try:
-            for ids, text, p, rid in zip(ids_list, texts, params, rids):
+            for ids, p, rid in zip(ids_list, params, rids):
                 req = TokenizedGenerateReq(
                     rid=rid or new_rid(),
                     input_ids=prompt_ids_array(ids, limits),
@@ -51,7 +51,6 @@ class GenerateArgs:
                     logprob_start_len=self.logprob_start_len,
                     top_logprobs_num=self.top_logprobs_num,
                     stream=self.stream,
-                    input_text=text,
                     pin_children=self.pin_children,
                     unpin_rids=list(self.unpin_rids or []),
                 )
@@ -67,8 +66,8 @@ class GenerateArgs:
             raise ValueError("stream=True takes a single prompt with n == 1")
         return reqs, single
 
-    def _prompts(self, tokenizer: Any) -> tuple[list[list[int]], list[Optional[str]], bool]:
-        """Each prompt's ids and text (None when given as ids), and whether a single one was given."""
+    def _prompts(self, tokenizer: Any) -> tuple[list[list[int]], bool]:
+        """Each prompt's ids, and whether a single one was given."""
         prompt, input_ids = self.prompt, self.input_ids
         if (prompt is None) == (input_ids is None):
             raise ValueError("give exactly one of prompt or input_ids")
@@ -78,14 +77,12 @@ class GenerateArgs:
             if not all(isinstance(p, str) for p in prompts):
                 raise ValueError("prompt must be a string or a list of strings")
             ids_list = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-            texts: list[Optional[str]] = list(prompts)
         else:
             single = bool(input_ids) and not isinstance(input_ids[0], (list, tuple, np.ndarray))
             ids_list = [list(input_ids)] if single else [list(x) for x in input_ids]
-            texts = [None] * len(ids_list)
         if not ids_list:
             raise ValueError("prompt must not be an empty list")
-        return ids_list, texts, single
+        return ids_list, single
 
     def _params(self, count: int) -> list[SamplingParams]:
         if isinstance(self.sampling_params, list):

@@ -121,7 +121,6 @@ class TokenizerManager:
                 logprob_start_len=item.logprob_start_len,
                 top_logprobs_num=item.top_logprobs_num,
                 stream=stream,
-                input_text=item.text,
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
             )
