@@ -63,7 +63,9 @@ class PrefillPlanner:
             else:
                 return batch
 
-        dedup = create_prefix_cache(_NullFreer(), disabled=False)
+        # NOTE: deferring a request to share a prefix pays only when the prefix will be cached: with
+        # the radix cache disabled the tracker matches nothing, so nobody waits.
+        dedup = create_prefix_cache(_NullFreer(), disabled=self.cache.disabled)
         candidates, matched = self.order(waiting)
         for req in candidates:
             if slots_left - len(batch) <= 0 or token_budget <= 0:

@@ -111,6 +111,13 @@ def test_a_short_shared_prefix_is_not_deferred():
     assert [r.rid for r in planner.plan(waiting, [], None)] == ["first", "second"]
 
 
+def test_with_the_cache_disabled_a_shared_prefix_defers_nothing():
+    planner = _planner(make_cache(512, disabled=True))
+    shared = _prompt(0, 4 * IN_BATCH_PREFIX_DEFER)
+    waiting = [make_req("first", shared + [300]), make_req("second", shared + [301])]
+    assert [r.rid for r in planner.plan(waiting, [], None)] == ["first", "second"]
+
+
 def test_decode_reservation_of_running_requests_limits_admission():
     cache = make_cache(64)
     planner = _planner(cache, new_token_ratio=0.5)
