@@ -31,8 +31,8 @@ import radixlm._env  # noqa: F401,E402  (thread settings before torch work)
 from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher  # noqa: E402
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue  # noqa: E402
 from radixlm.runtime.server_args import ServerArgs  # noqa: E402
-from tests.runtime.constrained_cases import SCHEMA_CASES  # noqa: E402
-from tests.runtime.constrained_driver import allowed_ids, closing_tokens  # noqa: E402
+from tests.runtime.constrained.cases import SCHEMA_CASES  # noqa: E402
+from tests.runtime.constrained.driver import allowed_ids, closing_tokens  # noqa: E402
 
 VOCAB = 49152
 BATCH = 32
