@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
+
+# NOTE: dividing logits by a smaller temperature overflows float32 or leaves only the argmax anyway
+# (1e-300 gave NaN probabilities and token 0): such a temperature means greedy decoding.
+GREEDY_TEMPERATURE = 1e-5
 
 
 @dataclass
 class SamplingParams:
-    """What and how to generate. ``temperature == 0`` means greedy.
+    """What and how to generate. ``temperature`` 0 (or below ``GREEDY_TEMPERATURE``) means greedy.
 
     Constrained generation: at most one of ``regex``, ``json_schema`` (a JSON string), ``choices``
     (a list of strings) or ``dtype`` (``int``, ``float``, ``bool``, ``str``).
@@ -80,8 +85,8 @@ class SamplingParams:
             bad("min_new_tokens", "must not exceed max_new_tokens")
         if not is_int(self.n) or self.n < 1:
             bad("n", "must be an integer >= 1")
-        if not is_num(self.temperature) or self.temperature < 0:
-            bad("temperature", "must be a number >= 0")
+        if not is_num(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
+            bad("temperature", "must be a finite number >= 0")
         if not is_num(self.top_p) or not 0 < self.top_p <= 1:
             bad("top_p", "must be in (0, 1]")
         if not is_int(self.top_k) or (self.top_k < 1 and self.top_k != -1):
@@ -119,7 +124,7 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0 or self.top_k == 1
+        return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1
 
     @property
     def constraint(self) -> Optional[tuple[str, str]]:

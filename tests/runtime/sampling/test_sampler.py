@@ -98,6 +98,20 @@ def test_greedy_rows_take_the_argmax_and_sampled_rows_stay_in_the_filter():
         assert out.next_token_ids[1] in (1, 3)
 
 
+@pytest.mark.parametrize("temperature", [math.nan, math.inf, -1.0])
+def test_a_temperature_that_is_not_a_finite_number_ge_0_is_named(temperature):
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams.from_dict({"temperature": temperature})
+
+
+def test_a_vanishing_temperature_decodes_greedily():
+    logits = torch.tensor([[0.5, 3.0, 1.0, -2.0, 2.5, 0.0, 1.5]])
+    for temperature in (1e-300, 1e-9):
+        req = make_req(temperature=temperature, seed=3)
+        assert req.sampling_params.is_greedy
+        assert sample(logits.clone(), [req], [EOS]).next_token_ids == [1]
+
+
 def test_seeded_draw_depends_on_seed_and_step_only():
     logits = torch.log(PROBS)
     req = make_req(seed=42, temperature=1.0)
