@@ -30,6 +30,8 @@ class TokenizedGenerateReq:
     # ``pin_children`` requests that list its rid in ``unpin_rids`` have been admitted.
     pin_children: int = 0
     unpin_rids: list[str] = field(default_factory=list)
+    # The client's rid when this is one sample of an ``n > 1`` request: aborting it aborts every sample.
+    group_rid: Optional[str] = None
 
 
 @dataclass
@@ -137,5 +139,5 @@ def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerate
     out = []
     for i in range(n):
         params = dataclasses.replace(req.sampling_params, n=1, seed=None if seed is None else seed + i)
-        out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", sampling_params=params))
+        out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", group_rid=req.rid, sampling_params=params))
     return out

@@ -98,6 +98,7 @@ class Scheduler:
                   msg.top_logprobs_num, msg.stream, seed)
         req.pin_children = max(int(msg.pin_children), 0)
         req.unpin_rids = list(msg.unpin_rids)
+        req.group_rid = msg.group_rid
         error = self._admission_error(req)
         if error is not None:
             self._finish(req, FinishAbort(error))
@@ -121,7 +122,7 @@ class Scheduler:
 
     def _on_abort(self, msg: AbortReq) -> None:
         def named(req: Req) -> bool:
-            return req.rid == msg.rid or req.rid.startswith(msg.rid + "-")
+            return msg.rid in (req.rid, req.group_rid)
 
         for queue in (self.waiting, self.grammars.pending):
             for req in [r for r in queue if named(r)]:

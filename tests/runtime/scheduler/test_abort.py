@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq
+from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq, expand_parallel_samples
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
@@ -73,6 +73,21 @@ def test_abort_in_the_middle_of_a_chunked_prefill(scheduler):
     assert scheduler.chunked is not None and scheduler.chunked.kv_len == 16
     scheduler.handle(AbortReq("chunked"))
     assert _drain(scheduler)["chunked"]["type"] == "abort"
+    _assert_all_free(scheduler)
+
+
+def test_abort_names_one_request_or_every_sample_of_one(scheduler):
+    parallel = _request("team-2", 6)
+    parallel.sampling_params = SamplingParams(temperature=0, max_new_tokens=50, ignore_eos=True, n=2)
+    for req in [_request("team-1", 7), _request("team-1-x", 9), *expand_parallel_samples(parallel)]:
+        scheduler.handle(req)
+    scheduler.step()
+    scheduler.handle(AbortReq("team-1"))  # not another client's "team-1-x"
+    scheduler.handle(AbortReq("team-2"))  # both samples "team-2-0" and "team-2-1"
+    finished = _drain(scheduler)
+    assert {rid for rid, reason in finished.items() if reason["type"] == "abort"} == {
+        "team-1", "team-2-0", "team-2-1"}
+    assert finished["team-1-x"] == {"type": "length", "length": 50}
     _assert_all_free(scheduler)
 
 
