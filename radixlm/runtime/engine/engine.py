@@ -138,7 +138,16 @@ class Engine:
 
     # ---- plumbing ------------------------------------------------------------------------------
     def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
-        return args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+        """The checked requests, their rids claimed; a rid in flight raises ``ValueError``."""
+        reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+        try:
+            self._loop.reserve_rids([r.rid for r in reqs])
+        except ValueError:
+            for req in reqs:  # never admitted: release the parents' pins as a rejection would
+                if req.unpin_rids:
+                    self._release_pins(list(req.unpin_rids))
+            raise
+        return reqs, single
 
     def _release_pins(self, unpin_rids: list[str]) -> None:
         self._loop.post(SchedulerCall(ReleasePinsReq(unpin_rids)))

@@ -69,6 +69,10 @@ class EngineLoop:
         self.error: Optional[BaseException] = None
         self._inbox: queue.Queue[Submission] = queue.Queue()
         self._trackers: dict[str, RequestTracker] = {}
+        # NOTE: rids are reserved by the caller's thread before submission and freed by the loop when
+        # the request finishes, so two requests in flight never share a rid (a tracker per rid).
+        self._in_flight: set[str] = set()
+        self._rids_lock = threading.Lock()
         self._deferred: list[IntegrityCheck] = []  # integrity checks wait for idle
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="radixlm-engine", daemon=True)
@@ -78,6 +82,15 @@ class EngineLoop:
         """Queue ``submission``; raises ``EngineError`` when the loop died or was stopped."""
         self.check_alive()
         self._inbox.put(submission)
+
+    def reserve_rids(self, rids: list[str]) -> None:
+        """Claim ``rids`` for requests about to be submitted; ``ValueError`` (and nothing claimed)
+        when one is already in flight or named twice."""
+        with self._rids_lock:
+            taken = next((r for i, r in enumerate(rids) if r in self._in_flight or r in rids[:i]), None)
+            if taken is not None:
+                raise ValueError(f"a request with rid {taken!r} is already running")
+            self._in_flight.update(rids)
 
     def post(self, submission: Submission) -> None:
         """Queue ``submission`` without checking the loop (fire and forget)."""
@@ -118,6 +131,8 @@ class EngineLoop:
                         tracker.on_output(out)
                         if out.finished:
                             del self._trackers[out.rid]
+                            with self._rids_lock:
+                                self._in_flight.discard(out.rid)
                 if self._deferred and not sched.has_work():
                     self._run_integrity_checks()
         except BaseException as e:
@@ -127,6 +142,8 @@ class EngineLoop:
             for tracker in self._trackers.values():
                 tracker.sink(None)
             self._trackers.clear()
+            with self._rids_lock:
+                self._in_flight.clear()
             for check in self._deferred:
                 check.reply.set_exception(EngineError("the engine stopped"))
 

@@ -138,19 +138,27 @@ class TokenizerManager:
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
-        requests: list[tuple[str, TokenizedGenerateReq]] = []
+        requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
+        claimed: set[str] = set()  # rids and sample rids of this submission
         try:
             for item in items:
                 rid = item.rid or uuid.uuid4().hex
-                if rid in self._by_rid or any(r == rid for r, _ in requests):
+                if rid in self._by_rid or rid in claimed:
                     raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
-                requests.append((rid, self.build_request(item, rid, stream)))
+                req = self.build_request(item, rid, stream)
+                sample_reqs = expand_parallel_samples(req)
+                # NOTE: the samples of n > 1 run as "{rid}-{i}": another client's rid must not alias one.
+                taken = [s.rid for s in sample_reqs if s.rid in self._samples or s.rid in claimed]
+                if taken:
+                    raise ApiError(f"rid {taken[0]!r} is in use by a running request", param="rid")
+                claimed.update([rid, *(s.rid for s in sample_reqs)])
+                requests.append((rid, req, sample_reqs))
         except ApiError:
             await self._release_parent_pins(items)
             raise
-        for rid, req in requests:
+        for rid, req, sample_reqs in requests:
             samples = []
-            for sample_req in expand_parallel_samples(req):
+            for sample_req in sample_reqs:
                 text_fn = self.token_text if logprob_text else None
                 sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids),
                                      text_fn)

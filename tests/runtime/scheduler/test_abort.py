@@ -141,3 +141,16 @@ def test_abort_of_a_queued_request_leaves_the_running_one_alone(abort_engine):
     assert not second.is_alive() and "abort" in str(error[0])
     *_, last = first
     assert last["meta_info"]["finish_reason"] == {"type": "length", "length": 480}
+
+
+def test_a_rid_in_flight_is_refused_and_the_first_request_is_unharmed(abort_engine):
+    stream = abort_engine.generate("keep running", LONG, stream=True, rid="dup")
+    next(stream)
+    with pytest.raises(ValueError, match="rid 'dup' is already running"):
+        abort_engine.generate("same rid", {"temperature": 0, "max_new_tokens": 4}, rid="dup")
+    with pytest.raises(ValueError, match="rid 'twice' is already running"):
+        abort_engine.generate(["a", "b"], {"temperature": 0, "max_new_tokens": 4}, rid=["twice", "twice"])
+    items = [next(stream)] + list(stream)
+    assert items[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": LONG["max_new_tokens"]}
+    # finished: the rid is free again
+    assert abort_engine.generate("reuse", {"temperature": 0, "max_new_tokens": 2}, rid="dup")["output_ids"]

@@ -173,6 +173,32 @@ def test_abort_by_rid(client, server):
     assert_kv_idle(client)
 
 
+def test_rids_in_flight_and_sample_rids_are_refused(client, server):
+    import threading
+
+    result = {}
+
+    def run():
+        body = {"text": "two samples", "rid": "grp",
+                "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True, "n": 2}}
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            result["out"] = c.post("/generate", json=body).json()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.time() + 20
+    while stats(client)["num_running"] + stats(client)["num_queued"] < 2:
+        assert time.time() < deadline
+        time.sleep(0.01)
+    for rid in ("grp", "grp-0", "grp-1"):  # the request, and the ids its samples run under
+        r = client.post("/generate", json={"text": "x", "rid": rid, "sampling_params": GREEDY})
+        assert r.status_code == 400 and repr(rid) in r.json()["error"]["message"], r.text
+    assert client.post("/abort_request", json={"rid": "grp"}).json()["success"]
+    thread.join(30)
+    assert [o["meta_info"]["finish_reason"]["type"] for o in result["out"]] == ["abort", "abort"]
+    assert_kv_idle(client)
+
+
 def test_client_disconnect_mid_stream_frees_kv(client, server):
     body = {"text": "disconnect", "stream": True, "rid": "gone",
             "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}}
