@@ -13,6 +13,10 @@ import numpy as np
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
+# The ``status_code`` of an abort the client asked for (nginx's "client closed request"): a normal
+# end for the front ends, unlike a rejection's 400 or a failure's 500.
+CLIENT_ABORT_STATUS = 499
+
 
 # ---- TokenizerManager / Engine -> Scheduler -------------------------------------------------
 @dataclass

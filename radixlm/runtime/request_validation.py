@@ -37,10 +37,14 @@ class InvalidRequest(ValueError):
 def prompt_ids_array(ids: Sequence[int], limits: ModelLimits) -> np.ndarray:
     """``ids`` as the int32 array a request carries; an id outside the vocabulary (one too large for
     int32 included) raises ``InvalidRequest``."""
-    bad = [i for i in ids if not 0 <= i < limits.vocab_size]
-    if bad:
-        raise _outside_vocabulary(bad, limits)
-    return np.asarray(ids, dtype=np.int32)
+    try:
+        wide = np.asarray(ids, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError) as e:
+        raise InvalidRequest(f"input_ids must be token ids: {e}", "input_ids") from e
+    bad = wide[(wide < 0) | (wide >= limits.vocab_size)]
+    if len(bad):
+        raise _outside_vocabulary(bad.tolist(), limits)
+    return wide.astype(np.int32)
 
 
 def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:

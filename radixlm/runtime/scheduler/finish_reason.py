@@ -8,9 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-# NOTE: the status code of a request aborted by its client (nginx's "client closed request").
-CLIENT_ABORT_STATUS = 499
-
 
 @dataclass(frozen=True)
 class FinishStop:

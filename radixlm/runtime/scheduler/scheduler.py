@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from radixlm.runtime.messages import (
+    CLIENT_ABORT_STATUS,
     AbortReq,
     FlushCacheOut,
     FlushCacheReq,
@@ -26,7 +27,6 @@ from radixlm.runtime.sampling.sampler import sample
 from radixlm.runtime.scheduler.batch_builder import build_decode_batch, build_extend_batch
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.finish_reason import (
-    CLIENT_ABORT_STATUS,
     FinishAbort,
     FinishLength,
     FinishReason,
@@ -93,7 +93,7 @@ class Scheduler:
         self.counters.num_requests += 1
         params = msg.sampling_params
         seed = params.seed if params.seed is not None else self._next_seed()
-        input_ids = [int(t) for t in np.asarray(msg.input_ids).tolist()]
+        input_ids = np.asarray(msg.input_ids).tolist()
         req = Req(msg.rid, input_ids, params, msg.return_logprob, msg.logprob_start_len,
                   msg.top_logprobs_num, msg.stream, seed)
         req.pin_children = max(int(msg.pin_children), 0)
@@ -259,10 +259,11 @@ class Scheduler:
             to_sample, rows = self._end_extend(batch, logits)
         elif batch.kind is BatchKind.MIXED:
             to_sample, rows = batch.reqs, self.jump_forward.verify(batch, logits)
-        else:
-            to_sample, rows = batch.reqs, batch.sample_rows
+        else:  # a decode samples every row in order: its logits are used as they are, no copy
+            to_sample, rows = batch.reqs, None
         if to_sample:
-            self._sample_and_advance(to_sample, _select_rows(logits, rows))
+            chosen = logits if rows is None else logits[torch.tensor(rows, device=logits.device)]
+            self._sample_and_advance(to_sample, chosen)
         if batch.kind is BatchKind.EXTEND:
             self.running.extend(r for r in to_sample if not r.finished)
         else:
@@ -363,9 +364,3 @@ class Scheduler:
     def shutdown(self) -> None:
         self.grammars.shutdown()
 
-
-def _select_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
-    """``logits[rows]``; the logits themselves when every row is taken in order (a decode)."""
-    if rows == list(range(logits.shape[0])):
-        return logits
-    return logits[torch.tensor(rows, dtype=torch.int64, device=logits.device)]

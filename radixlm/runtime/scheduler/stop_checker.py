@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.scheduler.finish_reason import (
-    CLIENT_ABORT_STATUS,
     FinishAbort,
     FinishLength,
     FinishReason,

@@ -6,6 +6,7 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
@@ -101,7 +102,7 @@ async def generate(request: Request) -> Any:
         await until_done_or_disconnect(group.wait(), request)
     except ClientDisconnected:
         await tm.abort(group)
-        return Response(status_code=499)
+        return Response(status_code=CLIENT_ABORT_STATUS)
     except BaseException:
         await tm.abort(group)
         raise

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
@@ -151,7 +152,7 @@ class _Responder:
             await until_done_or_disconnect(group.changed.wait(), self.request)
         except ClientDisconnected:
             await self.tm.abort(group)
-            return Response(status_code=499)
+            return Response(status_code=CLIENT_ABORT_STATUS)
         error = group.first_error()
         if error is not None:
             await self.tm.abort(group)

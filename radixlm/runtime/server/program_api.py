@@ -6,6 +6,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from radixlm.program.graph_executor import execute_program
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
 from radixlm.runtime.server.native_api import group_result
@@ -38,6 +39,6 @@ async def run_program(request: Request) -> Any:
     try:
         return await until_done_or_disconnect(execute_program(graph, generate), request)
     except ClientDisconnected:
-        return Response(status_code=499)
+        return Response(status_code=CLIENT_ABORT_STATUS)
     except (ValueError, KeyError, TypeError) as e:
         raise ApiError(f"invalid request graph: {e}", 400, "graph") from e

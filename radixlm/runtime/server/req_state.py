@@ -11,11 +11,9 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Optional
 
-from radixlm.runtime.messages import ReqTextOut
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS, ReqTextOut
 from radixlm.runtime.response_builder import ResponseBuilder, TokenText
 from radixlm.runtime.server.errors import ApiError
-
-CLIENT_ABORT_STATUS = 499  # the scheduler's status for an abort the client asked for: a normal finish
 
 
 class SampleState:
