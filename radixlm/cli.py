@@ -12,7 +12,8 @@ import radixlm._env  # noqa: F401  (thread settings before torch)
 def _add_generate(sub) -> None:
     p = sub.add_parser("generate", help="stream a completion from the in-process engine")
     p.add_argument("prompt", help="the prompt (with --chat: the user message)")
-    p.add_argument("--model", default="smollm2-135m", help="registry name, HF directory or .gguf path")
+    p.add_argument("--model", "--model-path", dest="model", default="smollm2-135m",
+                   help="registry name, HF directory, .gguf path or Hugging Face hub id")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)

@@ -15,6 +15,10 @@ SchedulePolicy = Literal["lpm", "fcfs"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
+# SGLang's option names that mean one of ours (keyword arguments and CLI flags).
+SGLANG_ALIASES = {"model_path": "model", "tokenizer_path": "tokenizer"}
+
+
 @dataclass(frozen=True)
 class ServerArgs:
     """Every knob of the runtime. The CLI flags are these names with dashes.
@@ -76,7 +80,19 @@ class ServerArgs:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ServerArgs:
-        """Like the constructor, with a ValueError naming unknown options."""
+        """Like the constructor, with a ValueError naming unknown options.
+
+        SGLang's spellings are accepted: ``model_path`` for ``model``, ``tokenizer_path`` for
+        ``tokenizer``; a ``None`` model means the default one.
+        """
+        for alias, name in SGLANG_ALIASES.items():
+            if alias in kwargs:
+                value = kwargs.pop(alias)
+                if kwargs.get(name) is not None and value is not None and kwargs[name] != value:
+                    raise ValueError(f"{alias}={value!r} and {name}={kwargs[name]!r} disagree: give one")
+                kwargs[name] = value if value is not None else kwargs.get(name)
+        if kwargs.get("model", "") is None:
+            kwargs.pop("model")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(kwargs) - names)
         if unknown:

@@ -27,10 +27,10 @@ class EngineBackend(Backend):
     name = "Engine"
     supports_graphs = True
 
-    def __init__(self, engine: Any = "smollm2-135m", chat_template: Union[str, ChatTemplate, None] = None,
+    def __init__(self, engine: Any = None, chat_template: Union[str, ChatTemplate, None] = None,
                  **server_args: Any) -> None:
         super().__init__(chat_template)
-        if isinstance(engine, str):
+        if engine is None or isinstance(engine, str):  # a model name (None: the default, or model_path=)
             from radixlm.runtime.engine import Engine
 
             engine = Engine(model=engine, **server_args)

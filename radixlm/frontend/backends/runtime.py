@@ -8,12 +8,13 @@ from radixlm.frontend.chat_template import ChatTemplate
 
 
 class Runtime(RuntimeEndpoint):
-    """``Runtime(model="smollm2-135m", **server_args)``: a server of our own, shut down with
-    ``shutdown()`` or by leaving a ``with`` block."""
+    """``Runtime(model_path="HuggingFaceTB/SmolLM2-135M-Instruct", **server_args)`` (or ``model=``;
+    default: the default model): a server of our own, shut down with ``shutdown()`` or by leaving
+    a ``with`` block."""
 
     name = "Runtime"
 
-    def __init__(self, model: str = "smollm2-135m", chat_template: Union[str, ChatTemplate, None] = None,
+    def __init__(self, model: Optional[str] = None, chat_template: Union[str, ChatTemplate, None] = None,
                  **server_args: Any) -> None:
         from radixlm.runtime.server.launch import launch_server
 

@@ -45,7 +45,9 @@ class Engine:
     Keyword arguments are ``ServerArgs`` fields (``kv_cache_gb``, ``disable_radix_cache``, ...).
     """
 
-    def __init__(self, model: str = "smollm2-135m", **server_args: Any) -> None:
+    def __init__(self, model: Optional[str] = None, **server_args: Any) -> None:
+        """``model`` (or SGLang's ``model_path``): a registry name, a directory, a .gguf file or a
+        Hugging Face hub id; None is the default model."""
         self.server_args = ServerArgs.from_kwargs(model=model, **server_args)
         self.scheduler = Scheduler(self.server_args)
         self.tokenizer = self.scheduler.tokenizer

@@ -86,8 +86,10 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     logging.basicConfig(level=server_args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
+    from radixlm.runtime.server.chat_template_names import resolve_chat_template
     from radixlm.runtime.server.processes import start_processes
 
+    resolve_chat_template(server_args.chat_template)  # a bad value fails before the model loads
     procs = start_processes(server_args, thread_env, scheduler_factory)
     try:
         tokenizer_manager = _make_tokenizer_manager(server_args, procs)
@@ -105,7 +107,9 @@ def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
     from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path(procs.model_info))
-    chat_template = _read_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
+    from radixlm.runtime.server.chat_template_names import resolve_chat_template
+
+    chat_template = resolve_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
     return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template)
 
 
@@ -144,14 +148,6 @@ async def _watch(server: Any, tokenizer_manager: Any, procs: Any, server_args: A
             await asyncio.sleep(CHILD_POLL_S)  # let its own death notice (with traceback) arrive first
             tokenizer_manager.fail(dead)
             return
-
-
-def _read_chat_template(value: Optional[str]) -> Optional[str]:
-    """``--chat-template``: a file holding a Jinja template, or the template itself."""
-    if value and os.path.isfile(value):
-        with open(value, encoding="utf-8") as f:
-            return f.read()
-    return value
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

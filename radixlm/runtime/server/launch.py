@@ -56,11 +56,12 @@ class ServerHandle:
         self.shutdown()
 
 
-def launch_server(model: str = "smollm2-135m", port: Optional[int] = None, timeout: float = 600.0,
+def launch_server(model: Optional[str] = None, port: Optional[int] = None, timeout: float = 600.0,
                   env: Optional[dict[str, str]] = None, **server_args: Any) -> ServerHandle:
     """Start ``radixlm serve`` in a subprocess and wait until ``/health`` answers.
 
-    ``port`` None picks a free one; other keyword arguments are ``ServerArgs`` fields. Raises
+    ``port`` None picks a free one; other keyword arguments are ``ServerArgs`` fields (SGLang's
+    ``model_path`` names the model too; None is the default model). Raises
     ``RuntimeError`` with the end of the server's log when it exits or does not become healthy.
     """
     args = ServerArgs.from_kwargs(model=model, port=port or free_port(), **server_args)

@@ -7,24 +7,27 @@ import typing
 from typing import Any, Optional, Sequence
 
 from radixlm import _env  # noqa: F401  (before anything imports torch)
-from radixlm.runtime.server_args import ServerArgs, enumerated_options
+from radixlm.runtime.server_args import SGLANG_ALIASES, ServerArgs, enumerated_options
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per ``ServerArgs`` field: ``--kv-cache-gb 2``, ``--disable-radix-cache`` / ``--no-...``."""
     hints = typing.get_type_hints(ServerArgs)
     choices = enumerated_options()
+    aliases = {name: alias for alias, name in SGLANG_ALIASES.items()}
     for f in dataclasses.fields(ServerArgs):
-        flag = "--" + f.name.replace("_", "-")
+        flags = ["--" + f.name.replace("_", "-")]
+        if f.name in aliases:  # SGLang's spelling: --model-path, --tokenizer-path
+            flags.append("--" + aliases[f.name].replace("_", "-"))
         if f.name in choices:
-            parser.add_argument(flag, choices=choices[f.name], default=f.default,
+            parser.add_argument(*flags, choices=choices[f.name], default=f.default,
                                 help=f"default: {f.default}")
             continue
         kind = _base_type(hints[f.name])
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            parser.add_argument(*flags, action=argparse.BooleanOptionalAction, default=f.default)
         else:
-            parser.add_argument(flag, type=kind, default=f.default, metavar=f.name.upper(),
+            parser.add_argument(*flags, type=kind, default=f.default, metavar=f.name.upper(),
                                 help=f"default: {f.default}")
 
 
@@ -37,7 +40,7 @@ def run_serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """``python -m radixlm.runtime.server.serve_cli --model ...`` (what ``launch_server`` runs)."""
+    """``python -m radixlm.launch_server --model-path ...`` (also what ``launch_server`` runs)."""
     parser = argparse.ArgumentParser(prog="radixlm serve", description="Start the radixlm HTTP server.")
     add_serve_arguments(parser)
     run_serve(parser.parse_args(argv))

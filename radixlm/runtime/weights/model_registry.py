@@ -14,6 +14,7 @@ from pathlib import Path
 
 from radixlm.runtime.weights.atomic_dir import build_once
 from radixlm.runtime.weights.gguf_convert import convert_gguf
+from radixlm.runtime.weights.hf_hub import looks_like_hub_id, resolve_hub_model
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,9 @@ def cache_dir() -> Path:
 def resolve_model(name_or_path: str) -> str:
     """A local directory with ``config.json``, safetensors weights and tokenizer files.
 
-    Accepts a known model name (see ``KNOWN_MODELS``), a Hugging Face directory, or a ``.gguf``
-    file (converted once into a cache directory keyed by the file's path, size and mtime).
+    Accepts a known model name (see ``KNOWN_MODELS``), a Hugging Face directory, a ``.gguf``
+    file (converted once into a cache directory keyed by the file's path, size and mtime), or a
+    Hugging Face hub id ``org/name`` (see ``radixlm.runtime.weights.hf_hub``).
     Raises ValueError for anything else, listing the known names.
     """
     name = ALIASES.get(name_or_path, name_or_path)
@@ -57,9 +59,11 @@ def resolve_model(name_or_path: str) -> str:
         return str(path.resolve())
     if path.is_file() and path.suffix == ".gguf":
         return str(_converted_gguf_dir(path.resolve()))
+    if looks_like_hub_id(name_or_path):
+        return str(resolve_hub_model(name_or_path))
     known = ", ".join(sorted([*KNOWN_MODELS, *ALIASES]))
     raise ValueError(f"unknown model {name_or_path!r}: expected one of [{known}], a Hugging Face "
-                     f"directory with config.json, or a .gguf file")
+                     f"directory with config.json, a .gguf file, or a Hugging Face hub id (org/name)")
 
 
 def known_model_gguf(name: str) -> Path:
