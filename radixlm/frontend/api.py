@@ -20,9 +20,9 @@ def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Opt
 
 
 # ---- backends -------------------------------------------------------------------------------
-def flush_cache(backend: Optional[Any] = None) -> Any:
-    """Drop the runtime's prefix cache."""
-    return resolve_backend(backend).flush_cache()
+def flush_cache(backend: Optional[Any] = None, empty_cache: bool = False) -> Any:
+    """Drop the runtime's prefix cache (with ``empty_cache``, also the device allocator's cache)."""
+    return resolve_backend(backend).flush_cache(empty_cache=empty_cache)
 
 
 def get_server_info(backend: Optional[Any] = None) -> dict[str, Any]:
@@ -54,14 +54,18 @@ def gen(
     choices_method: Optional[ChoicesSamplingMethod] = None,
     regex: Optional[str] = None,
     json_schema: Optional[Union[str, dict]] = None,
+    stop_regex: Optional[Union[str, list[str]]] = None,
 ) -> Expr:
     """Generate into variable ``name``. Unset options take the run's defaults. With ``choices``
     this is ``select``. ``regex``, ``json_schema`` and ``dtype`` (int, float, bool, str) constrain
-    the output; the value is the generated text."""
+    the output; the value is the generated text. ``stop_regex`` stops where a regular expression
+    matches the output (the match is cut like a stop string)."""
     if choices:
         return select(name, choices, 0.0 if temperature is None else temperature, choices_method)
     if regex is not None:
         re.compile(regex)  # a bad pattern fails here, in the user's code
+    for pattern in [stop_regex] if isinstance(stop_regex, str) else stop_regex or []:
+        re.compile(pattern)
     if isinstance(dtype, type):
         dtype = dtype.__name__
     if dtype is not None and dtype not in ("int", "float", "bool", "str"):
@@ -74,6 +78,7 @@ def gen(
         presence_penalty=presence_penalty, ignore_eos=ignore_eos, return_logprob=return_logprob,
         logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
         return_text_in_logprobs=return_text_in_logprobs, dtype=dtype, regex=regex, json_schema=json_schema,
+        stop_regex=stop_regex,
     )
     return Gen(name, {k: v for k, v in params.items() if v is not None})
 

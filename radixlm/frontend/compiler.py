@@ -58,6 +58,7 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
     producers: dict[VarKey, int] = {}
     versions = VarVersions()
     cursors: dict[int, _Cursor] = {0: _Cursor(Turns(chat_template))}
+    arguments: dict[str, None] = {}  # placeholders, in order of first use
 
     def add_node(state: int, op: Optional[dict[str, Any]]) -> int:
         cur = cursors[state]
@@ -87,8 +88,9 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                         producers[versions.next_key(st.state, leaf.output_var)] = node_id
                 elif isinstance(leaf, Image):
                     raise DynamicProgramError("image inputs run in the interpreter")
-                elif isinstance(leaf, Argument):
-                    raise ValueError(f"argument {leaf.name!r} is a placeholder; give it a value to compile")
+                elif isinstance(leaf, Argument):  # filled by ``bind_arguments`` before the graph runs
+                    cur.segments.append({"arg": leaf.name})
+                    arguments.setdefault(leaf.name)
                 else:
                     raise TypeError(f"cannot compile {leaf!r}")
         elif isinstance(st, Fork):
@@ -101,7 +103,10 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                 raise DynamicProgramError(f"join mode {st.mode} runs in the interpreter")
         elif isinstance(st, SetVar):
             continue
-    return {"version": GRAPH_VERSION, "name": ir.name, "nodes": nodes}
+    graph = {"version": GRAPH_VERSION, "name": ir.name, "nodes": nodes}
+    if arguments:
+        graph["arguments"] = list(arguments)
+    return graph
 
 
 def _role_text(turns: Turns, leaf: RoleBegin | RoleEnd) -> str:

@@ -150,9 +150,11 @@ class SglFunction:
 
     def compile(self, *args: Any, backend: Optional[Backend] = None, **kwargs: Any) -> dict[str, Any]:
         """The request graph for these arguments (JSON-serializable; see
-        ``radixlm.program.graph_executor``). Raises ``DynamicProgramError`` for a dynamic program."""
+        ``radixlm.program.graph_executor``). Arguments not given are traced as placeholders: the
+        graph lists them under ``"arguments"``, and ``bind_arguments(graph, name=value)`` fills them
+        before it runs. Raises ``DynamicProgramError`` for a dynamic program."""
         defaults, kwargs = split_run_defaults(kwargs)
-        ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=False)
+        ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=True)
         return compile_program(ir, resolve_backend(backend).chat_template, defaults)
 
     # ---- internals --------------------------------------------------------------------------

@@ -12,14 +12,16 @@ Request graph format (JSON, version 1)::
         "extend": [                 # appended to the parent's context, in order
           {"text": "Q: What is 2+2?\\nA:"},
           {"var": "answer", "node": 3},         # the value node 3 generated, as text
-          {"ids": [791, 4320]}                  # token ids
+          {"ids": [791, 4320]},                 # token ids
+          {"arg": "question"}                   # a placeholder: bind_arguments() makes it text
         ],
         "op": null                  # nothing to run: the context is only extended
             | {"type": "prefill"}   # prefill the context (max_new_tokens 0) so forks share its KV
             | {"type": "gen", "name": "answer", "options": {"max_new_tokens": 16, "stop": ["\\n"], ...}}
             | {"type": "select", "name": "c", "choices": ["yes", "no"], "method": "token_length_normalized"},
         "op_index": 0}              # the op's position in its state (gen/select only)
-     ]}
+     ],
+     "arguments": ["question"]}     # only when the graph has placeholders
 
 A node's context is its parent's context, then its ``extend`` segments (a ``{"ids": [...]}``
 segment appends token ids), then what its op produced: a gen's output token ids, a select's choice
@@ -90,6 +92,9 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
                     append_text(context, seg["text"])
                 elif "ids" in seg:
                     append_ids(context, seg["ids"])
+                elif "arg" in seg:
+                    raise ValueError(f"argument {seg['arg']!r} has no value: fill the graph's placeholders "
+                                     f"with bind_arguments() first")
                 else:
                     append_text(context, _as_text(await values[seg["node"]]))
             op = node["op"]
@@ -138,6 +143,31 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
         for fut in [*contexts.values(), *values.values()]:
             if fut.done() and not fut.cancelled():
                 fut.exception()  # mark retrieved: dependents failed with the same error
+
+
+def bind_arguments(graph: dict[str, Any], **values: Any) -> dict[str, Any]:
+    """A copy of ``graph`` with each ``{"arg": name}`` placeholder replaced by ``str(value)`` text.
+
+    Raises ``ValueError`` naming placeholders without a value and values for no placeholder."""
+    names = list(graph.get("arguments", []))
+    missing = [n for n in names if n not in values]
+    extra = sorted(set(values) - set(names))
+    if missing or extra:
+        raise ValueError(f"bind_arguments: missing {missing or 'none'}, unknown {extra or 'none'} "
+                         f"(the graph's arguments are {names})")
+    def filled(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for seg in segments:  # text merges as the compiler writes it, so bound == compiled with values
+            if "arg" in seg or "text" in seg:
+                append_text(out, str(values[seg["arg"]]) if "arg" in seg else seg["text"])
+            else:
+                out.append(seg)
+        return out
+
+    nodes = [{**node, "extend": filled(node["extend"])} for node in graph["nodes"]]
+    bound = {**graph, "nodes": nodes}
+    bound.pop("arguments", None)
+    return bound
 
 
 def plan_pins(nodes: list[dict[str, Any]], run_id: str) -> dict[int, dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 SAMPLING_KEYS = (
     "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "temperature", "top_p", "top_k",
     "min_p", "frequency_penalty", "presence_penalty", "ignore_eos", "dtype", "regex", "json_schema",
+    "stop_regex",
 )
 #: Options that are request-level fields of a /generate request.
 LOGPROB_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")

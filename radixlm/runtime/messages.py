@@ -53,7 +53,7 @@ class ReleasePinsReq:
 
 @dataclass
 class FlushCacheReq:
-    pass
+    empty_cache: bool = False  # also return the device allocator's cached blocks (CUDA) to the driver
 
 
 @dataclass

@@ -75,6 +75,10 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
         raise InvalidRequest("pin_children must be an integer >= 0", "pin_children")
     if req.pin_children and req.sampling_params.n != 1:
         raise InvalidRequest("pin_children needs n == 1", "pin_children")
+    biased = [t for t, _ in req.sampling_params.logit_bias_items() if t >= limits.vocab_size]
+    if biased:
+        raise InvalidRequest(f"logit_bias names token ids outside the vocabulary [0, {limits.vocab_size}): "
+                             f"{biased[:5]}", "logit_bias")
 
 
 def _outside_vocabulary(bad: list[int], limits: ModelLimits) -> InvalidRequest:

@@ -76,7 +76,7 @@ class Backend:
     def get_server_info(self) -> dict[str, Any]:
         return {}
 
-    def flush_cache(self) -> Any:
+    def flush_cache(self, empty_cache: bool = False) -> Any:
         return None
 
     def shutdown(self) -> None:

@@ -71,8 +71,8 @@ class EngineBackend(Backend):
     def get_server_info(self) -> dict[str, Any]:
         return self.engine.get_server_info()
 
-    def flush_cache(self) -> Any:
-        return self.engine.flush_cache()
+    def flush_cache(self, empty_cache: bool = False) -> Any:
+        return self.engine.flush_cache(empty_cache=empty_cache)
 
     def shutdown(self) -> None:
         if self._owns_engine:

@@ -112,8 +112,9 @@ class RuntimeEndpoint(Backend):
     def get_server_info(self) -> dict[str, Any]:
         return self._request("GET", "/get_server_info")
 
-    def flush_cache(self) -> Any:
-        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(),
+    def flush_cache(self, empty_cache: bool = False) -> Any:
+        params = {"empty_cache": "true"} if empty_cache else None
+        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(), params=params,
                                   timeout=self.timeout)
         _raise_for_status(resp.status_code, resp.text, "/flush_cache")
         return resp.text

@@ -88,6 +88,8 @@ class IncrementalDetokenizer:
         if not self.no_stop_trim and isinstance(matched, str) and matched:
             # NOTE: feed() never emits a stop string, so the match lies in the part not yet emitted.
             pos = final.find(matched, self._emitted)
+            if pos == -1 and matched in final:  # a stop regex's match may begin in emitted text
+                pos = max(final.rfind(matched), self._emitted)
             if pos != -1:
                 final = final[:pos]
         delta = final[self._emitted :]

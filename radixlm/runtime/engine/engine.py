@@ -113,9 +113,10 @@ class Engine:
     def abort(self, rid: str) -> None:
         self._loop.post(SchedulerCall(AbortReq(rid)))
 
-    def flush_cache(self) -> bool:
-        """Drop the prefix cache; False (and nothing done) while requests are running."""
-        return self._loop.call(FlushCacheReq()).success
+    def flush_cache(self, empty_cache: bool = False) -> bool:
+        """Drop the prefix cache; False (and nothing done) while requests are running. With
+        ``empty_cache``, CUDA's cached allocator blocks are released too."""
+        return self._loop.call(FlushCacheReq(empty_cache=bool(empty_cache))).success
 
     def get_server_info(self) -> dict[str, Any]:
         stats = self._loop.call(GetStatsReq()).stats

@@ -48,6 +48,15 @@ def sample_row(logits: torch.Tensor, req: SamplingSequence) -> int:
     return int(torch.argmax(probs / noise))
 
 
+def apply_logit_bias(logits: torch.Tensor, reqs: list[SamplingSequence]) -> None:
+    """Add each request's ``logit_bias`` to its row in place (rows without one cost nothing)."""
+    for i, req in enumerate(reqs):
+        items = req.sampling_params.logit_bias_items()
+        if items:
+            ids = torch.tensor([t for t, _ in items], device=logits.device)
+            logits[i, ids] += torch.tensor([b for _, b in items], dtype=logits.dtype, device=logits.device)
+
+
 def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int]) -> SampleOutput:
     """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied)."""
     want_logprobs = [r.return_logprob for r in reqs]
@@ -55,6 +64,7 @@ def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: li
     if any(want_logprobs):
         raw_logprobs = torch.log_softmax(logits.float(), dim=-1)
     apply_penalties(logits, reqs, eos_token_ids)
+    apply_logit_bias(logits, reqs)
 
     next_ids = torch.argmax(logits, dim=-1).tolist()
     for i, req in enumerate(reqs):

@@ -40,6 +40,10 @@ class SamplingParams:
     choices: Optional[list[str]] = None
     dtype: Optional[str] = None
     no_stop_trim: bool = False
+    # Stop when one of these regular expressions matches the output text (cut like a stop string).
+    stop_regex: list[str] = field(default_factory=list)
+    # Token id (an int or its decimal string, as JSON keys are) -> bias added to its logit.
+    logit_bias: Optional[dict[Any, float]] = None
 
     @classmethod
     def from_dict(cls, d: Optional[dict[str, Any]]) -> "SamplingParams":
@@ -53,6 +57,10 @@ class SamplingParams:
             d["stop"] = [d["stop"]]
         if d.get("stop") is None:
             d.pop("stop", None)
+        if isinstance(d.get("stop_regex"), str):
+            d["stop_regex"] = [d["stop_regex"]]
+        if d.get("stop_regex") is None:
+            d.pop("stop_regex", None)
         if isinstance(d.get("stop_token_ids"), int):
             d["stop_token_ids"] = [d["stop_token_ids"]]
         if d.get("stop_token_ids") is None:
@@ -104,6 +112,8 @@ class SamplingParams:
         token_ids = self.stop_token_ids
         if not isinstance(token_ids, list) or not all(is_int(t) and t >= 0 for t in token_ids):
             bad("stop_token_ids", "must be a list of token ids")
+        self._validate_stop_regex(bad)
+        self._validate_logit_bias(bad)
         if self.seed is not None and not is_int(self.seed):
             bad("seed", "must be an integer")
         kinds = ("regex", "json_schema", "choices", "dtype")
@@ -121,6 +131,38 @@ class SamplingParams:
             bad("choices", "must be a non-empty list of strings")
         if self.dtype is not None and self.dtype not in ("int", "float", "bool", "str"):
             bad("dtype", "must be one of int, float, bool, str")
+
+    def _validate_stop_regex(self, bad: Any) -> None:
+        import re
+
+        patterns = self.stop_regex
+        if not isinstance(patterns, list) or not all(isinstance(r, str) and r for r in patterns):
+            bad("stop_regex", "must be a non-empty string or a list of non-empty strings")
+        for pattern in self.stop_regex:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"invalid sampling parameter stop_regex={pattern!r}: {e}") from e
+            if compiled.fullmatch(""):
+                bad("stop_regex", f"{pattern!r} matches the empty string (it would stop at once)")
+
+    def _validate_logit_bias(self, bad: Any) -> None:
+        if self.logit_bias is None:
+            return
+        if not isinstance(self.logit_bias, dict):
+            bad("logit_bias", "must be an object mapping token ids to biases")
+        for key, value in self.logit_bias.items():
+            token = key if isinstance(key, int) and not isinstance(key, bool) else None
+            if isinstance(key, str) and key.strip().lstrip("-").isdigit():
+                token = int(key)
+            if token is None or token < 0:
+                bad("logit_bias", f"key {key!r} is not a token id")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not -100 <= value <= 100:
+                bad("logit_bias", f"the bias of token {key} must be a number in [-100, 100]")
+
+    def logit_bias_items(self) -> list[tuple[int, float]]:
+        """``logit_bias`` as ``(token_id, bias)`` pairs (validated)."""
+        return [(int(k), float(v)) for k, v in (self.logit_bias or {}).items()]
 
     @property
     def is_greedy(self) -> bool:

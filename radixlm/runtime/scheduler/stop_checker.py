@@ -1,6 +1,8 @@
 """Decide whether a request is finished after it received a new token."""
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, Optional
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
@@ -41,10 +43,25 @@ class StopChecker:
                 matched = self._match_stop_string(req)
                 if matched is not None:
                     return FinishStop(matched)
+            if p.stop_regex:
+                matched = self._match_stop_regex(req)
+                if matched is not None:
+                    return FinishStop(matched)
         if len(req.output_ids) >= p.max_new_tokens:
             return FinishLength(p.max_new_tokens)
         if req.seq_len >= self.context_length:
             return FinishLength(len(req.output_ids))
+        return None
+
+    def _match_stop_regex(self, req: Req) -> Optional[str]:
+        """The text a stop regex matched in the output, or None. The whole output is searched (a
+        match may span any number of tokens); the detokenizer cuts the text at that match."""
+        skip = req.sampling_params.skip_special_tokens
+        text = self.tokenizer.decode(req.output_ids, skip_special_tokens=skip)
+        for pattern in req.sampling_params.stop_regex:
+            m = _compiled(pattern).search(text)
+            if m is not None and m.group(0):
+                return m.group(0)
         return None
 
     def _match_stop_string(self, req: Req) -> Optional[str]:
@@ -60,3 +77,8 @@ class StopChecker:
             if s in tail:
                 return s
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern:
+    return re.compile(pattern)

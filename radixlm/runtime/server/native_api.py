@@ -61,7 +61,9 @@ async def get_server_info(request: Request) -> dict[str, Any]:
 @router.get("/flush_cache")
 @router.post("/flush_cache")
 async def flush_cache(request: Request) -> Response:
-    out = await _tm(request).flush_cache()
+    """Drop the prefix cache; ``?empty_cache=true`` also empties the device allocator's cache."""
+    empty = request.query_params.get("empty_cache", "false").lower() in ("1", "true", "yes")
+    out = await _tm(request).flush_cache(empty_cache=empty)
     if not out.success:
         raise ApiError(out.message or "cannot flush the cache while requests are running")
     return Response("Cache flushed.\n", status_code=200)

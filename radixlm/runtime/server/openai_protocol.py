@@ -41,8 +41,12 @@ class _SamplingFields(BaseModel):
     presence_penalty: Optional[float] = None
     frequency_penalty: Optional[float] = None
     response_format: Optional[ResponseFormat] = None
-    user: Optional[str] = None  # accepted, not used
-    logit_bias: Optional[dict[str, float]] = None  # rejected when non-empty
+    logit_bias: Optional[dict[str, float]] = None  # token id -> bias in [-100, 100]
+    # Accepted and not used: they do not change the output.
+    user: Optional[str] = None
+    metadata: Optional[dict[str, str]] = None
+    store: Optional[bool] = None
+    service_tier: Optional[str] = None
     # SGLang / vLLM extensions
     top_k: Optional[int] = None
     min_p: Optional[float] = None
@@ -55,12 +59,11 @@ class _SamplingFields(BaseModel):
     no_stop_trim: bool = False
     regex: Optional[str] = None
     json_schema: Optional[Union[str, dict[str, Any]]] = None
+    stop_regex: Optional[Union[str, list[str]]] = None
     rid: Optional[str] = None
 
     def sampling_params(self, max_new_tokens: Optional[int]) -> SamplingParams:
         """``max_new_tokens`` None: up to the context (the manager caps it per prompt)."""
-        if self.logit_bias:
-            raise ApiError("logit_bias is not supported", param="logit_bias")
         d: dict[str, Any] = {"n": self.n, "ignore_eos": self.ignore_eos, "no_stop_trim": self.no_stop_trim,
                              "skip_special_tokens": self.skip_special_tokens,
                              "spaces_between_special_tokens": self.spaces_between_special_tokens}
@@ -71,7 +74,8 @@ class _SamplingFields(BaseModel):
                     "top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty,
                     "min_new_tokens": self.min_tokens, "stop": self.stop,
                     "stop_token_ids": self.stop_token_ids, "regex": self.regex,
-                    "json_schema": self.json_schema}
+                    "json_schema": self.json_schema, "stop_regex": self.stop_regex,
+                    "logit_bias": self.logit_bias or None}
         d.update({k: v for k, v in optional.items() if v is not None})
         schema = self._response_format_schema()
         if schema is not None:
@@ -82,7 +86,7 @@ class _SamplingFields(BaseModel):
         try:
             return SamplingParams.from_dict(d)
         except (ValueError, TypeError) as e:
-            raise ApiError(str(e)) from e
+            raise ApiError(str(e), param=_named_param(str(e))) from e
 
     def _response_format_schema(self) -> Optional[str]:
         fmt = self.response_format
@@ -134,6 +138,12 @@ class ChatCompletionRequest(_SamplingFields):
     tools: Optional[list[Any]] = None  # rejected when non-empty
     tool_choice: Optional[Any] = None
     parallel_tool_calls: Optional[bool] = None
+
+
+def _named_param(message: str) -> Optional[str]:
+    """The field a ``SamplingParams`` error names (``invalid sampling parameter NAME=...``)."""
+    prefix = "invalid sampling parameter "
+    return message[len(prefix):].split("=", 1)[0] if message.startswith(prefix) else None
 
 
 def parse_body(model: type[BaseModel], body: Any) -> Any:

@@ -196,8 +196,8 @@ class TokenizerManager:
             await self.abort_rid(rid)
 
     # ---- control ---------------------------------------------------------------------------
-    async def flush_cache(self) -> FlushCacheOut:
-        return await self._request_reply(FlushCacheReq(), FlushCacheOut)
+    async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
+        return await self._request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
 
     async def get_stats(self) -> dict[str, Any]:
         reply: StatsOut = await self._request_reply(GetStatsReq(), StatsOut)
