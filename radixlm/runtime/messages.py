@@ -90,6 +90,7 @@ class ReqTokenOut:
     spaces_between_special_tokens: bool = True
     stop_strings: list[str] = field(default_factory=list)
     no_stop_trim: bool = False
+    first_token_at: Optional[float] = None  # time.perf_counter() (system-wide) of the first output token
 
 
 @dataclass
@@ -118,6 +119,7 @@ class ReqTextOut:
     output_ids: np.ndarray  # all output ids so far
     finished: bool
     meta_info: dict[str, Any]
+    first_token_at: Optional[float] = None  # passed on from ``ReqTokenOut`` (metrics)
 
 
 @dataclass

@@ -62,6 +62,7 @@ class ServerArgs:
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None
     chat_template: Optional[str] = None
+    enable_metrics: bool = False  # Prometheus metrics at GET /metrics
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process

@@ -61,4 +61,5 @@ class DetokenizerManager:
             value = getattr(out, name)
             if value is not None:
                 meta_info[name] = value
-        return ReqTextOut(out.rid, state.detok.text, state.output_ids(), out.finished, meta_info)
+        return ReqTextOut(out.rid, state.detok.text, state.output_ids(), out.finished, meta_info,
+                          out.first_token_at)

@@ -63,6 +63,7 @@ class Req:
         self.kv_len = 0  # tokens whose KV is computed and recorded in req_to_token[row]
         self.last_node: Any = None
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
+        self.first_token_at: Optional[float] = None  # time.perf_counter() of the first output token
         self.admitted_once = False
         self.extend_len = 0  # tokens computed in the current step
 

@@ -6,6 +6,7 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -300,6 +301,8 @@ class Scheduler:
         for i, req in enumerate(reqs):
             token = result.next_token_ids[i]
             req.output_ids.append(token)
+            if req.first_token_at is None:
+                req.first_token_at = time.perf_counter()
             if req.return_logprob:
                 req.logprobs.output_tokens.append((result.logprobs[i], token))
                 req.logprobs.output_top.append(result.top_logprobs[i] or [])

@@ -27,6 +27,7 @@ def take_token_output(req: Req) -> ReqTokenOut:
         spaces_between_special_tokens=p.spaces_between_special_tokens,
         stop_strings=list(p.stop),
         no_stop_trim=p.no_stop_trim,
+        first_token_at=req.first_token_at,
     )
     if req.return_logprob:
         state = req.logprobs

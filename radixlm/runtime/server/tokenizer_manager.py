@@ -80,6 +80,7 @@ class TokenizerManager:
         self.dead: Optional[str] = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
+        self.metrics: Optional[Any] = None  # a ServerMetrics with --enable-metrics
 
     def start(self) -> None:
         """Start reading outputs (call inside the running event loop)."""
@@ -239,6 +240,8 @@ class TokenizerManager:
             return  # a request that already failed
         sample.apply(out)
         if out.finished:
+            if self.metrics is not None:
+                self.metrics.on_finished(out, sample.group.created_at)
             del self._samples[out.rid]
             self._forget_finished(sample)
 

@@ -1,0 +1,82 @@
+"""Prometheus metrics of the server (``--enable-metrics``, scraped at ``GET /metrics``).
+
+Counters and histograms are updated as requests finish (in the TokenizerManager's event loop);
+the gauges are read from the scheduler's live statistics at each scrape. Every metric is named
+``radixlm:<name>`` (SGLang's are ``sglang:<name>``) and lives in the server's own registry.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from radixlm.runtime.messages import ReqTextOut
+
+PREFIX = "radixlm:"
+TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
+TPOT_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5)
+E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ServerMetrics:
+    """The server's metrics: ``on_finished`` per finished sample, ``render`` per scrape."""
+
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = {"model_name": model_name}
+        r = self.registry
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Any:
+            return Counter(PREFIX + name, doc, ["model_name", *extra], registry=r)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Any:
+            return Histogram(PREFIX + name, doc, ["model_name"], buckets=buckets, registry=r).labels(**labels)
+
+        def gauge(name: str, doc: str) -> Any:
+            return Gauge(PREFIX + name, doc, ["model_name"], registry=r).labels(**labels)
+
+        self.model_name = model_name
+        self.prompt_tokens = counter("prompt_tokens", "Prompt tokens of finished requests").labels(**labels)
+        self.generation_tokens = counter("generation_tokens", "Generated tokens").labels(**labels)
+        self.cached_tokens = counter("cached_tokens", "Prompt tokens served from the prefix cache").labels(
+            **labels)
+        self.requests = counter("num_requests", "Finished requests by finish reason", ("finish_reason",))
+        self.ttft = histogram("time_to_first_token_seconds", "Time to the first output token", TTFT_BUCKETS)
+        self.tpot = histogram("time_per_output_token_seconds", "Time per output token after the first",
+                              TPOT_BUCKETS)
+        self.e2e = histogram("e2e_request_latency_seconds", "End-to-end request latency", E2E_BUCKETS)
+        self.running = gauge("num_running_reqs", "Requests running in the scheduler")
+        self.queued = gauge("num_queue_reqs", "Requests waiting for admission (and grammar compiles)")
+        self.kv_usage = gauge("kv_usage", "Share of the KV pool held by requests (not the evictable cache)")
+        self.kv_cached = gauge("kv_cache_usage", "Share of the KV pool holding the prefix cache")
+        self.hit_rate = gauge("cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens")
+
+    def on_finished(self, out: ReqTextOut, started_at: float) -> None:
+        """Count one finished sample; ``started_at`` is when its HTTP request arrived (perf_counter)."""
+        now = time.perf_counter()
+        meta = out.meta_info
+        completion = int(meta.get("completion_tokens") or 0)
+        self.prompt_tokens.inc(int(meta.get("prompt_tokens") or 0))
+        self.generation_tokens.inc(completion)
+        self.cached_tokens.inc(int(meta.get("cached_tokens") or 0))
+        reason = (meta.get("finish_reason") or {}).get("type", "unknown")
+        self.requests.labels(model_name=self.model_name, finish_reason=reason).inc()
+        self.e2e.observe(max(now - started_at, 0.0))
+        if out.first_token_at is not None and completion > 0:
+            # NOTE: perf_counter is CLOCK_MONOTONIC on Linux, shared by the scheduler process.
+            self.ttft.observe(max(out.first_token_at - started_at, 0.0))
+            if completion > 1:
+                self.tpot.observe(max(now - out.first_token_at, 0.0) / (completion - 1))
+
+    def render(self, stats: dict[str, Any]) -> bytes:
+        """The text exposition, with the gauges set from the scheduler's ``stats``."""
+        total = max(int(stats.get("kv_total") or 0), 1)
+        self.running.set(stats.get("num_running", 0))
+        self.queued.set(stats.get("num_queued", 0) + stats.get("num_grammar_queue", 0))
+        self.kv_usage.set(stats.get("kv_used", 0) / total)
+        self.kv_cached.set(stats.get("kv_cached", 0) / total)
+        self.hit_rate.set(stats.get("cache_hit_rate", 0.0))
+        return generate_latest(self.registry)
