@@ -13,7 +13,7 @@ def _printable_piece(text: str) -> tuple[int, str]:
     """A 2-character piece of ``text`` made of ordinary characters, at its first occurrence."""
     for i in range(4, len(text) - 2):
         piece = text[i:i + 2]
-        if piece.isprintable() and "\ufffd" not in piece and text.find(piece) == i:
+        if piece.isprintable() and piece.isascii() and text.find(piece) == i:
             return i, piece
     raise AssertionError(f"no usable piece in {text!r}")
 
