@@ -34,6 +34,7 @@ class TokenizedGenerateReq:
     # ``pin_children`` requests that list its rid in ``unpin_rids`` have been admitted.
     pin_children: int = 0
     unpin_rids: list[str] = field(default_factory=list)
+    pin_timeout_s: Optional[float] = None  # how long the pin may last; None: the server's pin_timeout_s
     # The client's rid when this is one sample of an ``n > 1`` request: aborting it aborts every sample.
     group_rid: Optional[str] = None
 

@@ -44,6 +44,9 @@ class ServerArgs:
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
+    # Sessions (/open_session): at most this many open; one idle this many seconds is closed.
+    max_sessions: int = 64
+    session_timeout: float = 600.0
     # Constrained decoding
     enable_jump_forward: bool = False
     # Jump only while at most this many requests run: a mixed extend step costs per token like a

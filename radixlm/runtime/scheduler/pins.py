@@ -41,7 +41,8 @@ class PinTable:
         old = self._pins.pop(req.rid, None)
         if old is not None:
             self.cache.unpin(old.node)
-        self._pins[req.rid] = _Pin(node, req.pin_children, self.clock() + self.timeout_s)
+        timeout = req.pin_timeout_s if req.pin_timeout_s is not None else self.timeout_s
+        self._pins[req.rid] = _Pin(node, req.pin_children, self.clock() + timeout)
 
     def on_admitted(self, req: Req) -> None:
         """Release one unit of each parent pin the request names (once per request)."""

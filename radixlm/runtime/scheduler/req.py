@@ -78,6 +78,7 @@ class Req:
         # Program graphs (see TokenizedGenerateReq.pin_children)
         self.pin_children = 0
         self.unpin_rids: list[str] = []
+        self.pin_timeout_s: Optional[float] = None  # None: the server's pin_timeout_s (sessions set theirs)
         self.group_rid: Optional[str] = None  # the client's rid of the n > 1 request this sample is of
 
         # Constrained decoding

@@ -99,6 +99,7 @@ class Scheduler:
                   msg.top_logprobs_num, msg.stream, seed)
         req.pin_children = max(int(msg.pin_children), 0)
         req.unpin_rids = list(msg.unpin_rids)
+        req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
         error = self._admission_error(req)
         if error is not None:

@@ -52,8 +52,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    from radixlm.runtime.server import native_api, openai_api, ops_api, program_api
+    from radixlm.runtime.server import native_api, openai_api, ops_api, program_api, session_api
     from radixlm.runtime.server.errors import ApiError, error_body
+    from radixlm.runtime.server.sessions import SessionStore
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.tokenizer_manager = tokenizer_manager
@@ -75,6 +76,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(openai_api.router)
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
+    app.include_router(session_api.router)
+    app.state.sessions = SessionStore(tokenizer_manager, server_args.max_sessions,
+                                      server_args.session_timeout)
     if server_args.enable_metrics and getattr(tokenizer_manager, "metrics", None) is None:
         from radixlm.runtime.server.metrics import ServerMetrics
 
@@ -132,6 +136,7 @@ async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
 
     tokenizer_manager.on_fatal = on_fatal
     tokenizer_manager.start()
+    app.state.sessions.start()
     watcher = asyncio.get_running_loop().create_task(_watch(server, tokenizer_manager, procs, server_args))
     try:
         await server.serve()

@@ -17,6 +17,7 @@ from radixlm.runtime.server.http_util import (
 )
 from radixlm.runtime.server.native_protocol import parse_generate
 from radixlm.runtime.server.req_state import ReqGroup
+from radixlm.runtime.server.session_api import submit_session_turn
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 from radixlm.runtime.server_info import build_server_info
 
@@ -95,7 +96,10 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
 async def generate(request: Request) -> Any:
     tm = _tm(request)
     req = parse_generate(await read_json(request))
-    group = await tm.submit(req.items, req.stream, req.return_text_in_logprobs)
+    if req.session_params is not None:
+        group = await submit_session_turn(request.app.state.sessions, req)
+    else:
+        group = await tm.submit(req.items, req.stream, req.return_text_in_logprobs)
     try:
         if req.stream:
             await until_done_or_disconnect(group.changed.wait(), request)  # a rejection answers 400

@@ -14,7 +14,7 @@ Beyond SGLang's fields, for the language's programs:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
@@ -24,11 +24,11 @@ _PER_ITEM = (
     "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children",
 )
 _PROMPT_FIELDS = ("text", "input_ids", "input_segments")
-_FIELDS = {*_PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", *_PER_ITEM}
+_FIELDS = {*_PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", "session_params", *_PER_ITEM}
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
 _UNSUPPORTED_IF_SET = {
     "image_data", "audio_data", "video_data", "lora_path", "modalities", "custom_logit_processor",
-    "return_hidden_states", "session_params", "data_parallel_rank", "log_metrics", "input_embeds",
+    "return_hidden_states", "data_parallel_rank", "log_metrics", "input_embeds",
     "bootstrap_host", "bootstrap_port", "bootstrap_room",
 }
 
@@ -41,6 +41,7 @@ class GenerateRequest:
     is_batch: bool
     stream: bool
     return_text_in_logprobs: bool
+    session_params: Optional[dict[str, Any]] = None  # a session turn (see ``runtime/server/sessions.py``)
 
 
 def parse_generate(body: Any) -> GenerateRequest:
@@ -75,7 +76,10 @@ def parse_generate(body: Any) -> GenerateRequest:
     stream = _optional(body.get("stream"), bool, "stream") or False
     text_in_logprobs = _first(body.get("return_text_in_logprobs"))
     text_in_logprobs = _optional(text_in_logprobs, bool, "return_text_in_logprobs")
-    return GenerateRequest(items, is_batch, stream, bool(text_in_logprobs))
+    session_params = body.get("session_params")
+    if session_params is not None and (is_batch or not isinstance(session_params, dict)):
+        raise ApiError("session_params must be an object, for a single prompt", param="session_params")
+    return GenerateRequest(items, is_batch, stream, bool(text_in_logprobs), session_params)
 
 
 def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:

@@ -58,6 +58,7 @@ class GenerateItem:
     fill_context: bool = False  # max_new_tokens = what the context leaves after the prompt
     pin_children: int = 0  # keep the finished context locked for this many children (programs)
     unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
+    pin_timeout_s: Optional[float] = None  # sessions: their pins last as long as the session may idle
 
 
 class TokenizerManager:
@@ -81,6 +82,8 @@ class TokenizerManager:
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
         self.metrics: Optional[Any] = None  # a ServerMetrics with --enable-metrics
+        # Called with each finished sample's last output (sessions record their turns' output ids).
+        self.finish_hooks: list[Callable[[ReqTextOut], None]] = []
 
     def start(self) -> None:
         """Start reading outputs (call inside the running event loop)."""
@@ -124,6 +127,7 @@ class TokenizerManager:
                 stream=stream,
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
+                pin_timeout_s=item.pin_timeout_s,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
@@ -196,6 +200,11 @@ class TokenizerManager:
         for rid in list(self._by_rid):
             await self.abort_rid(rid)
 
+    async def send(self, msg: Any) -> None:
+        """Send a message to the scheduler (sessions release their pins with ``ReleasePinsReq``)."""
+        if self.dead is None:
+            await self._push.send_pyobj(msg)
+
     # ---- control ---------------------------------------------------------------------------
     async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
         return await self._request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
@@ -242,6 +251,8 @@ class TokenizerManager:
         if out.finished:
             if self.metrics is not None:
                 self.metrics.on_finished(out, sample.group.created_at)
+            for hook in self.finish_hooks:
+                hook(out)
             del self._samples[out.rid]
             self._forget_finished(sample)
 
