@@ -22,7 +22,9 @@ def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Opt
 # ---- backends -------------------------------------------------------------------------------
 def flush_cache(backend: Optional[Any] = None, empty_cache: bool = False) -> Any:
     """Drop the runtime's prefix cache (with ``empty_cache``, also the device allocator's cache)."""
-    return resolve_backend(backend).flush_cache(empty_cache=empty_cache)
+    target = resolve_backend(backend)
+    # NOTE: backends written before empty_cache existed override flush_cache() without it.
+    return target.flush_cache(empty_cache=True) if empty_cache else target.flush_cache()
 
 
 def get_server_info(backend: Optional[Any] = None) -> dict[str, Any]:
