@@ -13,6 +13,9 @@ Dtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"
 AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+# auto: from the chat template (see runtime/server/function_call/registry.py)
+ToolCallParserName = Literal["auto", "hermes", "qwen", "qwen25", "llama3", "mistral", "pythonic"]
+ReasoningParserName = Literal["none", "deepseek-r1", "qwen3"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class ServerArgs:
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None
     chat_template: Optional[str] = None
+    tool_call_parser: ToolCallParserName = "auto"
+    reasoning_parser: ReasoningParserName = "none"
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process
