@@ -47,7 +47,7 @@ class ReasoningParser:
         if close < 0:
             hold = 0 if final else partial_suffix(body, THINK_END)
             thinking = body[:len(body) - hold]
-            return ReasoningSplit(thinking.strip() if final else thinking.rstrip(), "")
+            return ReasoningSplit(thinking.strip(), "")
         answer = body[close + len(THINK_END):].lstrip()
         return ReasoningSplit(body[:close].strip(), answer)
 

@@ -1,6 +1,8 @@
 """The JSON tool-call formats: hermes/qwen ``<tool_call>``, llama3 JSON, mistral ``[TOOL_CALLS]``."""
 from __future__ import annotations
 
+import re
+
 from radixlm.runtime.server.function_call.json_scan import skip_ws
 from radixlm.runtime.server.function_call.parsers import (
     CallWrapper,
@@ -10,6 +12,9 @@ from radixlm.runtime.server.function_call.parsers import (
     partial_suffix,
     read_call_sequence,
 )
+
+_OPEN_LIST = re.compile(r"\[\s*")
+_LIST_OF_OBJECTS = re.compile(r"\[\s*\{")
 
 
 class HermesParser(ToolCallParser):
@@ -40,21 +45,25 @@ class MistralParser(ToolCallParser):
 
     def scan(self, text: str, final: bool) -> Snapshot:
         start = text.find(self.marker)
-        body = start + len(self.marker) if start >= 0 else skip_ws(text, 0)
-        if start < 0 and not text.startswith("[", body):
-            if not final and not text[body:]:
+        if start >= 0:
+            body, content = start + len(self.marker), text[:start].rstrip()
+        else:
+            body, content = skip_ws(text, 0), ""
+            rest = text[body:]
+            if not final and (self.marker.startswith(rest) or _OPEN_LIST.fullmatch(rest)):
                 return Snapshot("")
-            hold = 0 if final else partial_suffix(text, self.marker)
-            return Snapshot(held_content(text[:len(text) - hold], final))
+            if not _LIST_OF_OBJECTS.match(rest):
+                hold = 0 if final else partial_suffix(text, self.marker)
+                return Snapshot(held_content(text[:len(text) - hold], final))
         i = skip_ws(text, body)
         if i >= len(text):
-            return Snapshot(text[:max(start, 0)].rstrip())
+            return Snapshot(content)
         if text[i] != "[":
             return Snapshot(held_content(text, final))
         calls, malformed = read_call_sequence(text, i + 1, ("arguments",), self.wrapper)
         if malformed:
             return Snapshot(held_content(text, final))
-        return Snapshot(text[:max(start, 0)].rstrip(), calls)
+        return Snapshot(content, calls)
 
 
 class Llama3Parser(ToolCallParser):
