@@ -23,6 +23,7 @@ from radixlm.frontend.ir import (
     RoleBegin,
     RoleEnd,
     Select,
+    SeparateReasoning,
     SetVar,
     VarKey,
     VarRef,
@@ -87,6 +88,8 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                         producers[versions.next_key(st.state, leaf.output_var)] = node_id
                 elif isinstance(leaf, Image):
                     raise DynamicProgramError("image inputs run in the interpreter")
+                elif isinstance(leaf, SeparateReasoning):
+                    raise DynamicProgramError("separate_reasoning runs in the interpreter")
                 elif isinstance(leaf, Argument):
                     raise ValueError(f"argument {leaf.name!r} is a placeholder; give it a value to compile")
                 else:

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from radixlm.program.reasoning import get_reasoning_parser
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.function_call.constraints import (
@@ -17,7 +18,6 @@ from radixlm.runtime.server.function_call.prompt import messages_for_template
 from radixlm.runtime.server.function_call.protocol import FunctionDef, NamedToolChoice
 from radixlm.runtime.server.function_call.registry import resolve_parser
 from radixlm.runtime.server.function_call.streaming import ChatOutputReader, ChatSnapshot
-from radixlm.runtime.server.reasoning import get_reasoning_parser
 
 
 @dataclass

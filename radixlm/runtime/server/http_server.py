@@ -52,7 +52,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    from radixlm.runtime.server import native_api, openai_api, program_api
+    from radixlm.runtime.server import native_api, openai_api, program_api, reasoning_api
     from radixlm.runtime.server.errors import ApiError, error_body
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
@@ -74,6 +74,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(native_api.router)
     app.include_router(openai_api.router)
     app.include_router(program_api.router)
+    app.include_router(reasoning_api.router)
     if server_args.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=server_args.api_key)
     return app

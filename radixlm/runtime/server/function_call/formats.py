@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 
+from radixlm.program.reasoning import partial_suffix
 from radixlm.runtime.server.function_call.json_scan import skip_ws
 from radixlm.runtime.server.function_call.parsers import (
     CallWrapper,
     Snapshot,
     ToolCallParser,
     held_content,
-    partial_suffix,
     read_call_sequence,
 )
 

@@ -64,14 +64,6 @@ class ToolCallParser(ABC):
         return w.open + w.separator.join(self.render(n, a) for n, a in calls) + w.close
 
 
-def partial_suffix(text: str, marker: str) -> int:
-    """The length of the longest end of ``text`` that begins ``marker`` (text to hold back)."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-n:]):
-            return n
-    return 0
-
-
 def held_content(text: str, final: bool) -> str:
     """Content to send so far: trailing whitespace waits (a call may follow it)."""
     return text if final else text.rstrip()

@@ -5,8 +5,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from radixlm.program.reasoning import ReasoningParser
 from radixlm.runtime.server.function_call.parsers import PartialCall, ToolCallParser
-from radixlm.runtime.server.reasoning import ReasoningParser
 
 
 def new_call_id() -> str:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from radixlm.program.reasoning import ReasoningParser, separate_reasoning
 from radixlm.runtime.server.function_call.registry import get_parser
 from radixlm.runtime.server.function_call.streaming import ChatOutputReader
-from radixlm.runtime.server.reasoning import ReasoningParser, separate_reasoning
 from tests.runtime.server.function_call.stream_check import check_every_split
 
 CASES = [
@@ -36,3 +36,22 @@ def test_reasoning_then_tool_call():
 def test_unknown_reasoning_parser():
     with pytest.raises(ValueError, match="unknown reasoning parser 'r2'"):
         ReasoningParser("r2")
+
+
+def test_native_separate_reasoning_route():
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+    from fastapi.testclient import TestClient
+
+    from radixlm.runtime.server import reasoning_api
+    from radixlm.runtime.server.errors import ApiError
+
+    app = FastAPI()
+    app.include_router(reasoning_api.router)
+    app.exception_handler(ApiError)(lambda request, e: JSONResponse(e.body(), status_code=e.status_code))
+    client = TestClient(app)
+    r = client.post("/separate_reasoning",
+                    json={"text": "hmm</think>Four.", "reasoning_parser": "deepseek-r1"})
+    assert r.status_code == 200 and r.json() == {"text": "Four.", "reasoning_text": "hmm"}
+    bad = client.post("/separate_reasoning", json={"text": "x", "reasoning_parser": "r9"})
+    assert bad.status_code == 400 and "reasoning_parser" in bad.text

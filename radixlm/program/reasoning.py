@@ -5,15 +5,14 @@
 - ``qwen3``: thinking only when the output opens ``<think>``; otherwise it is all answer (e.g. the
   template's ``enable_thinking=False``).
 
-Like the tool parsers, splits of a growing output are monotone (both parts only grow), so a stream
+Shared by the server (``--reasoning-parser``) and the language (``separate_reasoning``). Like the
+server's tool parsers, splits of a growing output are monotone (both parts only grow), so a stream
 sends their differences and they add up to the split of the finished output.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
-
-from radixlm.runtime.server.function_call.parsers import partial_suffix
 
 THINK_START, THINK_END = "<think>", "</think>"
 REASONING_PARSERS = ("deepseek-r1", "qwen3")
@@ -52,11 +51,20 @@ class ReasoningParser:
         return ReasoningSplit(body[:close].strip(), answer)
 
 
+def partial_suffix(text: str, marker: str) -> int:
+    """The length of the longest end of ``text`` that begins ``marker`` (text to hold back)."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
+
+
 def get_reasoning_parser(name: Optional[str]) -> Optional[ReasoningParser]:
     return None if name in (None, "none") else ReasoningParser(name)
 
 
 def separate_reasoning(text: str, parser_name: str) -> tuple[str, str]:
-    """(reasoning, answer) of a finished output: ``separate_reasoning`` on the native API."""
+    """(reasoning, answer) of a finished output (the native API's ``/separate_reasoning``, the
+    language's ``separate_reasoning``)."""
     split = ReasoningParser(parser_name).split(text, final=True)
     return split.reasoning, split.answer
