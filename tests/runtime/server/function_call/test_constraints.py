@@ -48,3 +48,18 @@ def test_structures_open_with_the_trigger():
         assert s["begin"].startswith(parser.trigger) and s["end"].endswith("</tool_call>")
         call = s["begin"] + json.dumps({"city": "x"}) + s["end"]
         assert parser.scan(call, final=True).calls[0].arguments == '{"city": "x"}'
+
+
+def test_auto_builds_a_structural_tag_triggered_by_the_call_marker(monkeypatch):
+    from radixlm.runtime.server.function_call import constraints
+
+    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: True)
+    params = tool_sampling_params([WEATHER, NOW], False, get_parser("hermes"), True, None)
+    tag = json.loads(params["structural_tag"])
+    assert tag["type"] == "structural_tag" and tag["triggers"] == ["<tool_call>"]
+    assert [s["schema"] for s in tag["structures"]] == [WEATHER.schema, NOW.schema]
+    forced = json.loads(tool_sampling_params([ADD], True, get_parser("hermes"), False, "</think>")
+                        ["structural_tag"])
+    assert forced["triggers"] == ["</think>"] and forced["structures"][0]["begin"].startswith("</think>")
+    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: False)
+    assert tool_sampling_params([WEATHER], False, get_parser("hermes"), True, None) == {}
