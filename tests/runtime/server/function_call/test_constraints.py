@@ -63,3 +63,16 @@ def test_auto_builds_a_structural_tag_triggered_by_the_call_marker(monkeypatch):
     assert forced["triggers"] == ["</think>"] and forced["structures"][0]["begin"].startswith("</think>")
     monkeypatch.setattr(constraints, "structural_tag_supported", lambda: False)
     assert tool_sampling_params([WEATHER], False, get_parser("hermes"), True, None) == {}
+
+
+def test_response_format_after_thinking_is_a_tag_triggered_by_its_end(monkeypatch):
+    from radixlm.runtime.server.function_call import constraints
+
+    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: True)
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    params = constraints.response_format_after_reasoning(json.dumps(schema), "</think>")
+    tag = json.loads(params["structural_tag"])
+    assert tag["triggers"] == ["</think>"]
+    assert tag["structures"] == [{"begin": "</think>\n\n", "schema": schema, "end": ""}]
+    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: False)
+    assert constraints.response_format_after_reasoning(json.dumps(schema), "</think>") is None
