@@ -30,6 +30,7 @@ from radixlm.frontend.api import (
     get_server_info,
     image,
     select,
+    separate_reasoning,
     system,
     system_begin,
     system_end,
@@ -78,6 +79,6 @@ __all__ = [
     "UnsupportedFeatureError", "assistant", "assistant_begin", "assistant_end", "flush_cache", "function",
     "gen", "gen_int", "gen_string", "get_chat_template", "get_default_backend", "get_server_info",
     "greedy_token_selection", "image", "launch_server", "register_chat_template", "select",
-    "set_default_backend", "system", "system_begin", "system_end", "token_length_normalized",
-    "unconditional_likelihood_normalized", "user", "user_begin", "user_end",
+    "separate_reasoning", "set_default_backend", "system", "system_begin", "system_end",
+    "token_length_normalized", "unconditional_likelihood_normalized", "user", "user_begin", "user_end",
 ]

@@ -8,7 +8,18 @@ from typing import Any, Callable, Optional, Union
 
 from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.function import SglFunction
-from radixlm.frontend.ir import Expr, ExprLike, Gen, Image, RoleBegin, RoleEnd, Select, role
+from radixlm.frontend.ir import (
+    Expr,
+    ExprLike,
+    ExprList,
+    Gen,
+    Image,
+    RoleBegin,
+    RoleEnd,
+    Select,
+    SeparateReasoning,
+    role,
+)
 from radixlm.program.choices import ChoicesSamplingMethod, method_name
 
 
@@ -105,6 +116,20 @@ def select(
     if not choices:
         raise ValueError("select needs a non-empty list of choices")
     return Select(name, [str(c) for c in choices], temperature, method_name(choices_method))
+
+
+def separate_reasoning(expr: Optional[Expr] = None, model_type: Optional[str] = None) -> Expr:
+    """Generate ``expr`` (a ``gen``), then split its variable's thinking from its answer: the variable
+    holds the answer and ``<name>_reasoning_content`` the thinking (``model_type``: ``deepseek-r1`` or
+    ``qwen3``, as ``--reasoning-parser``). The program's text keeps the whole output."""
+    from radixlm.program.reasoning import ReasoningParser
+
+    ReasoningParser(model_type or "")  # an unknown type fails here, in the user's code
+    named = [leaf.output_var for leaf in (expr.flatten() if expr is not None else [])
+             if isinstance(leaf, Gen) and leaf.output_var]
+    if not named:
+        raise ValueError("separate_reasoning needs a gen(...) with a variable name")
+    return ExprList([expr, SeparateReasoning(named[-1], model_type)])
 
 
 def image(path: str) -> Expr:

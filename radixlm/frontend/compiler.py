@@ -23,6 +23,7 @@ from radixlm.frontend.ir import (
     RoleBegin,
     RoleEnd,
     Select,
+    SeparateReasoning,
     SetVar,
     VarKey,
     VarRef,
@@ -91,6 +92,8 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                 elif isinstance(leaf, Argument):  # filled by ``bind_arguments`` before the graph runs
                     cur.segments.append({"arg": leaf.name})
                     arguments.setdefault(leaf.name)
+                elif isinstance(leaf, SeparateReasoning):
+                    raise DynamicProgramError("separate_reasoning runs in the interpreter")
                 else:
                     raise TypeError(f"cannot compile {leaf!r}")
         elif isinstance(st, Fork):

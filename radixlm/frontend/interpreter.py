@@ -29,6 +29,7 @@ from radixlm.frontend.ir import (
     RoleBegin,
     RoleEnd,
     Select,
+    SeparateReasoning,
     VarKey,
     VarRef,
     VarVersions,
@@ -36,6 +37,7 @@ from radixlm.frontend.ir import (
 )
 from radixlm.program.context import Context, extend
 from radixlm.program.protocols import drive, gen_outcome, gen_protocol, gen_request
+from radixlm.program.reasoning import separate_reasoning
 from radixlm.program.sampling import sampling_options
 
 #: ``(state id, op index)`` -> ``(value, meta_info)``: results of a compiled run, replayed here.
@@ -204,6 +206,10 @@ class StreamExecutor:
             if self.ctx.backend is None:
                 raise ValueError("image() needs a backend")
             self.ctx.backend.check_image()
+        elif isinstance(leaf, SeparateReasoning):
+            reasoning, answer = separate_reasoning(str(self.get_var(leaf.name)), leaf.model_type)
+            self.set_var(leaf.name, answer)
+            self.set_var(f"{leaf.name}_reasoning_content", reasoning)
         elif isinstance(leaf, Argument):
             raise ValueError(f"argument {leaf.name!r} was not given a value")
         else:

@@ -170,6 +170,17 @@ class Image(Expr):
 
 
 @dataclass(eq=False)
+class SeparateReasoning(Expr):
+    """Split variable ``name`` into its answer (``name``) and thinking (``name + "_reasoning_content"``)."""
+
+    name: str
+    model_type: str
+
+    def __repr__(self) -> str:
+        return f"separate_reasoning({self.name!r}, model_type={self.model_type!r})"
+
+
+@dataclass(eq=False)
 class ExprList(Expr):
     """A concatenation of expressions."""
 

@@ -13,6 +13,9 @@ Dtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"
 AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+# auto: from the chat template (see runtime/server/function_call/registry.py)
+ToolCallParserName = Literal["auto", "hermes", "qwen", "qwen25", "llama3", "mistral", "pythonic"]
+ReasoningParserName = Literal["none", "deepseek-r1", "qwen3"]
 
 
 # SGLang's option names that mean one of ours (keyword arguments and CLI flags).
@@ -66,6 +69,8 @@ class ServerArgs:
     served_model_name: Optional[str] = None
     chat_template: Optional[str] = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
+    tool_call_parser: ToolCallParserName = "auto"
+    reasoning_parser: ReasoningParserName = "none"
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process

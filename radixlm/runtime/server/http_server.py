@@ -52,7 +52,14 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    from radixlm.runtime.server import native_api, openai_api, ops_api, program_api, session_api
+    from radixlm.runtime.server import (
+        native_api,
+        openai_api,
+        ops_api,
+        program_api,
+        reasoning_api,
+        session_api,
+    )
     from radixlm.runtime.server.errors import ApiError, error_body
     from radixlm.runtime.server.sessions import SessionStore
 
@@ -83,6 +90,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         from radixlm.runtime.server.metrics import ServerMetrics
 
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
+    app.include_router(reasoning_api.router)
     if server_args.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=server_args.api_key)
     return app

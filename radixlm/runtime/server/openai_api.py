@@ -9,7 +9,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
+from radixlm.runtime.server.chat_plan import plan_chat
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.function_call.streaming import DeltaTracker
+from radixlm.runtime.server.function_call.streaming import message as chat_message
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
@@ -80,23 +83,28 @@ async def completions(request: Request) -> Any:
 @router.post("/chat/completions")
 async def chat_completions(request: Request) -> Any:
     req: ChatCompletionRequest = parse_body(ChatCompletionRequest, await read_json(request))
-    if req.tools or req.tool_choice not in (None, "none"):
-        raise ApiError("tools are not supported", param="tools")
     tm = _tm(request)
-    prompt = tm.apply_chat_template([m.as_template_input() for m in req.messages])
     max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    item = GenerateItem(req.sampling_params(max_new), text=prompt, add_special_tokens=False, rid=req.rid,
+    plan = plan_chat(req, tm, request.app.state.server_args, max_new)
+    item = GenerateItem(plan.sampling_params, text=plan.prompt, add_special_tokens=False, rid=req.rid,
                         return_logprob=req.logprobs, top_logprobs_num=req.top_logprobs or 0,
                         fill_context=max_new is None)
+    trackers: dict[int, DeltaTracker] = {}
 
     def choice(sample: SampleState, text: str, start: int, final: bool, first: bool) -> dict[str, Any]:
         logprobs = {"content": _chat_logprobs(sample, start)} if req.logprobs else None
+        snap = plan.reader.read(sample.text, final)
         out = {"index": sample.index, "logprobs": logprobs,
-               "finish_reason": _finish_reason(sample) if final else None, **_matched_stop(sample, final)}
+               "finish_reason": plan.finish_reason(_finish_reason(sample), snap) if final else None,
+               **_matched_stop(sample, final)}
+        tracker = trackers.setdefault(sample.index, DeltaTracker())
         if req.stream:
-            out["delta"] = {"role": "assistant", "content": text} if first else {"content": text}
+            delta = tracker.delta(snap)
+            if first:
+                delta = {"role": "assistant", "content": delta.pop("content", ""), **delta}
+            out["delta"] = delta
         else:
-            out["message"] = {"role": "assistant", "content": text}
+            out["message"] = chat_message(snap, tracker.call_ids(len(snap.calls)))
         return out
 
     responder = _Responder(request, "chatcmpl", "chat.completion", req.stream_options)

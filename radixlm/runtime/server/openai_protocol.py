@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.function_call.protocol import Tool, ToolChoice
 
 
 class StreamOptions(BaseModel):
@@ -135,9 +136,11 @@ class ChatCompletionRequest(_SamplingFields):
     max_completion_tokens: Optional[int] = Field(None, ge=0)
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(None, ge=0, le=20)
-    tools: Optional[list[Any]] = None  # rejected when non-empty
-    tool_choice: Optional[Any] = None
+    tools: Optional[list[Tool]] = None
+    tool_choice: Optional[ToolChoice] = None
     parallel_tool_calls: Optional[bool] = None
+    separate_reasoning: bool = True  # with --reasoning-parser: thinking in reasoning_content
+    chat_template_kwargs: Optional[dict[str, Any]] = None  # passed to the chat template (enable_thinking)
 
 
 def _named_param(message: str) -> Optional[str]:

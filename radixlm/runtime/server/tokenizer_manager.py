@@ -94,11 +94,12 @@ class TokenizerManager:
         return len(self._samples)
 
     # ---- requests --------------------------------------------------------------------------
-    def apply_chat_template(self, messages: list[dict[str, Any]]) -> str:
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: Optional[list[dict]] = None,
+                            **template_kwargs: Any) -> str:
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template
-            )
+                messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template,
+                tools=tools, **template_kwargs)
         except Exception as e:  # a template error is the request's fault (roles, content)
             raise ApiError(f"cannot apply the chat template: {e}") from e
 

@@ -1,0 +1,104 @@
+"""A chat completion request with tools and/or a reasoning parser turned into a prompt, sampling params
+and the reader of its output (the OpenAI chat handler's tools and reasoning part)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from radixlm.program.reasoning import get_reasoning_parser
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.function_call.constraints import (
+    response_format_after_reasoning,
+    tool_sampling_params,
+)
+from radixlm.runtime.server.function_call.parsers import ToolCallParser
+from radixlm.runtime.server.function_call.prompt import messages_for_template
+from radixlm.runtime.server.function_call.protocol import FunctionDef, NamedToolChoice
+from radixlm.runtime.server.function_call.registry import resolve_parser
+from radixlm.runtime.server.function_call.streaming import ChatOutputReader, ChatSnapshot
+
+
+@dataclass
+class ChatPlan:
+    prompt: str
+    sampling_params: SamplingParams
+    reader: ChatOutputReader
+
+    @staticmethod
+    def finish_reason(reason: Optional[str], snap: ChatSnapshot) -> Optional[str]:
+        return "tool_calls" if snap.calls and reason == "stop" else reason
+
+
+def _offered(req: Any) -> tuple[list[FunctionDef], list[FunctionDef], bool]:
+    """(functions offered, functions a call must come from (empty: no call forced), tools enabled)."""
+    functions = [t.function for t in req.tools or []]
+    choice = req.tool_choice if req.tool_choice is not None else ("auto" if functions else "none")
+    if choice != "none" and not functions:
+        raise ApiError("tool_choice needs tools", param="tool_choice")
+    if isinstance(choice, NamedToolChoice):
+        named = [fn for fn in functions if fn.name == choice.function.name]
+        if not named:
+            raise ApiError(f"tool_choice names function {choice.function.name!r}, which is not in tools",
+                           param="tool_choice")
+        return functions, named, True
+    if choice == "required":
+        return functions, functions, True
+    return functions, [], choice == "auto"
+
+
+def _template_messages(req: Any) -> list[dict[str, Any]]:
+    out = []
+    for m in req.messages:
+        d = m.as_template_input()
+        extra = m.model_extra or {}
+        for key in ("tool_calls", "tool_call_id", "name"):
+            if extra.get(key) is not None:
+                d[key] = extra[key]
+        out.append(d)
+    return out
+
+
+def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: Optional[int]) -> ChatPlan:
+    """Raises ``ApiError`` naming the field a request gets wrong."""
+    functions, forced, tools_on = _offered(req)
+    messages = _template_messages(req)
+    uses_tool_messages = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
+    parser: Optional[ToolCallParser] = None
+    if tools_on or uses_tool_messages:
+        parser = resolve_parser(getattr(server_args, "tool_call_parser", None), tm.chat_template)
+        messages, tools = messages_for_template(messages, functions if tools_on else [], parser,
+                                                tm.chat_template)
+    else:
+        tools = None
+    prompt = tm.apply_chat_template(messages, tools=tools, **(req.chat_template_kwargs or {}))
+    reasoning = get_reasoning_parser(getattr(server_args, "reasoning_parser", None))
+    params = req.sampling_params(max_new_tokens)
+    params = _constrain(params, functions if tools_on else [], forced, parser, req, reasoning)
+    reader = ChatOutputReader(reasoning if req.separate_reasoning else None, parser if tools_on else None)
+    return ChatPlan(prompt, params, reader)
+
+
+def _constrain(params: SamplingParams, functions: list[FunctionDef], forced: list[FunctionDef],
+               parser: Optional[ToolCallParser], req: Any, reasoning: Any) -> SamplingParams:
+    reasoning_end = reasoning.end if reasoning is not None else None
+    user_grammar = params.regex or params.json_schema or params.choices
+    if functions and parser is not None:
+        offered = forced or functions
+        parallel = req.parallel_tool_calls is not False and req.tool_choice == "required"
+        try:
+            extra = tool_sampling_params(offered, bool(forced), parser, parallel, reasoning_end)
+        except ValueError as e:
+            raise ApiError(str(e), param="tools") from e
+        if extra and user_grammar:
+            raise ApiError("a constrained tool call cannot be combined with response_format, regex or "
+                           "json_schema", param="tool_choice")
+        return dataclasses.replace(params, **extra) if extra else params
+    if reasoning_end is not None and params.json_schema:
+        extra = response_format_after_reasoning(params.json_schema, reasoning_end)
+        if extra is None:
+            raise ApiError("response_format with a reasoning parser needs structural_tag support in this "
+                           "build (the grammar must start after </think>)", param="response_format")
+        return dataclasses.replace(params, json_schema=None, **extra)
+    return params
