@@ -1,6 +1,7 @@
 """A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -64,6 +65,7 @@ class Req:
         self.last_node: Any = None
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
         self.admitted_once = False
+        self.arrived_at = time.monotonic()  # for --queue-timeout
         self.extend_len = 0  # tokens computed in the current step
 
         # Output state

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
@@ -25,35 +24,15 @@ GRACEFUL_SHUTDOWN_S = 5
 logger = logging.getLogger(__name__)
 
 
-class ApiKeyMiddleware:
-    """Plain ASGI middleware (streaming and disconnect detection stay intact): every HTTP request
-    needs ``Authorization: Bearer <key>``; 401 otherwise."""
-
-    def __init__(self, app: Any, api_key: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
-                from fastapi.responses import JSONResponse
-
-                from radixlm.runtime.server.errors import error_body
-
-                body = error_body("invalid or missing API key (send Authorization: Bearer <key>)", 401)
-                await JSONResponse(body, status_code=401)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
-    """The FastAPI app with the native and OpenAI routes, error handlers and optional API key."""
+    """The FastAPI app with the native and OpenAI routes, error handlers and the front door checks
+    (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
     from radixlm.runtime.server import native_api, openai_api, program_api
     from radixlm.runtime.server.errors import ApiError, error_body
+    from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.tokenizer_manager = tokenizer_manager
@@ -64,7 +43,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code)
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -74,8 +53,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(native_api.router)
     app.include_router(openai_api.router)
     app.include_router(program_api.router)
-    if server_args.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=server_args.api_key)
+    app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
     return app
 
 
@@ -106,7 +84,7 @@ def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path(procs.model_info))
     chat_template = _read_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
-    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template)
+    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template, server_args)
 
 
 async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
