@@ -71,6 +71,7 @@ class ServerArgs:
     max_stop_strings: int = 32
     max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices (all together)
     max_program_nodes: int = 1024
+    health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
     shutdown_grace_s: float = 10.0  # on SIGTERM, in-flight requests get this long to finish
     # Misc
     seed: int = 0

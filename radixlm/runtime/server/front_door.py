@@ -10,6 +10,7 @@ is at most ``--max-request-bytes`` (413), read here in full before the route run
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
 from typing import Any, Callable, Optional
 
@@ -20,6 +21,22 @@ JSON_TYPES = ("application/json", "application/problem+json")
 CORS_METHODS = "GET, POST, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type"
 UNAUTHENTICATED_PATHS = frozenset({"/health"})
+
+
+API_KEY_ENV = "RADIXLM_API_KEY"
+
+
+def resolve_api_key(server_args: Any) -> Any:
+    """``server_args`` with the API key from ``--api-key``, else ``--api-key-file``, else the
+    ``RADIXLM_API_KEY`` environment variable (the last two keep the key out of ``ps``)."""
+    key = server_args.api_key
+    if not key and server_args.api_key_file:
+        with open(server_args.api_key_file, encoding="utf-8") as f:
+            key = f.read().strip()
+        if not key:
+            raise ValueError(f"--api-key-file {server_args.api_key_file} is empty")
+    key = key or os.environ.get(API_KEY_ENV) or None
+    return server_args if key == server_args.api_key else server_args.replace(api_key=key)
 
 
 def host_name(value: str) -> str:

@@ -63,6 +63,9 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     _env.limit_threads_for_helper_process()  # the scheduler child gets thread_env back
     logging.basicConfig(level=server_args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from radixlm.runtime.server.front_door import resolve_api_key
+
+    server_args = resolve_api_key(server_args)
 
     from radixlm.runtime.server.processes import start_processes
 
@@ -90,10 +93,12 @@ def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
 async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
     import uvicorn
 
+    from radixlm.runtime.server.drain import DrainingServer
+
     app = build_app(tokenizer_manager, server_args)
     config = uvicorn.Config(app, host=server_args.host, port=server_args.port,
                             log_level=server_args.log_level, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, tokenizer_manager, server_args.shutdown_grace_s)
 
     def on_fatal(message: str) -> None:
         print(f"radixlm: {message}\nradixlm: stopping the server", file=sys.stderr, flush=True)

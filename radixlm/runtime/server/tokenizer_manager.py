@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    Heartbeat,
     ReleasePinsReq,
     ReqTextOut,
     SchedulerDied,
@@ -83,6 +85,7 @@ class TokenizerManager:
         self._recv_task: Optional[asyncio.Task] = None
         self.dead: Optional[str] = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
+        self.last_heartbeat = time.monotonic()
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
 
     def start(self) -> None:
@@ -244,6 +247,8 @@ class TokenizerManager:
             if isinstance(msg, BatchTextOut):
                 for out in msg.outs:
                     self._on_output(out)
+            elif isinstance(msg, Heartbeat):
+                self.last_heartbeat = time.monotonic()
             elif isinstance(msg, SchedulerDied):
                 lines = msg.traceback.strip().splitlines()
                 last_line = lines[-1] if lines else "unknown error"
@@ -276,15 +281,19 @@ class TokenizerManager:
             return
         self.dead = summary
         error = ApiError(f"internal server error: {summary} (see the server log)", 500)
-        for sample in self._samples.values():
-            sample.fail(error)
-        self._samples.clear()
-        self._by_rid.clear()
+        self.fail_pending(error)
         for waiting in self._replies.values():
             for future in waiting:
                 if not future.done():
                     future.set_exception(error)
         self.on_fatal(f"{summary}\n{details}".strip())
+
+    def fail_pending(self, error: ApiError) -> None:
+        """End every request in flight with ``error`` (streams get it as an event, then [DONE])."""
+        for sample in self._samples.values():
+            sample.fail(error)
+        self._samples.clear()
+        self._by_rid.clear()
 
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
