@@ -146,11 +146,6 @@ class TokenizerManager:
         """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
-        try:
-            self.admission.check(len(self._samples), sum(it.sampling_params.n for it in items))
-        except ApiError:
-            await self._release_parent_pins(items)
-            raise
         group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
         requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
         try:
@@ -165,6 +160,7 @@ class TokenizerManager:
             # NOTE: checked again after the awaits above, and registered with no await in between.
             for i, (rid, _, sample_reqs) in enumerate(requests):
                 self._check_rids_free([rid, *(s.rid for s in sample_reqs)], requests[:i])
+            self.admission.check(len(self._samples), sum(len(samples) for _, _, samples in requests))
         except ApiError:
             await self._release_parent_pins(items)
             raise
