@@ -76,6 +76,7 @@ class ServerArgs:
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process
+    enable_deterministic_inference: bool = False  # batch-invariant results (runtime/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
     log_level: LogLevel = "warning"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from radixlm.runtime.server.errors import error_body
 
@@ -20,22 +20,23 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
 JSON_TYPES = ("application/json", "application/problem+json")
 CORS_METHODS = "GET, POST, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type"
-UNAUTHENTICATED_PATHS = frozenset({"/health"})
 
 
 API_KEY_ENV = "RADIXLM_API_KEY"
 
 
-def resolve_api_key(server_args: Any) -> Any:
+def resolve_api_key(server_args: Any, environ: Optional[Mapping[str, str]] = None) -> Any:
     """``server_args`` with the API key from ``--api-key``, else ``--api-key-file``, else the
-    ``RADIXLM_API_KEY`` environment variable (the last two keep the key out of ``ps``)."""
+    ``RADIXLM_API_KEY`` variable of ``environ`` (default: this process's; the last two keep the key
+    out of ``ps``)."""
+    environ = os.environ if environ is None else environ
     key = server_args.api_key
     if not key and server_args.api_key_file:
         with open(server_args.api_key_file, encoding="utf-8") as f:
             key = f.read().strip()
         if not key:
             raise ValueError(f"--api-key-file {server_args.api_key_file} is empty")
-    key = key or os.environ.get(API_KEY_ENV) or None
+    key = key or environ.get(API_KEY_ENV) or None
     return server_args if key == server_args.api_key else server_args.replace(api_key=key)
 
 
@@ -127,7 +128,7 @@ class FrontDoorMiddleware:
         if scope["method"] not in ("GET", "HEAD") and ctype and ctype not in JSON_TYPES:
             return 415, f"the body must be JSON (Content-Type: application/json), not {ctype[:60]!r}"
         authorization = headers.get("authorization", "").encode("latin-1")
-        if scope["path"] not in UNAUTHENTICATED_PATHS and not self.door.key_ok(authorization):
+        if not self.door.key_ok(authorization):
             return 401, "invalid or missing API key (send Authorization: Bearer <key>)"
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.door.max_body:

@@ -28,7 +28,8 @@ def test_key_from_env_then_sigterm_drains(server):
         r = c.post("/abort_request", json={"abort_all": True}, headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401 and KEY not in r.text and "wrong" not in r.text
         assert c.post("/generate", json={"text": "hi"}).status_code == 401
-        assert c.get("/health").status_code == 200  # probes need no key
+        assert c.get("/health").status_code == 401
+        assert c.get("/health", headers=auth).status_code == 200
         events: list[str] = []
         started = threading.Event()
 
