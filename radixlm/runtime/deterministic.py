@@ -11,10 +11,9 @@ reduction batch-invariant:
 - linear layers: fewer than ``MIN_INVARIANT_ROWS`` rows are zero-padded up to it. A startup probe
   (``linear_is_row_invariant``) checks the property on the model's own weight shapes; when the BLAS
   does not have it, every linear runs in fixed tiles of ``FALLBACK_TILE_ROWS`` rows instead.
-- attention: the torch backend's cascade path (a prefix shared by several requests of the batch read
-  once, its partial results merged by log-sum-exp) is switched off, so a request's attention is the
-  same single pass whatever shares its batch. Decode pads keys to the batch's longest sequence with
-  masked (exactly zero-weight) keys; extend attention runs per request.
+- attention: every query position attends alone to exactly its keys (``deterministic_attention``):
+  no padding to the batch's longest sequence, no query blocks that follow the chunk size, no
+  cascade merge of a shared prefix.
 
 Sampling is already per row (each request's own seeded generator, ``sampling/sampler.py``), and
 RMSNorm, rotary and activations are per row. Quantized layers (``--quantization``) quantize their
@@ -28,6 +27,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
+
+from radixlm.runtime.deterministic_attention import decode_per_position, extend_per_position
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,9 @@ def enable_deterministic_inference(model_runner: Any) -> None:
     if linear is tiled_linear:
         logger.warning("deterministic inference: this BLAS is not row-invariant; using %d-row tiles",
                        FALLBACK_TILE_ROWS)
-    if hasattr(model_runner.attn_backend, "min_shared_prefix"):
-        model_runner.attn_backend.min_shared_prefix = float("inf")  # no cascade merges
+    backend = model_runner.attn_backend
+    backend.forward_extend = extend_per_position
+    backend.forward_decode = decode_per_position
     forward = model_runner.model.forward
 
     def invariant_forward(*args: Any, **kwargs: Any) -> Any:
