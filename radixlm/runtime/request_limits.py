@@ -7,6 +7,7 @@ before it is even compiled: ``n``, the prompt length, the stop strings and the g
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -14,6 +15,12 @@ from radixlm.runtime.json_bounds import InvalidJson, check_json_value, load_boun
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 MAX_STOP_CHARS = 1024  # one stop string
+# NOTE: a counted repetition grows the automaton linearly in its count and nested ones multiply:
+# "a{99999}" is 8 bytes yet took the scheduler down. Larger counts, in a regex or as a JSON schema's
+# length bounds, are refused at the door.
+MAX_GRAMMAR_REPEAT = 4096
+_REPEAT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+_SCHEMA_COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,14 @@ def check_grammar_input(params: SamplingParams, limits: RequestLimits) -> None:
         field = next(k for k in ("regex", "json_schema", "choices") if getattr(params, k) is not None)
         raise LimitExceeded(f"the {field} is {size} bytes, above this server's limit of "
                             f"{limits.max_grammar_bytes}", field)
+    if isinstance(params.regex, str):
+        counts = [int(c) for m in _REPEAT.finditer(params.regex) for c in m.groups() if c]
+        if counts and max(counts) > MAX_GRAMMAR_REPEAT:
+            raise LimitExceeded(f"the regex repeats {max(counts)} times, at most {MAX_GRAMMAR_REPEAT} "
+                                "allowed", "regex")
     try:
         if params.json_schema is not None:
-            load_bounded_json(params.json_schema, limits.max_json_depth)
+            _check_schema_counts(load_bounded_json(params.json_schema, limits.max_json_depth))
         for name in ("regex", "choices"):
             if getattr(params, name) is not None:
                 check_json_value(getattr(params, name), limits.max_json_depth)
@@ -75,3 +87,22 @@ def check_grammar_input(params: SamplingParams, limits: RequestLimits) -> None:
 def _grammar_strings(params: SamplingParams) -> list[str]:
     out = [s for s in (params.regex, params.json_schema) if isinstance(s, str)]
     return out + [c for c in params.choices or [] if isinstance(c, str)]
+
+
+def _check_schema_counts(schema: Any) -> None:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in _SCHEMA_COUNTS:
+                value = node.get(key)
+                if _is_number(value) and value > MAX_GRAMMAR_REPEAT:
+                    raise LimitExceeded(f"json_schema {key}={value} is above {MAX_GRAMMAR_REPEAT}",
+                                        "json_schema")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)

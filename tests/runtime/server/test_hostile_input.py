@@ -160,3 +160,10 @@ def test_full_server_answers_503_with_retry_after(server, client):
     r = client.post("/generate", json={"text": "hi", "sampling_params": GREEDY})
     t.join()
     assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+
+
+@pytest.mark.parametrize("params", [{"regex": "a{99999}"}, {"regex": "(ab){2,50000}"},
+                                    {"json_schema": '{"type": "string", "maxLength": 1000000}'}])
+def test_exploding_repetition_counts(client, params):
+    err = assert_400(client.post("/generate", json={"text": "hi", "sampling_params": params}))
+    assert err["param"] in params and "4096" in err["message"]
