@@ -66,6 +66,7 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     from radixlm.runtime.server.front_door import resolve_api_key
 
     server_args = resolve_api_key(server_args)
+    _require_free_port(server_args.host, server_args.port)  # before minutes of model loading
 
     from radixlm.runtime.server.processes import start_processes
 
@@ -135,6 +136,20 @@ def _read_chat_template(value: Optional[str]) -> Optional[str]:
         with open(value, encoding="utf-8") as f:
             return f.read()
     return value
+
+
+def _require_free_port(host: str, port: int) -> None:
+    """Exit with a clear message when another process already listens on ``host:port``."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise SystemExit(f"radixlm: cannot serve on {host}:{port}: port {port} is already in use "
+                             f"or not available ({e.strerror}); choose another with --port") from e
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
