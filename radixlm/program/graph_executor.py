@@ -55,12 +55,13 @@ from collections import defaultdict
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from radixlm.program.context import Context, append_ids, append_text, extend
+from radixlm.program.graph_check import GRAPH_VERSION as GRAPH_VERSION  # the compiler reads it here
+from radixlm.program.graph_check import check_graph
 from radixlm.program.protocols import adrive, gen_protocol, select_protocol
 
 Generate = Callable[[dict[str, Any]], Awaitable[Any]]
 
-#: The request graph format version this module executes (and the compiler writes).
-GRAPH_VERSION = 1
+MAX_GRAPH_NODES = 1 << 16  # the server applies its own, lower --max-program-nodes first
 
 
 async def execute_program(graph: dict[str, Any], generate: Generate) -> dict[str, Any]:
@@ -72,9 +73,8 @@ async def execute_program(graph: dict[str, Any], generate: Generate) -> dict[str
 
 async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> AsyncIterator[dict[str, Any]]:
     """Like ``execute_program`` but yields each result event as its node finishes."""
-    nodes = graph.get("nodes")
-    if graph.get("version") != GRAPH_VERSION or not isinstance(nodes, list):
-        raise ValueError(f"not a version {GRAPH_VERSION} request graph")
+    check_graph(graph, MAX_GRAPH_NODES)
+    nodes = graph["nodes"]
     pins = plan_pins(nodes, uuid.uuid4().hex)
     contexts: dict[int, asyncio.Future] = {}
     values: dict[int, asyncio.Future] = {}

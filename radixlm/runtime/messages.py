@@ -129,6 +129,13 @@ class BatchTextOut:
 
 
 @dataclass
+class Heartbeat:
+    """Sent by the scheduler loop about once a second: ``/health`` fails when they stop coming."""
+
+    sent_at: float
+
+
+@dataclass
 class SchedulerDied:
     """Sent by a child process's guard before it exits on an exception."""
 

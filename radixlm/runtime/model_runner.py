@@ -72,6 +72,10 @@ class ModelRunner:
                               self.loaded.head_dim, self.dtype, device=self.device)
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
         # Decode replays captured CUDA graphs; prefill runs eagerly.
+        if server_args.enable_deterministic_inference:
+            from radixlm.runtime.deterministic import enable_deterministic_inference
+
+            enable_deterministic_inference(self)
         self.cuda_graph_runner: CudaGraphRunner | None = None
         if self.device.type == "cuda" and not server_args.disable_cuda_graph:
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)

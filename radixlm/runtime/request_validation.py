@@ -11,19 +11,24 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq
+from radixlm.runtime.request_limits import LimitExceeded, RequestLimits, check_sampling_limits
 
 
 @dataclass(frozen=True)
 class ModelLimits:
-    """What a request is checked against: the vocabulary and the context window."""
+    """What a request is checked against: the vocabulary, the context window and the server's caps."""
 
     vocab_size: int
     context_length: int
+    caps: RequestLimits = RequestLimits()
 
     @classmethod
-    def from_model_info(cls, model_info: dict[str, Any]) -> ModelLimits:
-        """From the scheduler's ``model_info()`` (the Engine's and the server's ``get_model_info``)."""
-        return cls(vocab_size=int(model_info["vocab_size"]), context_length=int(model_info["context_length"]))
+    def from_model_info(cls, model_info: dict[str, Any], server_args: Any = None) -> ModelLimits:
+        """From the scheduler's ``model_info()`` (the Engine's and the server's ``get_model_info``)
+        and the caps of ``server_args`` (defaults when None)."""
+        caps = RequestLimits() if server_args is None else RequestLimits.from_server_args(server_args)
+        return cls(vocab_size=int(model_info["vocab_size"]), context_length=int(model_info["context_length"]),
+                   caps=caps)
 
 
 class InvalidRequest(ValueError):
@@ -53,7 +58,8 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
 
     Checks: the prompt is not empty; every id is in ``[0, vocab_size)``; the prompt leaves room for
     at least one new token in the context; ``logprob_start_len`` is smaller than the prompt length;
-    ``top_logprobs_num`` lies in ``[0, vocab_size]``; ``pin_children >= 0`` and only with ``n == 1``.
+    ``top_logprobs_num`` lies in ``[0, vocab_size]``; ``pin_children >= 0`` and only with ``n == 1``;
+    the caps of ``limits.caps`` (``request_limits``: ``n``, prompt tokens, stop strings, grammars).
     """
     ids = np.asarray(req.input_ids)
     n = len(ids)
@@ -62,6 +68,13 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
     bad = ids[(ids < 0) | (ids >= limits.vocab_size)]
     if len(bad):
         raise _outside_vocabulary(bad.tolist(), limits)
+    max_prompt = limits.caps.max_prompt_tokens
+    if max_prompt is not None and n > max_prompt:
+        raise InvalidRequest(f"the prompt has {n} tokens, above this server's limit of {max_prompt}")
+    try:
+        check_sampling_limits(req.sampling_params, limits.caps)
+    except LimitExceeded as e:
+        raise InvalidRequest(str(e), e.param) from e
     if n >= limits.context_length:
         raise InvalidRequest(f"the prompt has {n} tokens, but the model's context length is "
                              f"{limits.context_length} (the prompt and one new token must fit in it)")

@@ -71,9 +71,25 @@ class ServerArgs:
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"
+    # Front door (runtime/server/front_door.py): limits and security checks in the HTTP process
+    api_key_file: Optional[str] = None  # the API key read from a file (or env RADIXLM_API_KEY)
+    allowed_hosts: Optional[str] = None  # comma-separated Host names accepted beside localhost names
+    allowed_origins: Optional[str] = None  # comma-separated CORS origins ("*": any); None: none
+    max_request_bytes: int = 16 << 20  # larger bodies get 413
+    max_json_depth: int = 64  # nesting of a request body and of a JSON schema
+    max_queued_requests: int = 512  # in flight beyond max_running_requests: then 503 + Retry-After
+    queue_timeout: Optional[float] = None  # seconds a request may wait for its first token
+    max_n: int = 64
+    max_prompt_tokens: Optional[int] = None  # None: the context length
+    max_stop_strings: int = 32
+    max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices (all together)
+    max_program_nodes: int = 1024
+    health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
+    shutdown_grace_s: float = 10.0  # on SIGTERM, in-flight requests get this long to finish
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process
+    enable_deterministic_inference: bool = False  # batch-invariant results (runtime/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
     log_level: LogLevel = "warning"
 

@@ -26,6 +26,8 @@ class TorchAttentionBackend(AttentionBackend):
     and in extend.
     """
 
+    min_shared_prefix: float = MIN_SHARED_PREFIX  # deterministic mode: inf (no cascade)
+
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         if fb.seq_lens_cpu is None:
             fb.seq_lens_cpu = fb.seq_lens.tolist()
@@ -41,7 +43,7 @@ class TorchAttentionBackend(AttentionBackend):
             before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)
-            self._shared_len = shared if shared >= MIN_SHARED_PREFIX else 0
+            self._shared_len = shared if shared >= self.min_shared_prefix else 0
 
     def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:

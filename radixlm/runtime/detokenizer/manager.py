@@ -29,7 +29,20 @@ class DetokenizerManager:
         self.states: dict[str, _ReqState] = {}
 
     def handle(self, batch: BatchTokenOut) -> BatchTextOut:
-        return BatchTextOut([self._handle_one(out) for out in batch.outs])
+        return BatchTextOut([self._handle_isolated(out) for out in batch.outs])
+
+    def _handle_isolated(self, out: ReqTokenOut) -> ReqTextOut:
+        """One request's detokenizing error ends that request with a 500, not the process. Its later
+        outputs (the scheduler does not know) are ignored by the server like any finished rid's."""
+        try:
+            return self._handle_one(out)
+        except Exception as e:  # noqa: BLE001 - the error is the request's answer
+            self.states.pop(out.rid, None)
+            reason = {"type": "abort", "message": f"detokenizing failed: {type(e).__name__}: {e}"[:500],
+                      "status_code": 500}
+            meta = {"id": out.rid, "finish_reason": reason, "prompt_tokens": out.prompt_tokens,
+                    "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens}
+            return ReqTextOut(out.rid, "", np.zeros(0, dtype=np.int32), True, meta)
 
     def _handle_one(self, out: ReqTokenOut) -> ReqTextOut:
         state = self.states.get(out.rid)

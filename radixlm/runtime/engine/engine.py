@@ -51,7 +51,7 @@ class Engine:
         self.server_args = ServerArgs.from_kwargs(model=model, **server_args)
         self.scheduler = Scheduler(self.server_args)
         self.tokenizer = self.scheduler.tokenizer
-        self.limits = ModelLimits.from_model_info(self.scheduler.model_info())
+        self.limits = ModelLimits.from_model_info(self.scheduler.model_info(), self.server_args)
         self._token_text = functools.lru_cache(maxsize=TOKEN_TEXT_CACHE_SIZE)(self._decode_one)
         self._rid_counter = itertools.count()
         self._loop = EngineLoop(self.scheduler, self.tokenizer)

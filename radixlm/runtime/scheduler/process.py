@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -14,6 +15,7 @@ from radixlm import _env  # noqa: F401  (sets OMP_WAIT_POLICY before torch is im
 from radixlm.runtime.ipc import IpcAddrs, recv_all, watch_parent, zmq_socket
 
 IDLE_POLL_MS = 200  # how long an idle scheduler blocks waiting for the next message
+HEARTBEAT_S = 1.0  # how often the loop tells the server it is alive
 
 
 def run_scheduler_process(
@@ -65,13 +67,18 @@ def run_scheduler_process(
 
 def serve_forever(scheduler: Any, pull: Any, push: Any) -> None:
     """Receive -> handle -> step -> send, forever. Polls without waiting while there is work."""
-    from radixlm.runtime.messages import BatchTokenOut
+    from radixlm.runtime.messages import BatchTokenOut, Heartbeat
+    from radixlm.runtime.scheduler.request_isolation import handle_isolated
 
+    last_beat = 0.0
     while True:
         for msg in recv_all(pull, timeout_ms=0 if scheduler.has_work() else IDLE_POLL_MS):
-            reply = scheduler.handle(msg)
+            reply = handle_isolated(scheduler, msg)
             if reply is not None:
                 push.send_pyobj(reply)
         outs = scheduler.step()
         if outs:
             push.send_pyobj(BatchTokenOut(outs))
+        if time.monotonic() - last_beat >= HEARTBEAT_S:  # /health: the loop still turns
+            last_beat = time.monotonic()
+            push.send_pyobj(Heartbeat(last_beat))

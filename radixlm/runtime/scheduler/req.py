@@ -1,6 +1,7 @@
 """A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -65,6 +66,7 @@ class Req:
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
         self.first_token_at: Optional[float] = None  # time.perf_counter() of the first output token
         self.admitted_once = False
+        self.arrived_at = time.monotonic()  # for --queue-timeout
         self.extend_len = 0  # tokens computed in the current step
 
         # Output state

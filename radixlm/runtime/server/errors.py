@@ -11,17 +11,20 @@ class ApiError(Exception):
     SGLang clients read).
     """
 
-    def __init__(self, message: str, status_code: int = 400, param: Optional[str] = None) -> None:
+    def __init__(self, message: str, status_code: int = 400, param: Optional[str] = None,
+                 headers: Optional[dict[str, str]] = None) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.param = param
+        self.headers = headers  # e.g. Retry-After on a 503
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.status_code, self.param)
 
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+          413: "request_too_large", 503: "overloaded_error"}
 
 
 def error_body(message: str, status_code: int, param: Optional[str] = None) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
@@ -25,30 +24,9 @@ GRACEFUL_SHUTDOWN_S = 5
 logger = logging.getLogger(__name__)
 
 
-class ApiKeyMiddleware:
-    """Plain ASGI middleware (streaming and disconnect detection stay intact): every HTTP request
-    needs ``Authorization: Bearer <key>``; 401 otherwise."""
-
-    def __init__(self, app: Any, api_key: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
-                from fastapi.responses import JSONResponse
-
-                from radixlm.runtime.server.errors import error_body
-
-                body = error_body("invalid or missing API key (send Authorization: Bearer <key>)", 401)
-                await JSONResponse(body, status_code=401)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
-    """The FastAPI app with the native and OpenAI routes, error handlers and optional API key."""
+    """The FastAPI app with the native and OpenAI routes, error handlers and the front door checks
+    (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -61,6 +39,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         session_api,
     )
     from radixlm.runtime.server.errors import ApiError, error_body
+    from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
     from radixlm.runtime.server.sessions import SessionStore
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
@@ -72,7 +51,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code)
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -91,8 +70,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
     app.include_router(reasoning_api.router)
-    if server_args.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=server_args.api_key)
+    app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
     return app
 
 
@@ -102,6 +80,10 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     _env.limit_threads_for_helper_process()  # the scheduler child gets thread_env back
     logging.basicConfig(level=server_args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from radixlm.runtime.server.front_door import resolve_api_key
+
+    server_args = resolve_api_key(server_args)
+    _require_free_port(server_args.host, server_args.port)  # before minutes of model loading
 
     from radixlm.runtime.server.chat_template_names import resolve_chat_template
     from radixlm.runtime.server.processes import start_processes
@@ -127,16 +109,18 @@ def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
     from radixlm.runtime.server.chat_template_names import resolve_chat_template
 
     chat_template = resolve_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
-    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template)
+    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template, server_args)
 
 
 async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
     import uvicorn
 
+    from radixlm.runtime.server.drain import DrainingServer
+
     app = build_app(tokenizer_manager, server_args)
     config = uvicorn.Config(app, host=server_args.host, port=server_args.port,
                             log_level=server_args.log_level, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, tokenizer_manager, server_args.shutdown_grace_s)
 
     def on_fatal(message: str) -> None:
         print(f"radixlm: {message}\nradixlm: stopping the server", file=sys.stderr, flush=True)
@@ -166,6 +150,20 @@ async def _watch(server: Any, tokenizer_manager: Any, procs: Any, server_args: A
             await asyncio.sleep(CHILD_POLL_S)  # let its own death notice (with traceback) arrive first
             tokenizer_manager.fail(dead)
             return
+
+
+def _require_free_port(host: str, port: int) -> None:
+    """Exit with a clear message when another process already listens on ``host:port``."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise SystemExit(f"radixlm: cannot serve on {host}:{port}: port {port} is already in use "
+                             f"or not available ({e.strerror}); choose another with --port") from e
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Awaitable, TypeVar
 
 from fastapi import Request
 
+from radixlm.runtime.json_bounds import InvalidJson, load_bounded_json, top_field
 from radixlm.runtime.server.errors import ApiError
 
 T = TypeVar("T")
@@ -18,12 +19,14 @@ class ClientDisconnected(Exception):
 
 
 async def read_json(request: Request) -> Any:
-    """The request body as JSON; 400 when it is not valid JSON."""
+    """The request body as JSON; 400 naming the field when it is not valid JSON, holds non-finite
+    numbers or lone surrogates, or nests deeper than ``--max-json-depth`` (``json_bounds``)."""
     raw = await request.body()
     try:
-        return json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ApiError(f"the request body is not valid JSON: {e}") from e
+        return load_bounded_json(raw or b"null", request.app.state.server_args.max_json_depth)
+    except InvalidJson as e:
+        where = f" at {e.path}" if e.path else ""
+        raise ApiError(f"invalid request body{where}: {e}", param=top_field(e.path) or None) from e
 
 
 def sse(obj: Any) -> str:

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
+from radixlm.runtime.server.front_door import resolve_api_key
 from radixlm.runtime.server_args import ServerArgs
 
 HEALTH_POLL_S = 0.2
@@ -70,7 +71,8 @@ def launch_server(model: Optional[str] = None, port: Optional[int] = None, timeo
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                env={**os.environ, **(env or {})})
     log.close()
-    handle = ServerHandle(process, f"http://{args.host}:{args.port}", log.name, args.api_key)
+    api_key = resolve_api_key(args, {**os.environ, **(env or {})}).api_key  # for the health checks
+    handle = ServerHandle(process, f"http://{args.host}:{args.port}", log.name, api_key)
     deadline = time.monotonic() + timeout
     while not _healthy(handle):
         if process.poll() is not None or time.monotonic() > deadline:

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.health import unhealthy_reason
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
@@ -31,9 +32,12 @@ def _tm(request: Request) -> TokenizerManager:
 @router.get("/health")
 @router.post("/health")
 async def health(request: Request) -> Response:
-    """200 while the model is loaded and every process is alive (the port opens only after loading)."""
-    dead = _tm(request).dead
-    return Response(status_code=200) if dead is None else JSONResponse({"error": {"message": dead}}, 503)
+    """200 while the model is loaded, every process is alive, the scheduler loop turns and the server
+    is not draining (the port opens only after loading); else 503 saying why."""
+    problem = unhealthy_reason(_tm(request), request.app.state.server_args)
+    if problem is None:
+        return Response(status_code=200)
+    return JSONResponse({"error": {"message": problem}}, 503)
 
 
 @router.get("/get_model_info")

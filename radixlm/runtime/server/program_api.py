@@ -1,10 +1,12 @@
 """``POST /program``: run a compiled request graph next to the KV cache (no round trip per call)."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from radixlm.program.graph_check import InvalidGraph, check_graph
 from radixlm.program.graph_executor import execute_program
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.errors import ApiError
@@ -19,21 +21,31 @@ router = APIRouter()
 @router.post("/program")
 async def run_program(request: Request) -> Any:
     """Body ``{"graph": <request graph, see radixlm.program.graph_executor>}``; answers
-    ``{"results": [...]}``. Every node's generation goes straight to the scheduler."""
+    ``{"results": [...]}``. Every node's generation goes straight to the scheduler. A client that
+    leaves aborts every node's request; a failed program releases the pins its nodes still hold."""
     tm: TokenizerManager = request.app.state.tokenizer_manager
     body = await read_json(request)
     graph = body.get("graph") if isinstance(body, dict) else None
     if not isinstance(graph, dict):
         raise ApiError('the body must be {"graph": {...}} with a compiled request graph', 400, "graph")
+    try:
+        check_graph(graph, request.app.state.server_args.max_program_nodes)
+    except InvalidGraph as e:
+        raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
+    held: Counter[str] = Counter()  # pinned rid -> children not yet submitted
 
     async def generate(req_body: dict[str, Any]) -> Any:
         req = parse_generate(req_body)
+        # NOTE: once submitted, a child releases its unit itself (admitted, rejected or aborted).
+        held.subtract(req_body.get("unpin_rids") or [])
         group = await tm.submit(req.items, False, req.return_text_in_logprobs)
         try:
             await group.wait()
         except BaseException:
             await tm.abort(group)
             raise
+        if req_body.get("pin_children"):
+            held[req_body["rid"]] += req_body["pin_children"]
         return group_result(group, req.is_batch)
 
     try:
@@ -42,3 +54,5 @@ async def run_program(request: Request) -> Any:
         return Response(status_code=CLIENT_ABORT_STATUS)
     except (ValueError, KeyError, TypeError) as e:
         raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
+    finally:
+        await tm.release_pins({rid: count for rid, count in held.items() if count > 0})

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    Heartbeat,
     ReleasePinsReq,
     ReqTextOut,
     SchedulerDied,
@@ -34,8 +36,10 @@ from radixlm.runtime.messages import (
 )
 from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.server.admission import OFF_LOOP_TOKENIZE_CHARS, Admission, max_token_chars
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
+from radixlm.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +69,12 @@ class TokenizerManager:
     """Submit requests, follow their outputs, abort them; flush the cache and read live stats."""
 
     def __init__(self, tokenizer: Any, model_info: dict[str, Any], addrs: IpcAddrs,
-                 chat_template: Optional[str] = None) -> None:
+                 chat_template: Optional[str] = None, server_args: Optional[ServerArgs] = None) -> None:
+        server_args = server_args or ServerArgs()
         self.tokenizer = tokenizer
         self.model_info = model_info
-        self.limits = ModelLimits.from_model_info(model_info)
+        self.limits = ModelLimits.from_model_info(model_info, server_args)
+        self.admission = Admission(server_args, self.limits.context_length, max_token_chars(tokenizer))
         self.context_length = self.limits.context_length
         self.chat_template = chat_template
         ctx = zmq.asyncio.Context()
@@ -80,6 +86,7 @@ class TokenizerManager:
         self._recv_task: Optional[asyncio.Task] = None
         self.dead: Optional[str] = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
+        self.last_heartbeat = time.monotonic()
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
         self.metrics: Optional[Any] = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
@@ -105,6 +112,8 @@ class TokenizerManager:
 
     def tokenize(self, item: GenerateItem) -> list[int]:
         """The prompt's ids. Text segments are tokenized one by one without special tokens."""
+        for text in _prompt_texts(item):
+            self.admission.check_prompt_text(text, "input_segments" if item.input_segments else "text")
         if item.input_segments is not None:
             ids: list[int] = []
             for seg in item.input_segments:
@@ -145,41 +154,54 @@ class TokenizerManager:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
         requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
-        claimed: set[str] = set()  # rids and sample rids of this submission
         try:
             for item in items:
                 rid = item.rid or uuid.uuid4().hex
-                if rid in self._by_rid or rid in claimed:
-                    raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
-                req = self.build_request(item, rid, stream)
-                sample_reqs = expand_parallel_samples(req)
-                # NOTE: the samples of n > 1 run as "{rid}-{i}": another client's rid must not alias one.
-                taken = [s.rid for s in sample_reqs if s.rid in self._samples or s.rid in claimed]
-                if taken:
-                    raise ApiError(f"rid {taken[0]!r} is in use by a running request", param="rid")
-                claimed.update([rid, *(s.rid for s in sample_reqs)])
-                requests.append((rid, req, sample_reqs))
+                self._check_rids_free([rid], requests)
+                if sum(len(t) for t in _prompt_texts(item)) > OFF_LOOP_TOKENIZE_CHARS:
+                    req = await asyncio.to_thread(self.build_request, item, rid, stream)
+                else:
+                    req = self.build_request(item, rid, stream)
+                requests.append((rid, req, expand_parallel_samples(req)))
+            # NOTE: checked again after the awaits above, and registered with no await in between.
+            for i, (rid, _, sample_reqs) in enumerate(requests):
+                self._check_rids_free([rid, *(s.rid for s in sample_reqs)], requests[:i])
+            self.admission.check(len(self._samples), sum(len(samples) for _, _, samples in requests))
         except ApiError:
             await self._release_parent_pins(items)
             raise
+        text_fn = self.token_text if logprob_text else None
         for rid, req, sample_reqs in requests:
-            samples = []
-            for sample_req in sample_reqs:
-                text_fn = self.token_text if logprob_text else None
-                sample = SampleState(group, len(group.samples), sample_req.rid, rid, len(req.input_ids),
-                                     text_fn)
-                group.samples.append(sample)
-                samples.append(sample)
-                self._samples[sample_req.rid] = sample
-                await self._push.send_pyobj(sample_req)
+            samples = [SampleState(group, len(group.samples) + j, s.rid, rid, len(req.input_ids), text_fn)
+                       for j, s in enumerate(sample_reqs)]
+            group.samples.extend(samples)
+            self._samples.update((s.rid, s) for s in samples)
             self._by_rid[rid] = samples
+        for _, _, sample_reqs in requests:
+            for sample_req in sample_reqs:
+                await self._push.send_pyobj(sample_req)
         return group
+
+    def _check_rids_free(self, rids: list[str], earlier: list[tuple[str, Any, list[Any]]]) -> None:
+        """400 when a rid is in flight: another request's rid or one of its samples' ``{rid}-{i}``
+        ids (an alias would route outputs to the wrong client), or taken earlier in this batch."""
+        taken = {r for rid, _, samples in earlier for r in (rid, *(s.rid for s in samples))}
+        for rid in rids:
+            if rid in self._by_rid or rid in self._samples or rid in taken:
+                raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
 
     async def _release_parent_pins(self, rejected: list[GenerateItem]) -> None:
         """Rejected children are never admitted: release their parents' pins (once per sample)."""
         for item in rejected:
             for _ in range(item.sampling_params.n if item.unpin_rids else 0):
                 await self._push.send_pyobj(ReleasePinsReq(list(item.unpin_rids)))
+
+    async def release_pins(self, remaining: dict[str, int]) -> None:
+        """Release what is left of pinned contexts (a program that ended before all its children ran)."""
+        for rid, count in remaining.items():
+            for _ in range(count):
+                if self.dead is None:
+                    await self._push.send_pyobj(ReleasePinsReq([rid]))
 
     async def abort(self, group: ReqGroup) -> None:
         """Abort every unfinished sample of ``group`` (client gone); the scheduler frees its KV."""
@@ -232,6 +254,8 @@ class TokenizerManager:
             if isinstance(msg, BatchTextOut):
                 for out in msg.outs:
                     self._on_output(out)
+            elif isinstance(msg, Heartbeat):
+                self.last_heartbeat = time.monotonic()
             elif isinstance(msg, SchedulerDied):
                 lines = msg.traceback.strip().splitlines()
                 last_line = lines[-1] if lines else "unknown error"
@@ -268,15 +292,26 @@ class TokenizerManager:
             return
         self.dead = summary
         error = ApiError(f"internal server error: {summary} (see the server log)", 500)
-        for sample in self._samples.values():
-            sample.fail(error)
-        self._samples.clear()
-        self._by_rid.clear()
+        self.fail_pending(error)
         for waiting in self._replies.values():
             for future in waiting:
                 if not future.done():
                     future.set_exception(error)
         self.on_fatal(f"{summary}\n{details}".strip())
 
+    def fail_pending(self, error: ApiError) -> None:
+        """End every request in flight with ``error`` (streams get it as an event, then [DONE])."""
+        for sample in self._samples.values():
+            sample.fail(error)
+        self._samples.clear()
+        self._by_rid.clear()
+
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
+
+
+def _prompt_texts(item: GenerateItem) -> list[str]:
+    """The texts ``tokenize`` encodes for ``item``."""
+    if item.input_segments is not None:
+        return [seg["text"] for seg in item.input_segments if "text" in seg]
+    return [item.text] if item.input_ids is None and item.text else []

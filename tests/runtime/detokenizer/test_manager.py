@@ -47,3 +47,25 @@ def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):
     assert "output_token_logprobs" not in final.meta_info
 
 
+
+
+def test_a_detokenizing_error_fails_only_that_request(tokenizer, monkeypatch):
+    from radixlm.runtime.detokenizer import manager as manager_module
+
+    feed = manager_module.IncrementalDetokenizer.feed
+    poison = 10**6
+
+    def failing_feed(self, ids):
+        if poison in ids:
+            raise RuntimeError("cannot decode")
+        return feed(self, ids)
+
+    monkeypatch.setattr(manager_module.IncrementalDetokenizer, "feed", failing_feed)
+    manager = DetokenizerManager(tokenizer)
+    ids = tokenizer.encode("fine text")
+    bad = token_out("bad", [poison])
+    outs = {o.rid: o for o in manager.handle(BatchTokenOut([bad, token_out("ok", ids)])).outs}
+    assert outs["bad"].finished and outs["bad"].meta_info["finish_reason"]["status_code"] == 500
+    assert "detokenizing failed" in outs["bad"].meta_info["finish_reason"]["message"]
+    assert not outs["ok"].finished and outs["ok"].text == "fine text"
+    assert "bad" not in manager.states

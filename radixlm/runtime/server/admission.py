@@ -1,0 +1,50 @@
+"""Whether the server takes one more request: load shedding and draining, decided in the HTTP process.
+
+A request is refused with 503 and ``Retry-After`` when the samples in flight would exceed
+``max_running_requests + max_queued_requests`` (the scheduler's queue has a bound), or when the
+server is draining after SIGTERM. A prompt whose text is so long it cannot fit in the token limit
+is refused before it is tokenized (``max_prompt_chars``).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from radixlm.runtime.server.errors import ApiError
+
+RETRY_AFTER_S = 1
+OFF_LOOP_TOKENIZE_CHARS = 8192  # longer prompts are tokenized in a worker thread
+
+
+class Admission:
+    """Load limits of one server."""
+
+    def __init__(self, server_args: Any, context_length: int, max_token_chars: int) -> None:
+        self.capacity = server_args.max_running_requests + server_args.max_queued_requests
+        max_tokens = min(server_args.max_prompt_tokens or context_length, context_length)
+        # NOTE: no token decodes to more characters than the longest vocabulary entry, so a text
+        # longer than this has more tokens than allowed without tokenizing it.
+        self.max_prompt_chars = max_tokens * max(max_token_chars, 1)
+        self.draining: Optional[str] = None
+
+    def check(self, in_flight: int, new_samples: int) -> None:
+        """Raise a 503 ``ApiError`` when the server is full or draining."""
+        if self.draining is not None:
+            raise ApiError(f"the server is shutting down: {self.draining}", 503,
+                           headers={"Retry-After": str(RETRY_AFTER_S)})
+        if in_flight + new_samples > self.capacity:
+            raise ApiError(f"the server is at capacity ({in_flight} requests in flight, limit "
+                           f"{self.capacity} = max_running_requests + max_queued_requests); retry later", 503,
+                           headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    def check_prompt_text(self, text: str, field: str) -> None:
+        if len(text) > self.max_prompt_chars:
+            raise ApiError(f"the prompt has {len(text)} characters: more tokens than this server allows",
+                           param=field)
+
+
+def max_token_chars(tokenizer: Any) -> int:
+    """The longest vocabulary entry in characters (byte-level entries: one character per byte)."""
+    try:
+        return max(len(t) for t in tokenizer.get_vocab())
+    except (AttributeError, TypeError, ValueError):
+        return 1 << 10

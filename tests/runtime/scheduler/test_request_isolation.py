@@ -1,0 +1,70 @@
+"""One request's failure stays its own (handle_isolated) and --queue-timeout expires waiting requests,
+on a real Scheduler over the tiny model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from radixlm.runtime.messages import TokenizedGenerateReq
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.scheduler.queue_timeout import QUEUE_TIMEOUT_STATUS, expire_waiting
+from radixlm.runtime.scheduler.request_isolation import handle_isolated
+from radixlm.runtime.scheduler.scheduler import Scheduler
+from radixlm.runtime.server_args import ServerArgs
+
+
+@pytest.fixture(scope="module")
+def scheduler(tiny_llama_dir):
+    sched = Scheduler(ServerArgs(model=tiny_llama_dir, device="cpu", kv_cache_gb=0.01, context_length=256))
+    yield sched
+    sched.shutdown()
+
+
+def request(rid: str, **params) -> TokenizedGenerateReq:
+    return TokenizedGenerateReq(rid, np.array([1, 2, 3], dtype=np.int32),
+                                SamplingParams(max_new_tokens=2, temperature=0, **params))
+
+
+def run_until_idle(scheduler: Scheduler) -> dict:
+    outs = {}
+    for _ in range(200):
+        for out in scheduler.step():
+            if out.finished:
+                outs[out.rid] = out
+        if not scheduler.has_work():
+            return outs
+    raise AssertionError("scheduler did not go idle")
+
+
+def test_an_error_taking_in_one_request_fails_only_it(scheduler, monkeypatch):
+    original = scheduler._admission_error
+
+    def explode(req):
+        if req.rid == "bad":
+            raise RecursionError("maximum recursion depth exceeded")
+        return original(req)
+
+    monkeypatch.setattr(scheduler, "_admission_error", explode)
+    assert handle_isolated(scheduler, request("good")) is None
+    assert handle_isolated(scheduler, request("bad")) is None
+    outs = run_until_idle(scheduler)
+    assert outs["bad"].finish_reason["status_code"] == 500
+    assert "RecursionError" in outs["bad"].finish_reason["message"]
+    assert outs["good"].finish_reason["type"] == "length" and len(outs["good"].new_token_ids) == 2
+    scheduler.check_kv_integrity()
+
+
+def test_queue_timeout_expires_only_never_admitted_requests(scheduler):
+    scheduler.handle(request("old"))
+    scheduler.handle(request("admitted"))
+    old, admitted = scheduler.waiting[-2:]
+    admitted.admitted_once = True  # e.g. retracted after it ran
+    finished = []
+    expire_waiting(scheduler.waiting, 5.0, lambda req, reason: finished.append((req.rid, reason)),
+                   now=old.arrived_at + 6.0)
+    assert [(rid, reason.status_code) for rid, reason in finished] == [("old", QUEUE_TIMEOUT_STATUS)]
+    assert "queue-timeout" in finished[0][1].message
+    assert scheduler.waiting == [admitted]
+    admitted.admitted_once = False
+    run_until_idle(scheduler)
+    scheduler.check_kv_integrity()
