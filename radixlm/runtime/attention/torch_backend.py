@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 
-from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
     common_slot_prefix_len,
@@ -11,6 +10,7 @@ from radixlm.kernels.shared_prefix_attention import (
     extend_attention_shared_prefix_torch,
 )
 from radixlm.runtime.attention.backend import AttentionBackend
+from radixlm.runtime.attention.torch_decode import DecodePlan, decode_attention_planned, plan_decode
 from radixlm.runtime.forward_batch import ForwardBatch
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
@@ -42,6 +42,10 @@ class TorchAttentionBackend(AttentionBackend):
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)
             self._shared_len = shared if shared >= MIN_SHARED_PREFIX else 0
+        self._decode_plan: DecodePlan | None = None
+        if fb.is_decode and not self._shared_len:
+            self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
+                                            fb.seq_lens, fb.seq_lens_cpu)
 
     def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:
@@ -61,5 +65,5 @@ class TorchAttentionBackend(AttentionBackend):
             return decode_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                 fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len)
-        return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                      fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)
+        assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
+        return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
