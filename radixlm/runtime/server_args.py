@@ -37,6 +37,10 @@ class ServerArgs:
     max_prefill_tokens: int = 4096
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
+    # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
+    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk).
+    enable_mixed_chunk: bool = False
+    mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
