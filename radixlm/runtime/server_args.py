@@ -73,6 +73,8 @@ class ServerArgs:
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
+        if self.mixed_chunk_size < 1:
+            raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""
