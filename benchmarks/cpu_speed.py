@@ -33,8 +33,8 @@ QUESTION = "Using the notes above, write a long, detailed story about the lighth
 
 
 def long_prompt(approx_tokens: int) -> str:
-    """Distinct numbered sentences (~17 tokens each), then a question that invites a long answer."""
-    count = max(1, approx_tokens // 17)
+    """Distinct numbered sentences (~22 tokens each), then a question that invites a long answer."""
+    count = max(1, approx_tokens // 22)
     return "\n".join(FACT.format(i=i, n=(i * 37) % 101) for i in range(count)) + "\n\n" + QUESTION
 
 

@@ -49,13 +49,15 @@ def decode_batch(runner: ModelRunner, bs: int, context: int) -> ForwardBatch:
     )
 
 
-def median_ms(fn, iters: int) -> float:
+def median_ms(fn, iters: int, clock=time.perf_counter) -> float:
+    """Median milliseconds of ``fn`` by ``clock``: wall time, or ``time.process_time`` (the CPU time
+    of all this process's threads: steadier than wall time on a machine other processes load)."""
     fn()
     times = []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return 1000 * statistics.median(times)
 
 
@@ -70,7 +72,7 @@ def linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
     return weights
 
 
-def matmul_ms(model: torch.nn.Module, bs: int, iters: int) -> float:
+def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
     weights = linear_weights(model)
     inputs = [torch.randn(bs, w.shape[1], dtype=w.dtype) for w in weights]
 
@@ -78,7 +80,7 @@ def matmul_ms(model: torch.nn.Module, bs: int, iters: int) -> float:
         for x, w in zip(inputs, weights):
             F.linear(x, w)
     with torch.inference_mode():
-        return median_ms(run, iters)
+        return median_ms(run, iters, clock)
 
 
 def main() -> None:
@@ -89,17 +91,28 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile (inductor) the model's forward first; reports compile time")
     args = ap.parse_args()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
                                     max_running_requests=max(sizes) + 1,
                                     max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    eager_forward = runner.model.forward
     for bs in sizes:
         fb = decode_batch(runner, bs, args.context)
+        if args.compile:  # one compiled graph per batch size (dynamic=False), as a bucketed runner would
+            runner.model.forward = torch.compile(eager_forward, dynamic=False)
+            t0 = time.perf_counter()
+            runner.forward(fb)
+            print(f"batch {bs:3d}: compiled in {time.perf_counter() - t0:.1f} s", flush=True)
         step = median_ms(lambda fb=fb: runner.forward(fb), args.iters)
         mm = matmul_ms(runner.model, bs, args.iters)
-        print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}",
-              flush=True)
+        cpu_step = median_ms(lambda fb=fb: runner.forward(fb), args.iters, time.process_time)
+        cpu_mm = matmul_ms(runner.model, bs, args.iters, time.process_time)
+        print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
+              f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
+              f"step/matmul {cpu_step / cpu_mm:.2f}", flush=True)
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU]) as prof:
