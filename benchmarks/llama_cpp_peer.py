@@ -80,7 +80,9 @@ def launch_llama_cpp_server(gguf: str, threads: int, n_ctx: int = 4096,
     log = tempfile.NamedTemporaryFile(prefix="llama-cpp-server-", suffix=".log", delete=False)
     cmd = [str(python), "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
            "--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-           "--n_ctx", str(n_ctx)]
+           "--n_ctx", str(n_ctx),
+           # by default a new request interrupts the one streaming: queue them instead
+           "--interrupt_requests", "False"]
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     log.close()
     server = PeerServer(process, f"http://127.0.0.1:{port}", log.name)
