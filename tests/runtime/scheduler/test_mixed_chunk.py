@@ -17,13 +17,15 @@ CHUNK = 16
 LONG_PROMPT = 200
 
 
-def _request(rid: str, length: int, first: int, max_new_tokens: int) -> TokenizedGenerateReq:
+def _request(rid: str, length: int, first: int, max_new_tokens: int,
+             input_logprobs: bool = False) -> TokenizedGenerateReq:
     ids = (np.arange(first, first + length, dtype=np.int32) % 250) + 3
     params = SamplingParams(temperature=0, max_new_tokens=max_new_tokens, ignore_eos=True)
-    return TokenizedGenerateReq(rid, ids, params)
+    return TokenizedGenerateReq(rid, ids, params, return_logprob=input_logprobs,
+                                logprob_start_len=0 if input_logprobs else -1)
 
 
-def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list[int]], list[tuple[Any, int, int]]]:
+def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list], list[tuple[Any, int, int]]]:
     """Three streams decode, then a long prompt arrives. Returns every request's tokens and, for each
     step from the arrival until the long prompt's first token, ``(kind, prompt tokens, streams that
     got a token)``."""
@@ -31,17 +33,19 @@ def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list[int]], list[tupl
                       chunked_prefill_size=64, enable_mixed_chunk=mixed, mixed_chunk_size=CHUNK,
                       num_threads=1)
     sched = Scheduler(args)
-    tokens: dict[str, list[int]] = {}
+    tokens: dict[str, list] = {}
 
     def step() -> None:
         for out in sched.step():
             tokens.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
+            if out.input_token_logprobs:
+                tokens.setdefault("long-input-logprobs", []).extend(out.input_token_logprobs)
     try:
         for i in range(3):
             sched.handle(_request(f"short-{i}", 10 + i, 40 * i, 60))
         while len(sched.running) < 3:
             step()
-        sched.handle(_request("long", LONG_PROMPT, 7, 8))
+        sched.handle(_request("long", LONG_PROMPT, 7, 8, input_logprobs=True))
         steps: list[tuple[Any, int, int]] = []
         schedule = sched._schedule
 
@@ -85,6 +89,12 @@ def test_prefill_first_stalls_the_streams_instead(served):
 def test_mixed_chunks_change_no_token(served):
     plain, _ = served[False]
     mixed, _ = served[True]
+    plain_logprobs, mixed_logprobs = plain.pop("long-input-logprobs"), mixed.pop("long-input-logprobs")
     assert set(plain) == {"short-0", "short-1", "short-2", "long"}
     assert all(len(plain[r]) == (8 if r == "long" else 60) for r in plain)
     assert mixed == plain
+    # the chunked prompt's input logprobs come out whole and equal (chunks of 16 vs 64 tokens)
+    assert len(mixed_logprobs) == len(plain_logprobs) == LONG_PROMPT
+    assert [t for _, t in mixed_logprobs] == [t for _, t in plain_logprobs]
+    assert mixed_logprobs[0][0] is None
+    assert max(abs(a - b) for (a, _), (b, _) in zip(mixed_logprobs[1:], plain_logprobs[1:])) < 1e-4
