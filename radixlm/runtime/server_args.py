@@ -44,6 +44,10 @@ class ServerArgs:
     max_prefill_tokens: int = 4096
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
+    # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
+    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk).
+    enable_mixed_chunk: bool = False
+    mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
@@ -98,6 +102,8 @@ class ServerArgs:
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
+        if self.mixed_chunk_size < 1:
+            raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""

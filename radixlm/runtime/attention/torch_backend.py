@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 
-from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
     common_slot_prefix_len,
@@ -11,6 +10,7 @@ from radixlm.kernels.shared_prefix_attention import (
     extend_attention_shared_prefix_torch,
 )
 from radixlm.runtime.attention.backend import AttentionBackend
+from radixlm.runtime.attention.torch_decode import DecodePlan, decode_attention_planned, plan_decode
 from radixlm.runtime.forward_batch import ForwardBatch
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
@@ -37,6 +37,15 @@ class TorchAttentionBackend(AttentionBackend):
                 fb.extend_prefix_lens_cpu = fb.extend_prefix_lens.tolist()
             if fb.extend_seq_lens_cpu is None:
                 fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
+        self._decode_plan: DecodePlan | None = None
+        self._decode_tail = 0 if fb.is_decode else _single_token_tail(fb.extend_seq_lens_cpu)
+        if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned gather
+            self._shared_len = 0
+            tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)
+            self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token,
+                                            fb.req_pool_indices[tail], fb.seq_lens[tail],
+                                            fb.seq_lens_cpu[tail])
+            return
         # Keys every request has at the same slots, before any of this step's queries.
         self._shared_len = 0
         if len(fb.seq_lens_cpu) > 1:
@@ -44,10 +53,15 @@ class TorchAttentionBackend(AttentionBackend):
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)
             self._shared_len = shared if shared >= self.min_shared_prefix else 0
+        if fb.is_decode and not self._shared_len:
+            self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
+                                            fb.seq_lens, fb.seq_lens_cpu)
 
     def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        if self._decode_tail:
+            return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale)
         if self._shared_len:
             return extend_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
@@ -56,6 +70,23 @@ class TorchAttentionBackend(AttentionBackend):
                                       fb.req_pool_indices, fb.extend_prefix_lens_cpu,
                                       fb.extend_seq_lens_cpu, sm_scale)
 
+    def _forward_mixed(self, q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor,
+                       fb: ForwardBatch, sm_scale: float) -> torch.Tensor:
+        """Prompt chunks attend as an extend, the single-token tail as one planned decode."""
+        assert self._decode_plan is not None
+        n_dec = self._decode_tail
+        n_ext = len(fb.seq_lens_cpu) - n_dec
+        assert fb.extend_prefix_lens_cpu is not None and fb.extend_seq_lens_cpu is not None
+        tokens = q.shape[0] - n_dec
+        parts = [decode_attention_planned(q[tokens:], k_buffer, v_buffer, self._decode_plan, sm_scale)]
+        if n_ext:
+            head = extend_attention_torch(q[:tokens], k_buffer, v_buffer,
+                                          fb.req_to_token_pool.req_to_token, fb.req_pool_indices[:n_ext],
+                                          fb.extend_prefix_lens_cpu[:n_ext], fb.extend_seq_lens_cpu[:n_ext],
+                                          sm_scale)
+            parts.insert(0, head)
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
     def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
@@ -63,5 +94,16 @@ class TorchAttentionBackend(AttentionBackend):
             return decode_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                 fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len)
-        return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                      fb.req_pool_indices, fb.seq_lens, sm_scale, self._max_seq_len)
+        assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
+        return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
+
+
+def _single_token_tail(extend_seq_lens: list[int]) -> int:
+    """How many requests at the end of an extend batch compute one token each, when at least two do
+    (decodes riding along with a prompt chunk: cheaper through the decode gather than one by one)."""
+    n = 0
+    for length in reversed(extend_seq_lens):
+        if length != 1:
+            break
+        n += 1
+    return n if n >= 2 else 0

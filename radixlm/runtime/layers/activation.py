@@ -8,4 +8,4 @@ import torch.nn.functional as F
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` where ``gate_up`` is ``[..., 2 * d]`` = ``[gate | up]``."""
     gate, up = gate_up.chunk(2, dim=-1)
-    return F.silu(gate) * up
+    return F.silu(gate).mul_(up)

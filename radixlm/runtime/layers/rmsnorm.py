@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from radixlm.kernels.rmsnorm import fused_add_rmsnorm, rmsnorm
@@ -9,7 +10,10 @@ from radixlm.kernels.rmsnorm import fused_add_rmsnorm, rmsnorm
 
 class RMSNorm(nn.Module):
     """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension, computed in fp32 like the
-    Hugging Face reference (``radixlm.kernels.rmsnorm``: Triton on CUDA, torch elsewhere)."""
+    Hugging Face reference (``radixlm.kernels.rmsnorm``: Triton on CUDA, torch elsewhere).
+
+    fp32 on the CPU takes torch's own ``F.rms_norm`` (one kernel instead of six; the same bits as
+    the reference, checked in ``tests/runtime/test_lean_layers.py``)."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -17,8 +21,17 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _native(x, self.weight):
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         return rmsnorm(x, self.weight, self.eps)
 
     def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``h = x + residual``; returns ``(norm(h), h)``, in one pass on CUDA."""
+        if _native(x, self.weight):
+            h = x + residual
+            return F.rms_norm(h, self.weight.shape, self.weight, self.eps), h
         return fused_add_rmsnorm(x, residual, self.weight, self.eps)
+
+
+def _native(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32

@@ -1,7 +1,9 @@
 """Rotary position embeddings ("rotate half" layout, as in Hugging Face Llama/Qwen).
 
-Supports the default rope, linear position scaling and Llama 3 frequency scaling; the rotation
-itself is ``radixlm.kernels.rotary.apply_rotary``.
+Supports the default rope, linear position scaling and Llama 3 frequency scaling. On CUDA the
+rotation is ``radixlm.kernels.rotary.apply_rotary`` (Triton); elsewhere the cos/sin rows of a step's
+positions are gathered once and shared by every layer (the same ``positions`` tensor), and each
+rotation is four elementwise ops.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from radixlm.kernels import _launch
 from radixlm.kernels.rotary import apply_rotary, build_cos_sin_cache
 
 
@@ -50,8 +53,35 @@ class RotaryEmbedding(nn.Module):
         cache = build_cos_sin_cache(rope_inv_freq(head_dim, theta, scaling), max_positions,
                                     torch.get_default_device())
         self.register_buffer("cos_sin_cache", cache, persistent=False)
+        # The step's positions and their (cos, sin) factors, reused by the layers after the first.
+        self._positions: torch.Tensor | None = None
+        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor,
                 k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated ``(q, k)``; ``q`` ``[T, Hq, D]``, ``k`` ``[T, Hkv, D]``, ``positions`` ``[T]``."""
-        return apply_rotary(q, k, positions, self.cos_sin_cache)
+        if _launch.use_triton(q):
+            return apply_rotary(q, k, positions, self.cos_sin_cache)
+        cos, sin = self._step_factors(positions)
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+    def _step_factors(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` ``[T, 1, 2, D/2]`` (cos twice) and ``sin`` (``-sin`` then ``sin``), built once per
+        ``positions`` tensor: a forward passes the same one to all its layers."""
+        if positions is not self._positions or self._factors is None:
+            half = self.cos_sin_cache.shape[-1] // 2
+            cs = self.cos_sin_cache.index_select(0, positions).view(-1, 1, 2, half)
+            cos, sin = cs[:, :, :1], cs[:, :, 1:]
+            self._factors = (cos.expand(-1, 1, 2, half).contiguous(), torch.cat([-sin, sin], dim=2))
+            self._positions = positions
+        return self._factors
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``[x1 cos - x2 sin, x2 cos + x1 sin]`` in fp32, rounded once to ``x``'s dtype (as
+    ``apply_rotary_torch``): ``x * cos + swap_halves(x) * sin`` with ``sin`` = ``[-sin, sin]``."""
+    t, heads, dim = x.shape
+    xf = x.float().reshape(t, heads, 2, dim // 2)
+    out = xf * cos
+    out += xf.flip(2).mul_(sin)
+    return out.view(t, heads, dim).to(x.dtype)

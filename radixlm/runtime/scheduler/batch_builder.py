@@ -1,4 +1,5 @@
-"""Build the ``ScheduledBatch`` of an extend or a decode step from requests whose slots are in place."""
+"""Build the ``ScheduledBatch`` of an extend, a decode or a mixed-chunk step from requests whose slots
+are in place."""
 from __future__ import annotations
 
 from typing import Any
@@ -84,3 +85,14 @@ def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner: Any) -> Sch
         seq_lens_cpu=seq_lens,
     )
     return ScheduledBatch(BatchKind.DECODE, list(reqs), fb, list(range(bs)))
+
+
+def build_mixed_chunk_batch(prefill: list[Req], running: list[Req], runner: Any) -> ScheduledBatch:
+    """Prompt chunks of ``prefill``, then one decode token of each ``running`` request (its slot
+    already at position ``kv_len``), as one extend: the decodes are 1-token extends at the end,
+    which the attention backend reads like a decode."""
+    for req in running:
+        req.extend_len = 1
+    batch = build_extend_batch([*prefill, *running], runner, BatchKind.MIXED_CHUNK)
+    batch.num_prefill_reqs = len(prefill)
+    return batch

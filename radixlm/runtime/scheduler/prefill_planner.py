@@ -42,15 +42,19 @@ class PrefillPlanner:
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
         return sorted(waiting, key=lambda r: -prefix[id(r)]), prefix
 
-    def plan(self, waiting: list[Req], running: list[Req], chunked: Optional[Req]) -> list[Req]:
+    def plan(self, waiting: list[Req], running: list[Req], chunked: Optional[Req],
+             max_tokens: Optional[int] = None) -> list[Req]:
         """Admit requests (allocating their rows and slots); returns them in batch order.
 
+        ``max_tokens`` caps the step's prompt tokens below the chunk size (a mixed step).
         ``waiting`` is not modified; the caller removes the admitted requests from it.
         """
         chunk_size = self.args.chunked_prefill_size
         token_budget = self.args.max_prefill_tokens
         if chunk_size > 0:
             token_budget = min(token_budget, chunk_size)
+        if max_tokens is not None:
+            token_budget = min(token_budget, max_tokens)
         kv_budget = self.cache.available_tokens() - self.decode_reservation(running)
         slots_left = self.args.max_running_requests - len(running)
         batch: list[Req] = []

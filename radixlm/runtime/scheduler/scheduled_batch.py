@@ -12,6 +12,7 @@ class BatchKind(enum.Enum):
     EXTEND = "extend"  # newly admitted prompts, or the next chunk of a chunked prefill
     DECODE = "decode"  # one token per running request
     MIXED = "mixed"  # every running request extends over its uncomputed tokens (after a jump-forward)
+    MIXED_CHUNK = "mixed_chunk"  # prompt chunks first, then one decode token per running request
 
 
 @dataclass
@@ -23,7 +24,8 @@ class ScheduledBatch:
     count, first_position)`` of the rows giving input logprobs (position ``p`` predicts token
     ``p + 1``). ``draft_rows[i]`` (mixed only) is ``(first_row, count)`` of the rows covering a
     request's unverified jump-forward draft and its last token; the rows to sample are known only
-    after verification.
+    after verification. ``num_prefill_reqs`` (mixed chunk only) is how many leading requests are
+    prompt chunks; the rest are the running decodes.
     """
 
     kind: BatchKind
@@ -32,6 +34,7 @@ class ScheduledBatch:
     sample_rows: list[int]
     input_logprob_rows: list[tuple[int, int, int]] = field(default_factory=list)
     draft_rows: list[tuple[int, int]] = field(default_factory=list)
+    num_prefill_reqs: int = 0
 
     @property
     def num_input_tokens(self) -> int:

@@ -25,7 +25,11 @@ from radixlm.runtime.messages import (
 )
 from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.sampling.sampler import sample
-from radixlm.runtime.scheduler.batch_builder import build_decode_batch, build_extend_batch
+from radixlm.runtime.scheduler.batch_builder import (
+    build_decode_batch,
+    build_extend_batch,
+    build_mixed_chunk_batch,
+)
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.finish_reason import (
     FinishAbort,
@@ -203,9 +207,14 @@ class Scheduler:
         return batch
 
     def _schedule_extend(self) -> Optional[ScheduledBatch]:
+        """Admitted prompts (prefill-first), or with ``enable_mixed_chunk`` a chunk of at most
+        ``mixed_chunk_size`` prompt tokens plus one decode token of every running request."""
         if not (self.waiting or self.chunked):
             return None
-        reqs = self.planner.plan(self.waiting, self.running, self.chunked)
+        mix = self.args.enable_mixed_chunk and bool(self.running) and not (
+            self.jump_forward is not None and self.jump_forward.has_pending(self.running))
+        reqs = self.planner.plan(self.waiting, self.running, self.chunked,
+                                 max_tokens=self.args.mixed_chunk_size if mix else None)
         if not reqs:
             return None
         admitted = {id(r) for r in reqs}
@@ -213,6 +222,8 @@ class Scheduler:
         for req in reqs:
             self.pins.on_admitted(req)
         self.chunked = None
+        if mix and self.cache.alloc_decode_slot(self.running) is not None:
+            return build_mixed_chunk_batch(reqs, self.running, self.runner)
         return build_extend_batch(reqs, self.runner)
 
     def _schedule_running(self) -> Optional[ScheduledBatch]:
@@ -263,6 +274,10 @@ class Scheduler:
         if batch.kind is BatchKind.EXTEND:
             self.counters.num_prefill_tokens += batch.num_input_tokens
             to_sample, rows = self._end_extend(batch, logits)
+        elif batch.kind is BatchKind.MIXED_CHUNK:
+            prefill = batch.num_prefill_reqs
+            self.counters.num_prefill_tokens += batch.num_input_tokens - (len(batch.reqs) - prefill)
+            to_sample, rows = self._end_extend(batch, logits)
         elif batch.kind is BatchKind.MIXED:
             to_sample, rows = batch.reqs, self.jump_forward.verify(batch, logits)
         else:  # a decode samples every row in order: its logits are used as they are, no copy
@@ -272,17 +287,28 @@ class Scheduler:
             self._sample_and_advance(to_sample, chosen)
         if batch.kind is BatchKind.EXTEND:
             self.running.extend(r for r in to_sample if not r.finished)
+        elif batch.kind is BatchKind.MIXED_CHUNK:  # the running decodes, then the newly started
+            decoding = {id(r) for r in batch.reqs[batch.num_prefill_reqs:]}
+            self.running = [r for r in self.running if not r.finished] + \
+                [r for r in to_sample if id(r) not in decoding and not r.finished]
         else:
             self.running = [r for r in self.running if not r.finished]
 
     def _end_extend(self, batch: ScheduledBatch, logits: torch.Tensor) -> tuple[list[Req], list[int]]:
         """Input logprobs and the tree commit of every extended request; returns those that sample.
 
-        A request whose prompt is not done becomes the chunked one; a prefill-only one finishes.
+        A request whose prompt is not done becomes the chunked one; a prefill-only one finishes; a
+        mixed chunk's running decodes only sample.
         """
         to_sample: list[Req] = []
         rows: list[int] = []
-        for req, row, input_rows in zip(batch.reqs, batch.sample_rows, batch.input_logprob_rows):
+        first_decode = batch.num_prefill_reqs if batch.kind is BatchKind.MIXED_CHUNK else len(batch.reqs)
+        for i, (req, row, input_rows) in enumerate(zip(batch.reqs, batch.sample_rows,
+                                                       batch.input_logprob_rows)):
+            if i >= first_decode:  # a mixed chunk's running decode: it only samples
+                to_sample.append(req)
+                rows.append(row)
+                continue
             collect_input_logprobs(req, logits, input_rows)
             self.cache.commit_to_tree(req)
             if row < 0:

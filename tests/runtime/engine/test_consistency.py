@@ -40,6 +40,8 @@ VARIANTS = {
     "fcfs": {"schedule_policy": "fcfs"},
     "lpm": {"schedule_policy": "lpm"},
     "small_kv_pool": {"max_total_tokens": 320},
+    "mixed_chunk": {"enable_mixed_chunk": True, "mixed_chunk_size": 16},
+    "mixed_chunk_small_pool": {"enable_mixed_chunk": True, "mixed_chunk_size": 40, "max_total_tokens": 320},
 }
 
 
@@ -77,7 +79,7 @@ def test_greedy_batch_of_16_equals_batch_of_1(variant_engine, reference):
     mismatched = [i for i, (a, b) in enumerate(zip(outs, reference)) if a != b]
     assert not mismatched, f"{variant_engine.variant}: prompts {mismatched} generated different tokens"
     info = variant_engine.get_server_info()
-    if variant_engine.variant == "small_kv_pool":
+    if variant_engine.variant in ("small_kv_pool", "mixed_chunk_small_pool"):
         assert info["num_retractions"] > 0, "the small pool did not force a retraction"
     if variant_engine.variant == "no_radix_cache":
         assert info["cache_hit_tokens"] == 0 and info["kv_cached"] == 0

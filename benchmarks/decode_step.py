@@ -1,0 +1,133 @@
+"""Time and profile the engine's decode step (``ModelRunner.forward`` on paged decode batches).
+
+For each batch size: the median step time, the time of the step's matrix products alone (the same
+``F.linear`` calls on inputs of the step's shape), and optionally the torch profiler's top ops.
+
+    python benchmarks/decode_step.py --batch-sizes 1,8,64 --context 32 --profile
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
+import torch
+import torch.nn.functional as F
+
+from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.server_args import ServerArgs
+
+
+def decode_batch(runner: ModelRunner, bs: int, context: int) -> ForwardBatch:
+    """``bs`` requests with ``context`` cached tokens each, decoding one token at position ``context``."""
+    rows, slots = [], []
+    for _ in range(bs):
+        row = runner.req_to_token_pool.alloc()
+        assert row is not None, "raise --max-running-requests"
+        loc = runner.kv_pool.allocator.alloc(context + 1)
+        assert loc is not None, "KV pool too small"
+        runner.req_to_token_pool.write(row, 0, loc)
+        rows.append(row)
+        slots.append(int(loc[-1]))
+    seq_lens = [context + 1] * bs
+    return ForwardBatch(
+        mode=ForwardMode.DECODE,
+        input_ids=torch.randint(0, runner.vocab_size, (bs,)),
+        positions=torch.full((bs,), context, dtype=torch.int64),
+        req_pool_indices=torch.tensor(rows, dtype=torch.int64),
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int64),
+        extend_prefix_lens=torch.full((bs,), context, dtype=torch.int64),
+        extend_seq_lens=torch.ones(bs, dtype=torch.int64),
+        out_cache_loc=torch.tensor(slots, dtype=torch.int64),
+        logits_indices=torch.arange(bs),
+        req_to_token_pool=runner.req_to_token_pool,
+        kv_pool=runner.kv_pool,
+        attn_backend=runner.attn_backend,
+        seq_lens_cpu=seq_lens,
+    )
+
+
+def median_ms(fn, iters: int, clock=time.perf_counter) -> float:
+    """Median milliseconds of ``fn`` by ``clock``: wall time, or ``time.process_time`` (the CPU time
+    of all this process's threads: steadier than wall time on a machine other processes load)."""
+    fn()
+    times = []
+    for _ in range(iters):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return 1000 * statistics.median(times)
+
+
+def linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Every matrix a decode step multiplies by, LM head included (once)."""
+    weights = [m.weight for name, m in model.named_modules()
+               if hasattr(m, "weight") and m.weight is not None and m.weight.dim() == 2
+               and not name.endswith("embed_tokens")]
+    head = model.lm_head.weight
+    if all(w is not head for w in weights):
+        weights.append(head)
+    return weights
+
+
+def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
+    weights = linear_weights(model)
+    inputs = [torch.randn(bs, w.shape[1], dtype=w.dtype) for w in weights]
+
+    def run() -> None:
+        for x, w in zip(inputs, weights):
+            F.linear(x, w)
+    with torch.inference_mode():
+        return median_ms(run, iters, clock)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--batch-sizes", default="1,8,64")
+    ap.add_argument("--context", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile (inductor) the model's forward first; reports compile time")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
+                                    max_running_requests=max(sizes) + 1,
+                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    eager_forward = runner.model.forward
+    for bs in sizes:
+        fb = decode_batch(runner, bs, args.context)
+        if args.compile:  # one compiled graph per batch size (dynamic=False), as a bucketed runner would
+            runner.model.forward = torch.compile(eager_forward, dynamic=False)
+            t0 = time.perf_counter()
+            runner.forward(fb)
+            print(f"batch {bs:3d}: compiled in {time.perf_counter() - t0:.1f} s", flush=True)
+        step = median_ms(lambda fb=fb: runner.forward(fb), args.iters)
+        mm = matmul_ms(runner.model, bs, args.iters)
+        cpu_step = median_ms(lambda fb=fb: runner.forward(fb), args.iters, time.process_time)
+        cpu_mm = matmul_ms(runner.model, bs, args.iters, time.process_time)
+        print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
+              f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
+              f"step/matmul {cpu_step / cpu_mm:.2f}", flush=True)
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(5):
+                    runner.forward(fb)
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events) / 5000
+            mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm")) / 5000
+            print(events.table(sort_by="self_cpu_time_total", row_limit=14), flush=True)
+            print(f"batch {bs:3d} profile: ops {total:.2f} ms a step, matmuls {mm:.2f}, "
+                  f"the rest {total - mm:.2f} ms", flush=True)
+        for row in fb.req_pool_indices.tolist():
+            runner.req_to_token_pool.free(row)
+        runner.kv_pool.allocator.clear()
+
+
+if __name__ == "__main__":
+    main()

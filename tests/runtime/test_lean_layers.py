@@ -1,0 +1,55 @@
+"""The CPU fast paths of the layers give the same numbers as the kernel references they replace."""
+from __future__ import annotations
+
+import torch
+
+from radixlm.kernels.decode_attention import decode_attention_torch
+from radixlm.kernels.rmsnorm import fused_add_rmsnorm_torch, rmsnorm_torch
+from radixlm.kernels.rotary import apply_rotary_torch
+from radixlm.runtime.attention.torch_decode import decode_attention_planned, plan_decode
+from radixlm.runtime.layers.activation import silu_and_mul
+from radixlm.runtime.layers.rmsnorm import RMSNorm
+from radixlm.runtime.layers.rotary import RotaryEmbedding
+
+
+def test_rmsnorm_fp32_matches_reference_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    norm = RMSNorm(96, 1e-5)
+    norm.weight.data.normal_()
+    x, res = torch.randn(7, 96), torch.randn(7, 96)
+    assert torch.equal(norm(x), rmsnorm_torch(x, norm.weight, 1e-5))
+    out, h = norm.add_and_norm(x, res)
+    ref_out, ref_h = fused_add_rmsnorm_torch(x, res, norm.weight, 1e-5)
+    assert torch.equal(out, ref_out) and torch.equal(h, ref_h)
+
+
+def test_rotary_matches_reference_and_follows_new_positions() -> None:
+    torch.manual_seed(0)
+    rotary = RotaryEmbedding(64, 512, 10000.0)
+    qkv = torch.randn(5, (9 + 2 * 3) * 64)
+    q = qkv[:, : 9 * 64].view(5, 9, 64)  # strided views, as the fused projection gives them
+    k = qkv[:, 9 * 64: 12 * 64].view(5, 3, 64)
+    for positions in (torch.tensor([0, 1, 2, 3, 4]), torch.tensor([400, 17, 3, 250, 511])):
+        out_q, out_k = rotary(positions, q, k)
+        ref_q, ref_k = apply_rotary_torch(q, k, positions, rotary.cos_sin_cache)
+        assert torch.equal(out_q, ref_q) and torch.equal(out_k, ref_k)
+
+
+def test_silu_and_mul() -> None:
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(silu_and_mul(x), torch.nn.functional.silu(x[:, :4]) * x[:, 4:])
+
+
+def test_planned_decode_attention_matches_reference_on_ragged_lengths() -> None:
+    torch.manual_seed(0)
+    slots, heads_q, heads_kv, dim = 200, 6, 2, 16
+    k_buf, v_buf = torch.randn(slots + 1, heads_kv, dim), torch.randn(slots + 1, heads_kv, dim)
+    req_to_token = torch.randint(1, slots + 1, (8, 64))
+    rows = torch.tensor([5, 0, 3])
+    for lens in ([9, 40, 1], [12, 12, 12]):
+        seq_lens = torch.tensor(lens)
+        q = torch.randn(3, heads_q, dim)
+        plan = plan_decode(req_to_token, rows, seq_lens, lens)
+        out = decode_attention_planned(q, k_buf, v_buf, plan, 0.25)
+        ref = decode_attention_torch(q, k_buf, v_buf, req_to_token, rows, seq_lens, 0.25)
+        torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
