@@ -363,4 +363,5 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self.grammars.shutdown()
+        self.runner.close()
 
