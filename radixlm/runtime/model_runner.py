@@ -99,6 +99,12 @@ class ModelRunner:
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
 
+    def tp_status(self) -> list[dict]:
+        """Each tensor-parallel rank's pid and liveness (one entry without parallelism)."""
+        if self.tp is None:
+            return [{"tp_rank": 0, "pid": os.getpid(), "alive": True}]
+        return self.tp.status()
+
     def close(self) -> None:
         """Stop the other tensor-parallel ranks (rank 0) or leave their group; idempotent."""
         if self.tp is not None:

@@ -1,9 +1,10 @@
 """Rank 0's forward batch, sent to the other ranks as two int64 broadcasts (a fixed header, then one
 flat payload), and rebuilt there against each rank's own KV pool and ``req_to_token`` mirror.
 
-Only rank 0 schedules and allocates KV slots. The others keep a mirror of the ``req_to_token`` rows:
-an extend carries the full rows of its requests (the cached prefix the radix tree matched on rank 0,
-then the new slots), a decode only its new slot per request, which every rank writes itself.
+Only rank 0 schedules and allocates KV slots. The others keep a mirror of the ``req_to_token`` rows,
+and every batch carries the full rows of its requests: the cache manager rewrites a row outside
+any forward (a committed prefix that was already in the tree points at the tree's slots, the
+request's duplicates freed), so a row sent once cannot be trusted later.
 """
 from __future__ import annotations
 
@@ -23,11 +24,9 @@ def send_batch(fb: ForwardBatch) -> None:
     """Rank 0: broadcast ``fb`` (its tensors and, for an extend, its requests' slot rows)."""
     parts = [fb.input_ids, fb.positions, fb.req_pool_indices, fb.seq_lens, fb.extend_prefix_lens,
              fb.extend_seq_lens, fb.out_cache_loc, fb.logits_indices]
-    rows = torch.empty(0, dtype=torch.int64, device=fb.input_ids.device)
-    if not fb.is_decode:
-        table = fb.req_to_token_pool.req_to_token
-        lens = fb.seq_lens.tolist()
-        rows = torch.cat([table[r, :n] for r, n in zip(fb.req_pool_indices.tolist(), lens)])
+    table = fb.req_to_token_pool.req_to_token
+    lens = fb.seq_lens_cpu if fb.seq_lens_cpu is not None else fb.seq_lens.tolist()
+    rows = torch.cat([table[r, :n] for r, n in zip(fb.req_pool_indices.tolist(), lens)])
     payload = torch.cat([p.to(torch.int64) for p in parts] + [rows.to(torch.int64)])
     header = torch.tensor([CMD_FORWARD, _MODES.index(fb.mode), fb.batch_size, int(fb.input_ids.shape[0]),
                            int(fb.logits_indices.shape[0]), int(rows.shape[0])], dtype=torch.int64)
@@ -53,13 +52,10 @@ def recv_batch(runner: Any) -> ForwardBatch | None:
     ids, pos, rpi, seq, prefix, ext, loc, logits_idx, rows = payload.split(sizes)
     mode = _MODES[mode_index]
     table = runner.req_to_token_pool.req_to_token
-    if mode is ForwardMode.DECODE:
-        table[rpi, seq - 1] = loc.to(table.dtype)
-    else:
-        offset = 0
-        for r, n in zip(rpi.tolist(), seq.tolist()):
-            table[r, :n] = rows[offset:offset + n].to(table.dtype)
-            offset += n
+    offset = 0
+    for r, n in zip(rpi.tolist(), seq.tolist()):
+        table[r, :n] = rows[offset:offset + n]
+        offset += n
     return ForwardBatch(mode=mode, input_ids=ids, positions=pos, req_pool_indices=rpi, seq_lens=seq,
                         extend_prefix_lens=prefix, extend_seq_lens=ext, out_cache_loc=loc,
                         logits_indices=logits_idx, req_to_token_pool=runner.req_to_token_pool,

@@ -173,3 +173,25 @@ def serve_rank(runner: Any) -> None:
                 return
             runner.attn_backend.init_forward_metadata(fb)
             comm.gather_last_dim(runner.model(fb))
+
+
+def exit_on_rank_death(runner: Any) -> None:
+    """In a server's scheduler process: a rank that dies ends this process too (after the watcher
+    stopped the other ranks), and the server, seeing its scheduler gone, fails pending requests and
+    shuts down."""
+    tp = getattr(runner, "tp", None)
+    if tp is not None:
+        tp.on_rank_death = lambda message: os._exit(1)
+
+
+def run_node(server_args: Any) -> None:
+    """``radixlm serve --node-rank k`` (k > 0): run this node's ranks until they exit."""
+    procs = start_node_ranks(server_args, first_rank=0)
+    try:
+        for p in procs:
+            p.wait()
+    finally:
+        stop_processes(procs)
+    codes = [p.returncode for p in procs]
+    if any(codes):
+        raise SystemExit(f"tensor-parallel ranks exited with codes {codes}")

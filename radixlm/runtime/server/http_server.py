@@ -86,9 +86,11 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     logging.basicConfig(level=server_args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
+    from radixlm.runtime.router.dp_processes import start_dp_processes
     from radixlm.runtime.server.processes import start_processes
 
-    procs = start_processes(server_args, thread_env, scheduler_factory)
+    start = start_dp_processes if server_args.dp_size > 1 else start_processes
+    procs = start(server_args, thread_env, scheduler_factory)
     try:
         tokenizer_manager = _make_tokenizer_manager(server_args, procs)
         asyncio.run(_serve(server_args, tokenizer_manager, procs))
