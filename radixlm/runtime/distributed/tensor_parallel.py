@@ -16,13 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
-
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 import torch
 
-import radixlm
 from radixlm.runtime.distributed import comm
 from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, send_stop
 from radixlm.runtime.distributed.partition import TPShard
@@ -134,7 +132,7 @@ def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen
     per_node = server_args.tp_size // server_args.nnodes
     node_first = server_args.node_rank * per_node
     # The ranks import the same radixlm as this process, wherever it was imported from.
-    package_root = str(Path(radixlm.__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[3])  # holds radixlm/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
     procs = []
