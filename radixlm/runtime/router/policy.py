@@ -1,10 +1,14 @@
 """Which replica gets a request: SGLang's router policies over per-replica load and prefix indexes.
 
-``cache_aware``: while the load is balanced, the replica whose prompts share the longest prefix with
-this one (when the match covers at least ``cache_threshold`` of it; otherwise the least loaded, to
-spread new prefixes); once the load is imbalanced (max - min > ``balance_abs_threshold`` and
-max > ``balance_rel_threshold`` x min), the least loaded. Every policy records the prompt in the
-chosen replica's index, so switching policies keeps the indexes meaningful.
+``cache_aware``: the replica whose prompts share the longest prefix with this one (when the match
+covers at least ``cache_threshold`` of it; otherwise the one with the least cached, to spread new
+prefixes), among the replicas that are not overloaded. A replica is overloaded when its load passes
+the least loaded one's by more than ``balance_abs_threshold`` and ``balance_rel_threshold`` times.
+While the load is balanced that is SGLang's rule; once it is not, SGLang sends to the least loaded
+replica, where this keeps the best cache match among those not overloaded (the least loaded is
+always one of them), which keeps a hot prefix's later requests on the replicas that took it up.
+Every policy records the prompt in the chosen replica's index, so switching policies keeps the
+indexes meaningful.
 """
 from __future__ import annotations
 
@@ -58,10 +62,10 @@ class RoutingPolicy:
             pick = live[next(self._rr) % len(live)]
         elif self.policy == "random":
             pick = self._rng.choice(live)
-        elif self.policy == "shortest_queue" or self._imbalanced(live):
+        elif self.policy == "shortest_queue":
             pick = self._least_loaded(live)
         else:
-            pick = self._best_match(key, live)
+            pick = self._best_match(key, self._not_overloaded(live))
         self.replicas[pick].index.insert(key)
         self.replicas[pick].routed += 1
         return pick
@@ -76,10 +80,10 @@ class RoutingPolicy:
         """Take ``replica`` out of rotation (a dead worker)."""
         self.replicas[replica].alive = False
 
-    def _imbalanced(self, live: list[int]) -> bool:
-        loads = [self.replicas[i].load for i in live]
-        hi, lo = max(loads), min(loads)
-        return hi - lo > self.abs_threshold and hi > self.rel_threshold * lo
+    def _not_overloaded(self, live: list[int]) -> list[int]:
+        lo = min(self.replicas[i].load for i in live)
+        return [i for i in live if not (self.replicas[i].load - lo > self.abs_threshold
+                                        and self.replicas[i].load > self.rel_threshold * lo)]
 
     def _least_loaded(self, live: list[int]) -> int:
         return min(live, key=lambda i: (self.replicas[i].load, self.replicas[i].routed))
