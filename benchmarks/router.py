@@ -26,10 +26,12 @@ POLICIES = ("cache_aware", "round_robin", "shortest_queue")
 
 
 def run_sim(replica_counts: list[int], users: int) -> None:
-    print("| replicas | policy | hit rate | single replica | max/mean requests | max/mean busy | mean latency |")
+    print("| replicas | policy | hit rate | single replica | max/mean requests | max/mean busy "
+          "| mean latency |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for n in replica_counts:
-        # Arrivals keep n replicas ~75% busy under cache_aware (~2x more under the others); each replica caches 3 system prompts' worth of tokens.
+        # Arrivals keep n replicas ~75% busy under cache_aware (overloaded under the others); each
+        # replica caches 3 system prompts' worth of tokens.
         reqs = multi_tenant_workload(users_per_tenant=users * n // 8, rate=n / 350.0)
         cache = 3 * 1024 + 64 * 200
         single = simulate(reqs, 1, "cache_aware", cache_tokens=cache * n)
@@ -59,9 +61,10 @@ def run_live(model: str, tenants: int, users: int, concurrency: int) -> None:
     for policy in POLICIES:
         server = launch_server(model, dp_size=2, num_threads=1, load_balance_method=policy, kv_cache_gb=0.5)
         try:
-            def one(text: str) -> None:
-                requests.post(f"{server.url}/generate", timeout=600, json={
-                    "text": text, "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).raise_for_status()
+            def one(text: str, url: str = server.url) -> None:
+                params = {"max_new_tokens": 8, "temperature": 0}
+                requests.post(f"{url}/generate", timeout=600,
+                              json={"text": text, "sampling_params": params}).raise_for_status()
 
             t0 = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:

@@ -70,7 +70,8 @@ def simulate(requests: list[Request], replicas: int, policy_name: str, cache_tok
         cached = caches[r].match(req.prompt)
         caches[r].insert(req.prompt)
         hits, total = hits + cached, total + len(req.prompt)
-        cost = (len(req.prompt) - cached) * PREFILL_COST + cached * CACHED_COST + req.decode_tokens * DECODE_COST
+        cost = ((len(req.prompt) - cached) * PREFILL_COST + cached * CACHED_COST
+                + req.decode_tokens * DECODE_COST)
         start = max(req.arrival, free_at[r])
         free_at[r] = start + cost
         busy[r] += cost

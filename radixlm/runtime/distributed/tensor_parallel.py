@@ -80,8 +80,17 @@ class TensorParallel:
         return self.shard.rank
 
     def shard_model(self, model: torch.nn.Module) -> int:
-        """Keep this rank's share of ``model``; returns its KV heads."""
-        return shard_llama(model, self.shard)
+        """Keep this rank's share of ``model``; returns its KV heads. A model that does not split
+        (heads or sizes not divisible) stops the other ranks and leaves the group before raising."""
+        try:
+            return shard_llama(model, self.shard)
+        except BaseException:
+            self.dead = "the model could not be sharded"
+            if self.rank == 0:
+                self.stop()
+            else:
+                comm.destroy_group()
+            raise
 
     def forward(self, model: torch.nn.Module, attn_backend: Any, fb: ForwardBatch,
                 vocab_size: int) -> torch.Tensor:

@@ -118,3 +118,23 @@ def test_server_with_a_killed_rank_goes_down_cleanly(tiny_llama_dir: str) -> Non
         assert _wait_gone(pids) == [], "a rank outlived the server"
     finally:
         server.shutdown()
+
+
+@pytest.mark.real_model
+def test_default_model_tp3_matches_tp1(real_model_dir: str) -> None:
+    # SmolLM2-135M has 9 query heads and 3 KV heads: 3 ranks is the smallest split that divides them
+    # (tp_size=2 is refused, naming the head count).
+    prompts = ["The capital of France is", "def fibonacci(n):"]
+    params = {"max_new_tokens": 16, "temperature": 0}
+    with make_engine(real_model_dir, device="cpu") as single:
+        expected = single.generate(prompts, params, return_logprob=True)
+    with make_engine(real_model_dir, device="cpu", tp_size=3) as engine:
+        got = engine.generate(prompts, params, return_logprob=True)
+        engine.check_kv_integrity()
+    assert [g["text"] for g in got] == [e["text"] for e in expected]
+    for a, b in zip(got, expected):
+        lp_a = [t[0] for t in a["meta_info"]["output_token_logprobs"]]
+        lp_b = [t[0] for t in b["meta_info"]["output_token_logprobs"]]
+        assert lp_a == pytest.approx(lp_b, abs=1e-3)
+    with pytest.raises(Exception, match="num_attention_heads"):
+        make_engine(real_model_dir, device="cpu", tp_size=2)
