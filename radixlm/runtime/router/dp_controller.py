@@ -84,7 +84,7 @@ class DataParallelController:
                                  "; ".join(r.message for r in replies if r.message))
         merged = merge_stats([r.stats for r in replies])
         for i, (stats, route) in enumerate(zip(merged["dp_replicas"], self.policy.status())):
-            stats.update(dp_rank=i, routed=route["routed"], router_load=route["load"])
+            stats.update({"dp_rank": i, "routed": route["routed"], "router_load": route["load"]})
         return StatsOut(merged)
 
     def _remember(self, rid: str, replica: int) -> None:
