@@ -89,3 +89,10 @@ def test_unknown_policy_and_merged_stats() -> None:
                           {"kv_total": 10, "num_running": 2, "model": "m"}])
     assert merged["kv_total"] == 20 and merged["num_running"] == 3 and merged["dp_size"] == 2
     assert [r["num_running"] for r in merged["dp_replicas"]] == [1, 2]
+
+
+def test_engine_refuses_dp_size_naming_it() -> None:
+    from radixlm.runtime.engine import Engine
+
+    with pytest.raises(ValueError, match="dp_size"):
+        Engine(model="unused", dp_size=2)
