@@ -95,12 +95,14 @@ class DataParallelController:
 
 
 def merge_stats(per_replica: list[dict[str, Any]]) -> dict[str, Any]:
-    """Numbers summed over the replicas (throughput too), the rest from replica 0, each replica's own
-    stats under ``dp_replicas``."""
+    """Numbers summed over the replicas (throughput too; the hit rate recomputed from the summed
+    tokens), the rest from replica 0, each replica's own stats under ``dp_replicas``."""
     merged: dict[str, Any] = dict(per_replica[0])
     for name, value in per_replica[0].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             merged[name] = sum(s.get(name, 0) for s in per_replica)
+    if "cache_requested_tokens" in merged:  # a rate is not a sum
+        merged["cache_hit_rate"] = merged.get("cache_hit_tokens", 0) / max(merged["cache_requested_tokens"], 1)
     merged["dp_size"] = len(per_replica)
     merged["dp_replicas"] = [dict(s) for s in per_replica]
     return merged

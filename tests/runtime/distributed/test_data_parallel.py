@@ -85,9 +85,13 @@ def test_other_policies_ignore_the_cache(name: str) -> None:
 def test_unknown_policy_and_merged_stats() -> None:
     with pytest.raises(ValueError, match="routing policy"):
         RoutingPolicy(2, "fastest")
-    merged = merge_stats([{"kv_total": 10, "num_running": 1, "model": "m"},
-                          {"kv_total": 10, "num_running": 2, "model": "m"}])
+    merged = merge_stats([
+        {"kv_total": 10, "num_running": 1, "model": "m", "cache_hit_rate": 0.5, "cache_hit_tokens": 5,
+         "cache_requested_tokens": 10},
+        {"kv_total": 10, "num_running": 2, "model": "m", "cache_hit_rate": 1.0, "cache_hit_tokens": 30,
+         "cache_requested_tokens": 30}])
     assert merged["kv_total"] == 20 and merged["num_running"] == 3 and merged["dp_size"] == 2
+    assert merged["cache_hit_rate"] == pytest.approx(35 / 40) and merged["model"] == "m"
     assert [r["num_running"] for r in merged["dp_replicas"]] == [1, 2]
 
 
