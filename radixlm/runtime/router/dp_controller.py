@@ -102,7 +102,8 @@ def merge_stats(per_replica: list[dict[str, Any]]) -> dict[str, Any]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             merged[name] = sum(s.get(name, 0) for s in per_replica)
     if "cache_requested_tokens" in merged:  # a rate is not a sum
-        merged["cache_hit_rate"] = merged.get("cache_hit_tokens", 0) / max(merged["cache_requested_tokens"], 1)
+        hits, asked = merged.get("cache_hit_tokens", 0), merged["cache_requested_tokens"]
+        merged["cache_hit_rate"] = hits / max(asked, 1)
     merged["dp_size"] = len(per_replica)
     merged["dp_replicas"] = [dict(s) for s in per_replica]
     return merged
