@@ -1,4 +1,5 @@
-"""The ``radixlm`` command: ``generate`` (stream a completion), ``serve`` (HTTP server), ``demo``."""
+"""The ``radixlm`` command: ``generate`` (stream a completion), ``serve`` (HTTP server), ``demo``,
+``router`` (one endpoint over several servers)."""
 from __future__ import annotations
 
 import argparse
@@ -83,17 +84,30 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo_main(model=args.model) or 0
 
 
+def _add_router(sub) -> None:
+    from radixlm.runtime.router.router_cli import add_router_arguments
+
+    add_router_arguments(sub.add_parser("router", help="route requests over several servers (cache-aware)"))
+
+
+def _run_router(args: argparse.Namespace) -> int:
+    from radixlm.runtime.router.router_cli import run_router_command
+
+    return run_router_command(args)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="radixlm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_demo(sub)
+    _add_router(sub)
     try:
         _add_serve(sub)
     except ImportError:  # the server package is optional at import time
         pass
     args = parser.parse_args(argv)
-    runners = {"generate": _run_generate, "serve": _run_serve, "demo": _run_demo}
+    runners = {"generate": _run_generate, "serve": _run_serve, "demo": _run_demo, "router": _run_router}
     return runners[args.command](args)
 
 

@@ -8,6 +8,8 @@ import torch
 
 from radixlm.runtime.attention.factory import create_attention_backend
 from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
+from radixlm.runtime.distributed.comm import agree_min, destroy_group
+from radixlm.runtime.distributed.tensor_parallel import TensorParallel
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
@@ -44,7 +46,8 @@ class ModelRunner:
     ``vocab_size``, ``req_to_token_pool``, ``kv_pool``, ``attn_backend``.
     """
 
-    def __init__(self, server_args: ServerArgs) -> None:
+    def __init__(self, server_args: ServerArgs, tp_rank: int = 0) -> None:
+        """``tp_rank``: this process's tensor-parallel rank (rank 0 starts the others)."""
         self.server_args = server_args
         self.device = resolve_device(server_args.device)
         self.dtype = resolve_dtype(server_args.dtype, self.device)
@@ -53,6 +56,9 @@ class ModelRunner:
         elif self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         torch.manual_seed(server_args.seed)
+        self.tp: TensorParallel | None = None
+        if server_args.tp_size > 1:
+            self.tp = TensorParallel(server_args, tp_rank, self.device)
 
         self.loaded = load_model(server_args.model, self.device, self.dtype,
                                  tokenizer=server_args.tokenizer,
@@ -60,6 +66,9 @@ class ModelRunner:
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size
+        self.num_kv_heads = self.loaded.num_kv_heads  # this rank's share under tensor parallelism
+        if self.tp is not None:
+            self.num_kv_heads = self.tp.shard_model(self.model)
         model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
         if self.context_length > model_max:
             logger.warning("context_length %d exceeds the model's max positions %d",
@@ -68,7 +77,9 @@ class ModelRunner:
         self.req_to_token_pool = ReqToTokenPool(server_args.max_running_requests, self.context_length,
                                                 device=self.device)
         num_slots = self._num_kv_slots()
-        self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.loaded.num_kv_heads,
+        if self.tp is not None:
+            num_slots = agree_min(num_slots, self.device)
+        self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.num_kv_heads,
                               self.loaded.head_dim, self.dtype, device=self.device)
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
         # Decode replays captured CUDA graphs; prefill runs eagerly.
@@ -77,7 +88,7 @@ class ModelRunner:
 
             enable_deterministic_inference(self)
         self.cuda_graph_runner: CudaGraphRunner | None = None
-        if self.device.type == "cuda" and not server_args.disable_cuda_graph:
+        if self.device.type == "cuda" and not server_args.disable_cuda_graph and self.tp is None:
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
                     self.device, self.dtype, num_slots, self.context_length)
@@ -87,8 +98,25 @@ class ModelRunner:
         """Float32 logits ``[len(fb.logits_indices), vocab_size]``; writes the new tokens' KV."""
         if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run(fb):
             return self.cuda_graph_runner.replay(fb)
+        if self.tp is not None:
+            return self.tp.forward(self.model, self.attn_backend, fb, self.vocab_size)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
+
+    def tp_status(self) -> list[dict]:
+        """Each tensor-parallel rank's pid and liveness (one entry without parallelism)."""
+        if self.tp is None:
+            return [{"tp_rank": 0, "pid": os.getpid(), "alive": True}]
+        return self.tp.status()
+
+    def close(self) -> None:
+        """Stop the other tensor-parallel ranks (rank 0) or leave their group; idempotent."""
+        if self.tp is not None:
+            tp, self.tp = self.tp, None
+            if tp.rank == 0:
+                tp.stop()
+            else:
+                destroy_group()
 
     def _cpu_threads(self) -> int:
         """``num_threads``, else ``OMP_NUM_THREADS`` when set, else every core this process may use."""
@@ -101,7 +129,7 @@ class ModelRunner:
         args, loaded = self.server_args, self.loaded
         if args.max_total_tokens:
             return int(args.max_total_tokens)
-        per_slot = KVPool.bytes_per_slot(loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, self.dtype)
+        per_slot = KVPool.bytes_per_slot(loaded.num_layers, self.num_kv_heads, loaded.head_dim, self.dtype)
         if self.device.type == "cuda":
             budget = self._cuda_kv_budget()
         else:

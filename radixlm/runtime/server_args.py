@@ -20,6 +20,7 @@ ReasoningParserName = Literal["none", "deepseek-r1", "qwen3"]
 
 # SGLang's option names that mean one of ours (keyword arguments and CLI flags).
 SGLANG_ALIASES = {"model_path": "model", "tokenizer_path": "tokenizer"}
+LoadBalanceMethod = Literal["cache_aware", "round_robin", "random", "shortest_queue"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,15 @@ class ServerArgs:
     max_program_nodes: int = 1024
     health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
     shutdown_grace_s: float = 10.0  # on SIGTERM, in-flight requests get this long to finish
+    # Parallelism (SGLang's flags): tensor-parallel ranks over nnodes machines, data-parallel replicas
+    tp_size: int = 1
+    dp_size: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: Optional[str] = None  # host:port of rank 0's rendezvous; default a free local port
+    load_balance_method: LoadBalanceMethod = "cache_aware"  # how dp_size replicas share requests
+    balance_abs_threshold: int = 32  # cache_aware: imbalance when max - min load passes this ...
+    balance_rel_threshold: float = 1.5  # ... and max load > this x min load
     # Misc
     seed: int = 0
     num_threads: Optional[int] = None  # torch threads in the scheduler process
@@ -104,6 +114,7 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        check_parallel_args(self)
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""
@@ -136,6 +147,21 @@ class ServerArgs:
         if d.get("api_key"):
             d["api_key"] = "***"
         return d
+
+
+def check_parallel_args(args: ServerArgs) -> None:
+    """Raise ``ValueError`` naming the parallelism option that cannot work."""
+    for name in ("tp_size", "dp_size", "nnodes"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.tp_size % args.nnodes:
+        raise ValueError(f"tp_size {args.tp_size} must be a multiple of nnodes {args.nnodes}")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise ValueError(f"node_rank {args.node_rank} must be in [0, nnodes {args.nnodes})")
+    if args.nnodes > 1 and not args.dist_init_addr:
+        raise ValueError("nnodes > 1 needs dist_init_addr (host:port of node 0)")
+    if args.nnodes > 1 and args.dp_size > 1:
+        raise ValueError("dp_size > 1 runs on one node; front several servers with `radixlm router`")
 
 
 @functools.lru_cache(maxsize=1)

@@ -49,6 +49,9 @@ class Engine:
         """``model`` (or SGLang's ``model_path``): a registry name, a directory, a .gguf file or a
         Hugging Face hub id; None is the default model."""
         self.server_args = ServerArgs.from_kwargs(model=model, **server_args)
+        if self.server_args.dp_size > 1:
+            raise ValueError("dp_size > 1 needs the server (radixlm serve / Runtime); the in-process "
+                             "Engine runs one replica (tp_size works here)")
         self.scheduler = Scheduler(self.server_args)
         self.tokenizer = self.scheduler.tokenizer
         self.limits = ModelLimits.from_model_info(self.scheduler.model_info(), self.server_args)

@@ -46,9 +46,12 @@ def run_scheduler_process(
     pull = zmq_socket(ctx, zmq.PULL, addrs.scheduler, bind=True)
     push = zmq_socket(ctx, zmq.PUSH, addrs.detokenizer, bind=False)
     try:
+        from radixlm.runtime.distributed.tensor_parallel import exit_on_rank_death
+
         if scheduler_factory is None:
             from radixlm.runtime.scheduler.scheduler import Scheduler as scheduler_factory
         scheduler = scheduler_factory(server_args)
+        exit_on_rank_death(getattr(scheduler, "runner", None))
         ready.send(("ready", scheduler.model_info()))
     except Exception:
         ready.send(("error", traceback.format_exc()))

@@ -371,6 +371,7 @@ class Scheduler:
             "num_grammar_queue": len(self.grammars.pending),
             "num_pinned_contexts": len(self.pins),
             "gen_throughput": self.counters.gen_throughput(),
+            "tp_ranks": self.runner.tp_status(),
             **self.counters.as_dict(),
         }
 
@@ -397,4 +398,5 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self.grammars.shutdown()
+        self.runner.close()
 

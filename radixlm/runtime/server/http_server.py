@@ -85,11 +85,13 @@ def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any
     server_args = resolve_api_key(server_args)
     _require_free_port(server_args.host, server_args.port)  # before minutes of model loading
 
+    from radixlm.runtime.router.dp_processes import start_dp_processes
     from radixlm.runtime.server.chat_template_names import resolve_chat_template
     from radixlm.runtime.server.processes import start_processes
 
     resolve_chat_template(server_args.chat_template)  # a bad value fails before the model loads
-    procs = start_processes(server_args, thread_env, scheduler_factory)
+    start = start_dp_processes if server_args.dp_size > 1 else start_processes
+    procs = start(server_args, thread_env, scheduler_factory)
     try:
         tokenizer_manager = _make_tokenizer_manager(server_args, procs)
         asyncio.run(_serve(server_args, tokenizer_manager, procs))

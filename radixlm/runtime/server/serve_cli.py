@@ -36,7 +36,13 @@ def run_serve(args: argparse.Namespace) -> None:
     from radixlm.runtime.server.http_server import run_server
 
     names = {f.name for f in dataclasses.fields(ServerArgs)}
-    run_server(ServerArgs(**{k: v for k, v in vars(args).items() if k in names}))
+    server_args = ServerArgs(**{k: v for k, v in vars(args).items() if k in names})
+    if server_args.node_rank > 0:  # a further machine of a tensor-parallel group: ranks only
+        from radixlm.runtime.distributed.tensor_parallel import run_node
+
+        run_node(server_args)
+        return
+    run_server(server_args)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
