@@ -93,9 +93,11 @@ def save_tiny_model(config, path: str | Path, seed: int = 0, with_tokenizer: boo
 
 
 def make_runner(model: str | Path, **overrides) -> ModelRunner:
-    """A CPU fp32 ModelRunner with the torch backend, one thread and small pools."""
+    """A CPU fp32 ModelRunner (unquantized unless ``quantization`` is given) with the torch backend,
+    one thread and small pools."""
     args = dict(model=str(model), device="cpu", dtype="float32", attention_backend="torch",
-                num_threads=1, max_total_tokens=4096, max_running_requests=16, context_length=512)
+                quantization="none", num_threads=1, max_total_tokens=4096, max_running_requests=16,
+                context_length=512)
     args.update(overrides)
     return ModelRunner(ServerArgs(**args))
 
