@@ -45,13 +45,18 @@ class Int8Linear(nn.Module):
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         self.reduce_range = reduce_range
+        self._range_row = torch.zeros(1, self.in_features)
+        self._range_row[0, 0], self._range_row[0, -1] = 1.0, -1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # FBGEMM quantizes the whole input with one scale; scaling each row to max |x| = 1 first
-        # gives every row (token) its own scale, so one token's outliers cost no other token bits.
+        # FBGEMM quantizes the whole input with one scale from its min and max. Scaling each row to
+        # max |x| = 1 and adding a row [1, -1, 0, ...] pins that range to [-1, 1]: every token gets
+        # its own scale (one token's outliers cost the others nothing) and a token's result does not
+        # depend on the batch it is in (int32 accumulation is exact in any order).
         flat = _flat(x).float()
         row_max = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
-        y = torch.ops.quantized.linear_dynamic((flat / row_max).contiguous(), self._packed, self.reduce_range)
+        scaled = torch.cat([flat / row_max, self._range_row]).contiguous()
+        y = torch.ops.quantized.linear_dynamic(scaled, self._packed, self.reduce_range)[:-1]
         y.mul_(row_max)
         if self.bias is not None:
             y += self.bias
