@@ -231,9 +231,13 @@ def llamacpp_permute(w, num_heads: int):
     return w.reshape(num_heads, 2, w.shape[0] // num_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path) -> Path:
+def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path,
+                   block_types: dict[str, str] | None = None) -> Path:
     """Write a llama/qwen2 model as an fp32 GGUF file the way llama.cpp's converter lays it out:
-    GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer."""
+    GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer.
+
+    ``block_types`` maps a substring of HF tensor names to a GGML type name (e.g.
+    ``{"proj": "Q4_0", "embed_tokens": "Q8_0"}``): matching 2-D weights are stored in that type."""
     import gguf
     import numpy as np
     from tokenizers import pre_tokenizers
@@ -271,6 +275,12 @@ def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path
             gguf_name = f"blk.{parts[2]}.{_GGUF_LAYER_NAMES[module]}.{parts[-1]}"
             if arch == "llama" and module in heads:
                 array = llamacpp_permute(array, heads[module])
+        block_type = next((t for key, t in (block_types or {}).items() if key in name), None)
+        if block_type is not None and array.ndim == 2:
+            qtype = gguf.GGMLQuantizationType[block_type]
+            writer.add_tensor(gguf_name, gguf.quants.quantize(np.ascontiguousarray(array), qtype),
+                              raw_dtype=qtype)
+            continue
         writer.add_tensor(gguf_name, np.ascontiguousarray(array))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
