@@ -141,7 +141,7 @@ def main() -> None:
                "--steps", str(args.steps), "--threads", str(args.threads)]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
-            print(f"{method} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+            print(f"{method} failed (exit {out.returncode}):\n{out.stderr[-2000:]}", file=sys.stderr)
             continue
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)

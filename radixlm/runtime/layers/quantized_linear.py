@@ -26,7 +26,8 @@ def quantize_int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch
     """Float ``[N, K]`` -> (int8 ``[N, K]``, float32 scales ``[N]``), symmetric, max |w| -> 127."""
     w = weight.detach().float()
     scales = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
-    return (w / scales[:, None]).round().clamp(-127, 127).to(torch.int8), scales
+    q = w / scales[:, None]  # one float temporary (an embedding can be a GB), rounded in place
+    return q.round_().clamp_(-127, 127).to(torch.int8), scales
 
 
 class Int8Linear(nn.Module):
@@ -40,8 +41,8 @@ class Int8Linear(nn.Module):
         # quantized tensor types are deprecated in torch 2.13; FBGEMM's packing still takes one
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            qweight = torch.quantize_per_channel(q.float() * scales[:, None], scales.double(),
-                                                 torch.zeros(len(scales), dtype=torch.long), 0, torch.qint8)
+            qweight = torch._make_per_channel_quantized_tensor(
+                q, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         self.reduce_range = reduce_range
