@@ -13,6 +13,7 @@ from radixlm.runtime.distributed.tensor_parallel import TensorParallel
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.quantization.apply import serve_quantized
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.weights.loader import load_model
 
@@ -63,6 +64,8 @@ class ModelRunner:
         self.loaded = load_model(server_args.model, self.device, self.dtype,
                                  tokenizer=server_args.tokenizer,
                                  context_length=server_args.context_length)
+        self.quantization = serve_quantized(self.loaded.model, server_args.quantization, server_args.model,
+                                            self.device)
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size

@@ -12,6 +12,8 @@ Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]
 AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
+# auto: a GGUF file in its own block format on CPU (when our kernel reads it), else none
+Quantization = Literal["auto", "none", "int8", "q4_0", "q4_1", "q8_0"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 # auto: from the chat template (see runtime/server/function_call/registry.py)
 ToolCallParserName = Literal["auto", "hermes", "qwen", "qwen25", "llama3", "mistral", "pythonic"]
@@ -35,6 +37,7 @@ class ServerArgs:
     device: Device = "auto"
     dtype: Dtype = "auto"
     attention_backend: AttentionBackendName = "auto"
+    quantization: Quantization = "auto"  # weights served as: see radixlm/runtime/quantization
     # Memory
     kv_cache_gb: float = 1.0  # KV pool budget on CPU
     mem_fraction_static: float = 0.85  # fraction of free GPU memory for weights + KV

@@ -7,9 +7,11 @@ from typing import Any
 def build_server_info(server_args: dict[str, Any], model_info: dict[str, Any], stats: dict[str, Any],
                       version: str) -> dict[str, Any]:
     """Server arguments and live statistics at the top level (what scripts read), plus SGLang's
-    nested ``stats``/``internal_states`` and the model info."""
+    nested ``stats``/``internal_states`` and the model info. ``quantization`` is the method served
+    (``auto`` resolved), taken from the model info."""
     return {
         **server_args,
+        "quantization": model_info.get("quantization", server_args.get("quantization")),
         **stats,
         "model_info": model_info,
         "stats": stats,

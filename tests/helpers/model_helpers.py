@@ -93,9 +93,11 @@ def save_tiny_model(config, path: str | Path, seed: int = 0, with_tokenizer: boo
 
 
 def make_runner(model: str | Path, **overrides) -> ModelRunner:
-    """A CPU fp32 ModelRunner with the torch backend, one thread and small pools."""
+    """A CPU fp32 ModelRunner (unquantized unless ``quantization`` is given) with the torch backend,
+    one thread and small pools."""
     args = dict(model=str(model), device="cpu", dtype="float32", attention_backend="torch",
-                num_threads=1, max_total_tokens=4096, max_running_requests=16, context_length=512)
+                quantization="none", num_threads=1, max_total_tokens=4096, max_running_requests=16,
+                context_length=512)
     args.update(overrides)
     return ModelRunner(ServerArgs(**args))
 
@@ -229,9 +231,13 @@ def llamacpp_permute(w, num_heads: int):
     return w.reshape(num_heads, 2, w.shape[0] // num_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path) -> Path:
+def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path,
+                   block_types: dict[str, str] | None = None) -> Path:
     """Write a llama/qwen2 model as an fp32 GGUF file the way llama.cpp's converter lays it out:
-    GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer."""
+    GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer.
+
+    ``block_types`` maps a substring of HF tensor names to a GGML type name (e.g.
+    ``{"proj": "Q4_0", "embed_tokens": "Q8_0"}``): matching 2-D weights are stored in that type."""
     import gguf
     import numpy as np
     from tokenizers import pre_tokenizers
@@ -269,6 +275,12 @@ def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path
             gguf_name = f"blk.{parts[2]}.{_GGUF_LAYER_NAMES[module]}.{parts[-1]}"
             if arch == "llama" and module in heads:
                 array = llamacpp_permute(array, heads[module])
+        block_type = next((t for key, t in (block_types or {}).items() if key in name), None)
+        if block_type is not None and array.ndim == 2:
+            qtype = gguf.GGMLQuantizationType[block_type]
+            writer.add_tensor(gguf_name, gguf.quants.quantize(np.ascontiguousarray(array), qtype),
+                              raw_dtype=qtype)
+            continue
         writer.add_tensor(gguf_name, np.ascontiguousarray(array))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

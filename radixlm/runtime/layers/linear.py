@@ -21,6 +21,10 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
 
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """As the LM head: ``x @ W^T`` (quantized heads provide the same method)."""
+        return F.linear(x, self.weight)
+
 
 class MergedLinear(Linear):
     """Several output blocks of sizes ``out_sizes`` computed by one matmul, concatenated."""
@@ -46,6 +50,10 @@ class Embedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return F.embedding(ids, self.weight)
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """As the tied LM head: ``x @ E^T``."""
+        return F.linear(x, self.weight)
 
 
 def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:

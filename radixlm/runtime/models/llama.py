@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Iterable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from radixlm.runtime.attention.radix_attention import RadixAttention
@@ -124,7 +123,7 @@ class LlamaForCausalLM(nn.Module):
         """The logits step for the selected tokens: the last residual add and the final norm (one
         fused op), then the LM head; float32 ``[n, vocab_size]``."""
         x, _ = self.model.norm.add_and_norm(h, residual)
-        return F.linear(x, self.lm_head.weight).float()
+        return self.lm_head.project(x).float()
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

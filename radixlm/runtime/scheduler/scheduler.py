@@ -393,6 +393,7 @@ class Scheduler:
             "architecture": loaded.architecture,
             "device": str(self.runner.device),
             "dtype": str(self.runner.dtype).replace("torch.", ""),
+            "quantization": self.runner.quantization,
             "kv_slots": self.cache.capacity,
         }
 

@@ -1,0 +1,1 @@
+"""Serving quantized weights: choosing a method (``--quantization``) and swapping layers after load."""

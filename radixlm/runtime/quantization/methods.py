@@ -1,0 +1,40 @@
+"""``--quantization``: which method serves a model on a device, resolving ``auto`` and fallbacks."""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from radixlm.kernels.cpu.build import load_gguf_kernels
+
+logger = logging.getLogger(__name__)
+
+BLOCK_FORMATS = ("q4_0", "q4_1", "q8_0")
+
+
+def fbgemm_available() -> bool:
+    return "fbgemm" in torch.backends.quantized.supported_engines
+
+
+def resolve_method(requested: str, device: torch.device, gguf_format: str | None) -> str:
+    """The method actually served: ``none``, ``int8`` or a block format.
+
+    ``auto``: on CUDA ``none`` (a GGUF file is dequantized to the device dtype at load); on the CPU a
+    GGUF file in its own format when our kernel reads it, else ``none`` (int8 is faster but not of
+    equal quality; ask for it explicitly). A block format without the C++ kernels falls back to
+    int8 (FBGEMM), else fp32, with one warning.
+    """
+    if requested == "auto":
+        if device.type != "cpu" or gguf_format is None:
+            return "none"
+        requested = gguf_format
+    if device.type != "cpu" or requested == "none":
+        return requested
+    if requested in BLOCK_FORMATS and load_gguf_kernels() is None:
+        fallback = "int8" if fbgemm_available() else "none"
+        logger.warning("quantization %s needs the GGUF CPU kernels; serving %s instead", requested, fallback)
+        return fallback
+    if requested == "int8" and not fbgemm_available():
+        logger.warning("quantization int8 needs FBGEMM, which this torch build lacks; serving fp32")
+        return "none"
+    return requested
