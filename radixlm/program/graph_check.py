@@ -64,6 +64,9 @@ def _check_segment(seg: Any, index: int, where: str) -> None:
         if _is_int(seg["node"]) and 0 <= seg["node"] < index:
             return
         raise InvalidGraph(f"{where}.node must be the id of an earlier node, not {seg['node']!r}")
+    if isinstance(seg, dict) and set(seg) == {"arg"} and isinstance(seg["arg"], str):
+        raise InvalidGraph(f"{where}: argument {seg['arg']!r} has no value: fill the graph's placeholders "
+                           "with bind_arguments() first")
     raise InvalidGraph(f'{where} must be {{"text": str}}, {{"ids": [int]}} or {{"var": str, "node": int}}')
 
 

@@ -92,9 +92,6 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
                     append_text(context, seg["text"])
                 elif "ids" in seg:
                     append_ids(context, seg["ids"])
-                elif "arg" in seg:
-                    raise ValueError(f"argument {seg['arg']!r} has no value: fill the graph's placeholders "
-                                     f"with bind_arguments() first")
                 else:
                     append_text(context, _as_text(await values[seg["node"]]))
             op = node["op"]

@@ -64,8 +64,9 @@ class ModelRunner:
         self.loaded = load_model(server_args.model, self.device, self.dtype,
                                  tokenizer=server_args.tokenizer,
                                  context_length=server_args.context_length)
-        self.quantization = serve_quantized(self.loaded.model, server_args.quantization, server_args.model,
-                                            self.device)
+        # NOTE: quantized layers are not sharded yet; under tensor parallelism ``auto`` serves float weights.
+        requested = "none" if self.tp is not None else server_args.quantization
+        self.quantization = serve_quantized(self.loaded.model, requested, server_args.model, self.device)
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size

@@ -45,8 +45,10 @@ def test_native_separate_reasoning_route():
 
     from radixlm.runtime.server import reasoning_api
     from radixlm.runtime.server.errors import ApiError
+    from radixlm.runtime.server_args import ServerArgs
 
     app = FastAPI()
+    app.state.server_args = ServerArgs()  # the body limits read_json applies
     app.include_router(reasoning_api.router)
     app.exception_handler(ApiError)(lambda request, e: JSONResponse(e.body(), status_code=e.status_code))
     client = TestClient(app)
