@@ -36,3 +36,7 @@ class VocabParallelEmbedding(nn.Module):
         inside = (local >= 0) & (local < self.count)
         rows = F.embedding(torch.where(inside, local, torch.zeros_like(local)), self.weight)
         return comm.all_reduce(rows * inside.unsqueeze(-1).to(rows.dtype))
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """As the LM head: this rank's slice of the logits (rank 0 gathers the slices)."""
+        return F.linear(x, self.weight)
