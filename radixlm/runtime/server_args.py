@@ -12,6 +12,7 @@ Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]
 AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
+GrammarBackendName = Literal["llguidance", "outlines"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -46,8 +47,10 @@ class ServerArgs:
     # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
     # unlimited on CUDA (where a step's cost hardly depends on its token count).
     jump_forward_max_batch: Optional[int] = None
+    grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
-    grammar_compile_timeout: float = 60.0
+    grammar_compile_timeout: float = 60.0  # a compile still running then is stopped; its request fails
+    grammar_max_concurrent_compiles: int = 2  # compiles running young (slow ones stop counting)
     json_whitespace_pattern: Optional[str] = None  # None: bounded default; "free": unbounded
     # GPU
     disable_cuda_graph: bool = False
