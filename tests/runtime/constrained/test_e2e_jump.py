@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from radixlm.runtime.constrained.backend import BACKENDS
 from radixlm.runtime.constrained.grammars import grammar_to_regex
 from tests.helpers.engines import make_engine
 from tests.runtime.constrained.cases import SCHEMA_CASES
@@ -22,17 +23,22 @@ def compact(schema: dict) -> str:
 REGEXES = [compact(s) for n, s in SCHEMA_CASES if n in NAMES] + [r"Answer: (yes|no)\. Reason: [a-z ]{1,12}\."]
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def grammar_backend(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def plain_engine(tiny_llama_dir):
-    engine = make_engine(tiny_llama_dir, **ENGINE_ARGS)
+def plain_engine(tiny_llama_dir, grammar_backend):
+    engine = make_engine(tiny_llama_dir, grammar_backend=grammar_backend, **ENGINE_ARGS)
     yield engine
     engine.shutdown()
 
 
 @pytest.fixture(scope="module")
-def jump_engine(tiny_llama_dir):
+def jump_engine(tiny_llama_dir, grammar_backend):
     engine = make_engine(tiny_llama_dir, enable_jump_forward=True, jump_forward_max_batch=1_000_000,
-                         **ENGINE_ARGS)
+                         grammar_backend=grammar_backend, **ENGINE_ARGS)
     yield engine
     engine.shutdown()
 
