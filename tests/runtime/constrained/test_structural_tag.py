@@ -57,7 +57,8 @@ def test_random_regions_validate_and_close(backend, smollm2_tokenizer, seed):
     matcher = backend.submit("structural_tag", json.dumps(TAG)).result(timeout=60).new_matcher()
     _accept_text(matcher, smollm2_tokenizer, "Calling: <tool_call>weather")
     closing = closing_tokens(backend.vocab.token_bytes)
-    tokens = drive_random(matcher, backend.new_bitmask(1), np.random.default_rng(seed), closing, max_tokens=80)
+    rng = np.random.default_rng(seed)
+    tokens = drive_random(matcher, backend.new_bitmask(1), rng, closing, max_tokens=80)
     text = "Calling: <tool_call>weather" + backend.vocab.decode(tokens).decode("utf-8", errors="replace")
     region = REGION.search(text)
     if region is not None:  # the region closed: its JSON follows the schema, and free text resumes
