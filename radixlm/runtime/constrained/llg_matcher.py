@@ -1,9 +1,12 @@
 """Per-request state of an llguidance grammar, with the same interface as ``GrammarMatcher``."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar
+if TYPE_CHECKING:  # llg_compiled.py imports this module to make matchers
+    from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar
 
 MAX_ROLLBACK = 16
 
