@@ -24,7 +24,7 @@ from radixlm.runtime.constrained.compiled import CompiledGrammar, GrammarKey
 from radixlm.runtime.constrained.grammars import LLGUIDANCE_ONLY_KINDS, check_regex, grammar_to_regex
 from radixlm.runtime.constrained.json_schema import resolve_whitespace_pattern
 from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar, compile_llguidance
-from radixlm.runtime.constrained.llg_grammars import llg_grammar
+from radixlm.runtime.constrained.llg_grammars import llg_grammar, strengthened_grammar
 from radixlm.runtime.constrained.llg_tokenizer import get_llg_tokenizer
 from radixlm.runtime.constrained.outlines_workers import OutlinesWorkers
 from radixlm.runtime.constrained.vocabulary import get_vocabulary
@@ -110,8 +110,7 @@ class GrammarBackend:
     def _compile(self, job: CompileJob, key: GrammarKey) -> CompiledGrammar | LLGuidanceGrammar:
         kind, text = key
         if self.engine_for(kind) == "llguidance":
-            grammar = llg_grammar(kind, text, self.whitespace_pattern)
-            return compile_llguidance(key, grammar, self.llg_tokenizer, self.vocab, self.eos_token_ids)
+            return self._compile_llguidance(key)
         with self._lock:
             if self._outlines is None:
                 self._outlines = OutlinesWorkers(self.vocab)
@@ -120,6 +119,22 @@ class GrammarBackend:
         regex, index, fsm = workers.compile(job, kind, text, self.whitespace_pattern)
         return CompiledGrammar(key, regex, self.vocab, self.eos_token_ids, index, fsm,
                                time.perf_counter() - start)
+
+    def _compile_llguidance(self, key: GrammarKey) -> LLGuidanceGrammar:
+        """Compile as given; a schema using keywords llguidance lacks is retried in its stricter
+        rewrite (``strengthened_grammar``), and if that fails too the original error is raised."""
+        kind, text = key
+        grammar = llg_grammar(kind, text, self.whitespace_pattern)
+        try:
+            return compile_llguidance(key, grammar, self.llg_tokenizer, self.vocab, self.eos_token_ids)
+        except ValueError as original:
+            stricter = strengthened_grammar(kind, text, self.whitespace_pattern)
+            if stricter is None:
+                raise
+            try:
+                return compile_llguidance(key, stricter, self.llg_tokenizer, self.vocab, self.eos_token_ids)
+            except ValueError:
+                raise original from None
 
     def _forget_failed(self, key: GrammarKey, future: Future) -> None:
         if future.cancelled() or future.exception() is not None:

@@ -7,11 +7,13 @@ llguidance takes ``ebnf`` (GBNF as in llama.cpp / SGLang's ``root ::= ...``, or 
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import llguidance
 
 from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, GRAMMAR_KINDS, check_regex_features
 from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE
+from radixlm.runtime.constrained.schema_strengthen import strengthen
 from radixlm.runtime.constrained.structural_tag import structural_tag_grammar
 
 
@@ -27,6 +29,17 @@ def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
     else:
         options = {"whitespace_pattern": whitespace_pattern}
     return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=options)
+
+
+def strengthened_grammar(kind: str, text: str, whitespace_pattern: str) -> Optional[str]:
+    """For a JSON schema: the grammar of its sound rewrite (``schema_strengthen``), None if unchanged."""
+    if kind != "json":
+        return None
+    schema = json.loads(text)
+    rewritten = strengthen(schema)
+    if rewritten == schema:
+        return None
+    return _json_grammar(json.dumps(rewritten), whitespace_pattern)
 
 
 def _choices_grammar(choices_json: str) -> str:

@@ -47,11 +47,9 @@ def test_rejects_with_clear_message(backend, kind, text, message):
     assert re.search(message, str(rejection(backend, kind, text)))
 
 
-@pytest.mark.parametrize("schema,keyword", [({"not": {"type": "string"}}, "not"),
-                                            ({"if": {"type": "string"}, "then": {}}, "if")])
-def test_unsupported_keyword_is_named(backend, schema, keyword):
-    message = str(rejection(backend, "json", json.dumps(schema)))
-    assert "unsupported json_schema" in message and keyword in message
+def test_unsupported_keyword_is_named(backend):
+    message = str(rejection(backend, "json", json.dumps({"not": {"type": "string"}})))
+    assert "unsupported json_schema" in message and "not" in message
 
 
 @pytest.mark.parametrize("kind,text", [("regex", r"[a-z]+\d"), ("json", '{"type": "string"}'),
