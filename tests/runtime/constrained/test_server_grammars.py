@@ -54,7 +54,8 @@ def test_unsupported_keyword_is_a_400_naming_it(llg_server, schema, keyword):
 
 def test_schemas_outlines_rejects_work_by_default(llg_server):
     for schema in ({"minimum": 1.1}, {"type": "number", "exclusiveMaximum": 3},
-                   {"type": "integer", "multipleOf": 5}, {"if": {"type": "string"}, "then": {"maxLength": 3}}):
+                   {"type": "integer", "multipleOf": 5},
+                   {"if": {"type": "string"}, "then": {"maxLength": 3}}):
         r = generate(llg_server.url, {"json_schema": schema, "max_new_tokens": 12})
         assert r.status_code == 200, r.text
 
