@@ -13,7 +13,8 @@ schema always validates against the original (compliance holds; some valid outpu
 - ``uniqueItems: true`` -> ``maxItems: 1``; ``uniqueItems: false`` is dropped (no constraint).
 - ``contains: C`` (``minContains`` n, default 1, no ``maxContains``) -> the first n items must match
   ``C`` (and ``items``), at least n items.
-- ``format`` values llguidance does not know are dropped: draft 2020-12 makes ``format`` an annotation.
+- ``format`` values the spec defines but llguidance does not check are dropped (draft 2020-12 makes
+  ``format`` an annotation); a format the spec does not define (``"zip"``) stays an error.
 
 Anything else (``not``, ``propertyNames``, ``maxContains``, ``$dynamicRef``) stays and is rejected.
 """
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-KNOWN_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6",
-                           "uuid", "uri", "unknown"})
+ANNOTATION_ONLY_FORMATS = frozenset({"uri-reference", "uri-template", "iri", "iri-reference", "idn-email",
+                                     "idn-hostname", "json-pointer", "relative-json-pointer", "regex"})
 _DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
 
 
@@ -61,7 +62,7 @@ def strengthen(node: Any) -> Any:
         if count:
             out["prefixItems"] = [item] * count
             out["minItems"] = max(out.get("minItems", 0), count)
-    if isinstance(out.get("format"), str) and out["format"] not in KNOWN_FORMATS:
+    if out.get("format") in ANNOTATION_ONLY_FORMATS:
         out.pop("format")
     if extra:
         out["allOf"] = list(out.get("allOf", [])) + extra
