@@ -49,7 +49,10 @@ def compile_outlines(kind: str, text: str, whitespace_pattern: str, vocab: Vocab
 def main() -> None:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write to the reply pipe
-    eos_token_id, byte_map = read_frame(requests)
+    try:
+        eos_token_id, byte_map = read_frame(requests)
+    except EOFError:  # the parent shut down before the worker started
+        return
     vocab = Vocabulary(eos_token_id, byte_map)
     while True:
         try:

@@ -7,7 +7,7 @@ llguidance takes ``ebnf`` (GBNF as in llama.cpp / SGLang's ``root ::= ...``, or 
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import llguidance
 
@@ -15,6 +15,26 @@ from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, GRAMMAR_KINDS, c
 from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE
 from radixlm.runtime.constrained.schema_strengthen import strengthen
 from radixlm.runtime.constrained.structural_tag import structural_tag_grammar
+
+_DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _check_ranges(node: Any, path: str = "") -> None:
+    """An empty numeric range anywhere (even in an optional property) is a client error, as it is with
+    outlines; llguidance alone would only rule the property out."""
+    if isinstance(node, list):
+        for i, x in enumerate(node):
+            _check_ranges(x, f"{path}/{i}")
+        return
+    if not isinstance(node, dict):
+        return
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)) and lo > hi:
+        raise ValueError(f"unsupported json_schema: empty numeric range at {path or '/'}: "
+                         f"minimum ({lo}) is greater than maximum ({hi})")
+    for key, value in node.items():
+        if key not in _DATA_KEYS:
+            _check_ranges(value, f"{path}/{key}")
 
 
 def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
@@ -24,6 +44,7 @@ def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
         raise ValueError(f"json_schema is not valid JSON: {e}") from None
     if not isinstance(schema, (dict, bool)):
         raise ValueError("json_schema must be a JSON object")
+    _check_ranges(schema)
     if whitespace_pattern == FREE_WHITESPACE:
         options: dict = {"whitespace_flexible": True}
     else:
