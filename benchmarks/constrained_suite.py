@@ -142,6 +142,7 @@ def run_suite(tokenizer, vocab_size: int, engine: str, groups: list[dict[str, An
             "compile_p50": float(np.percentile(compile_ms, 50)) if compile_ms else float("nan"),
             "compile_p99": float(np.percentile(compile_ms, 99)) if compile_ms else float("nan"),
             "mask_mean": float(mask_us.mean()) if len(mask_us) else float("nan"),
+            "mask_p50": float(np.percentile(mask_us, 50)) if len(mask_us) else float("nan"),
             "mask_p99": float(np.percentile(mask_us, 99)) if len(mask_us) else float("nan"),
             "rejected": rejected}
 
