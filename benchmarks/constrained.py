@@ -99,7 +99,8 @@ def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str,
         per_row.append((time.perf_counter() - t0) / BATCH)
     fill_us = np.asarray(fills) * 1e6
     step_us = np.asarray(per_row) * 1e6
-    return {"fill_mean": fill_us.mean(), "fill_p50": _pct(fill_us, 50), "fill_p99": _pct(fill_us, 99), "step_mean": step_us.mean(),
+    return {"fill_mean": fill_us.mean(), "fill_p50": _pct(fill_us, 50), "fill_p99": _pct(fill_us, 99),
+            "step_mean": step_us.mean(),
             "step_p99": _pct(step_us, 99), "rows": len(fill_us)}
 
 
@@ -198,7 +199,8 @@ def main() -> None:
         m = mask_costs(backend, tokenizer)
         backend.shutdown()
         print(f"[{engine}] mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
-              f"p50 {m['fill_p50']:.1f} us, p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) mean {m['step_mean']:.1f} us, "
+              f"p50 {m['fill_p50']:.1f} us, p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) "
+              f"mean {m['step_mean']:.1f} us, "
               f"p99 {m['step_p99']:.1f} us", flush=True)
         c = compile_times(tokenizer, engine)
         print(f"[{engine}] compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, "
