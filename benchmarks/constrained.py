@@ -1,6 +1,9 @@
 """Constrained decoding benchmark: mask cost, compile time, and a JSON-extraction workload.
 
-Usage: ``OMP_NUM_THREADS=2 python benchmarks/constrained.py [--skip-e2e] [--requests 32]``
+Usage: ``OMP_NUM_THREADS=2 python benchmarks/constrained.py [--backends llguidance outlines] [--skip-e2e]
+[--requests 32] [--suite] [--starvation]``
+
+Steps 1-2 run per grammar backend (``--backends``); step 3 on the first one.
 
 1. Mask cost per constrained row and token at the SmolLM2 vocabulary (49,152): ``fill_bitmask``
    (the grammar's part) and the whole per-step masking (``GrammarQueue.apply_masks`` on a batch of
@@ -8,7 +11,12 @@ Usage: ``OMP_NUM_THREADS=2 python benchmarks/constrained.py [--skip-e2e] [--requ
    visits in the 33 JSON-schema cases.
 2. Compile time per schema (fresh thread-pool compile: regex, outlines-core index, jump-forward DFA)
    and the cached lookup.
-3. 32 extraction requests (one schema, 6 fields) through the Engine on the default model, greedy:
+3. (``--suite``) the JSON Schema Test Suite, draft 2020-12 (``constrained_suite.py``), per backend:
+   coverage (satisfiable schemas accepted with every random output valid), compliance (valid finished
+   outputs among accepted schemas), compile time p50/p99, mask time per token.
+4. (``--starvation``) 4 slowly compiling schemas sent first, then 40 easy ones, through the Engine:
+   the easy ones' latency p50/p99 against a run without the slow ones.
+5. 32 extraction requests (one schema, 6 fields) through the Engine on the default model, greedy:
    unconstrained, constrained, constrained + jump-forward, with the bounded default whitespace and
    with ``json_whitespace_pattern=""``, at 32 and at 4 concurrent requests. Output tokens are counted
    the same way for every mode: the tokens of the final text re-encoded. The machine is shared, so
@@ -28,7 +36,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import radixlm._env  # noqa: F401,E402  (thread settings before torch work)
-from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher  # noqa: E402
+from benchmarks.constrained_suite import load_suite, run_starvation, run_suite, satisfiable  # noqa: E402
+from radixlm.runtime.constrained import GrammarBackend  # noqa: E402
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue  # noqa: E402
 from radixlm.runtime.server_args import ServerArgs  # noqa: E402
 from tests.runtime.constrained.cases import SCHEMA_CASES  # noqa: E402
@@ -67,7 +76,7 @@ def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str,
     fills: list[float] = []
     matchers = []
     for grammar in grammars:
-        matcher = GrammarMatcher(grammar)
+        matcher = grammar.new_matcher()
         for step in range(steps):
             if matcher.is_terminated():
                 break
@@ -90,13 +99,14 @@ def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str,
         per_row.append((time.perf_counter() - t0) / BATCH)
     fill_us = np.asarray(fills) * 1e6
     step_us = np.asarray(per_row) * 1e6
-    return {"fill_mean": fill_us.mean(), "fill_p99": _pct(fill_us, 99), "step_mean": step_us.mean(),
+    return {"fill_mean": fill_us.mean(), "fill_p50": _pct(fill_us, 50), "fill_p99": _pct(fill_us, 99),
+            "step_mean": step_us.mean(),
             "step_p99": _pct(step_us, 99), "rows": len(fill_us)}
 
 
-def compile_times(tokenizer) -> dict[str, float]:
+def compile_times(tokenizer, engine: str) -> dict[str, float]:
     """Fresh compile per schema (one backend, distinct keys) and the cached lookup, in ms."""
-    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB)
+    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB, backend=engine)
     fresh = [backend.submit("json", json.dumps(s)).result().compile_seconds * 1e3 for _, s in SCHEMA_CASES]
     cached = []
     for _, s in SCHEMA_CASES:
@@ -150,6 +160,24 @@ def run_workload(engine, n: int, max_new_tokens: int, constrained: bool) -> dict
             "accepted": stats.get("draft_accepted", 0), "drafted": stats.get("draft_tokens", 0)}
 
 
+def print_suite(tokenizer, engines: list[str]) -> None:
+    groups = load_suite()
+    usable = satisfiable(groups)
+    print(f"JSON Schema Test Suite draft 2020-12: {len(groups)} schemas, {len(usable)} satisfiable without "
+          "remote refs")
+    print("| backend | accepted | coverage | compliance (valid/finished) | compile p50 ms | compile p99 ms "
+          "| mask mean us | mask p50 us | mask p99 us |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for engine in engines:
+        r = run_suite(tokenizer, VOCAB, engine, usable)
+        n = r["schemas"]
+        print(f"| {engine} | {r['accepted']}/{n} | {r['covered']}/{n} ({100 * r['covered'] / n:.0f}%) | "
+              f"{r['valid']}/{r['finished']} | {r['compile_p50']:.2f} | {r['compile_p99']:.2f} | "
+              f"{r['mask_mean']:.1f} | {r['mask_p50']:.1f} | {r['mask_p99']:.1f} |", flush=True)
+        for line in r["rejected"]:
+            print(f"  [{engine}] rejected {line}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="smollm2-135m")
@@ -157,23 +185,37 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2, help="runs per row; the fastest is reported")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--backends", nargs="+", default=["llguidance", "outlines"])
+    parser.add_argument("--suite", action="store_true", help="the JSON Schema Test Suite per backend")
+    parser.add_argument("--starvation", action="store_true", help="slow schemas before easy ones")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
     from radixlm.runtime.weights.model_registry import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
-    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB)
-    m = mask_costs(backend, tokenizer)
-    backend.shutdown()
-    print(f"mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
-          f"p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) mean {m['step_mean']:.1f} us, "
-          f"p99 {m['step_p99']:.1f} us", flush=True)
-    c = compile_times(tokenizer)
-    print(f"compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, p99 {c['p99']:.1f} ms, "
-          f"max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, "
-          f"p99 {c['cached_p99'] * 1e3:.1f} us",
-          flush=True)
+    for engine in args.backends:
+        backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB, backend=engine)
+        m = mask_costs(backend, tokenizer)
+        backend.shutdown()
+        print(f"[{engine}] mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
+              f"p50 {m['fill_p50']:.1f} us, p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) "
+              f"mean {m['step_mean']:.1f} us, "
+              f"p99 {m['step_p99']:.1f} us", flush=True)
+        c = compile_times(tokenizer, engine)
+        print(f"[{engine}] compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, "
+              f"p99 {c['p99']:.1f} ms, max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, "
+              f"p99 {c['cached_p99'] * 1e3:.1f} us", flush=True)
+    if args.suite:
+        print_suite(tokenizer, args.backends)
+    if args.starvation:
+        print("| backend | easy p50 alone s | easy p99 alone s | p50 with 4 slow s | p99 with 4 slow s "
+              "| ratio p99 |")
+        print("|---|---|---|---|---|---|")
+        for engine in args.backends:
+            r = run_starvation(args.model, engine)
+            print(f"| {engine} | {r['alone_p50']:.2f} | {r['alone_p99']:.2f} | {r['with_slow_p50']:.2f} | "
+                  f"{r['with_slow_p99']:.2f} | {r['with_slow_p99'] / r['alone_p99']:.2f} |", flush=True)
     if args.skip_e2e:
         return
     modes = [("unconstrained", False, {}),
@@ -188,7 +230,8 @@ def main() -> None:
           "| forced tokens (greedy drafts accepted/drafted) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, constrained, extra in modes:
-        engine = Engine(model=args.model, kv_cache_gb=0.3, max_running_requests=64, **extra)
+        engine = Engine(model=args.model, kv_cache_gb=0.3, max_running_requests=64,
+                        grammar_backend=args.backends[0], **extra)
         try:
             for n in args.requests:
                 runs = [run_workload(engine, n, args.max_new_tokens, constrained)

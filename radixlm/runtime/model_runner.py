@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import torch
 
@@ -106,6 +107,23 @@ class ModelRunner:
             return self.tp.forward(self.model, self.attn_backend, fb, self.vocab_size)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
+
+    def model_info(self) -> dict[str, Any]:
+        """The served model: paths, template, limits, device, dtype and the quantization in use."""
+        loaded = self.loaded
+        return {
+            "model_path": loaded.model_path,
+            "tokenizer_path": loaded.tokenizer_path,
+            "is_generation": True,
+            "chat_template": loaded.chat_template,
+            "context_length": self.context_length,
+            "vocab_size": self.vocab_size,
+            "eos_token_ids": list(loaded.eos_token_ids),
+            "architecture": loaded.architecture,
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "quantization": self.quantization,
+        }
 
     def tp_status(self) -> list[dict]:
         """Each tensor-parallel rank's pid and liveness (one entry without parallelism)."""

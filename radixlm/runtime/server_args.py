@@ -14,6 +14,7 @@ AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
 # auto: a GGUF file in its own block format on CPU (when our kernel reads it), else none
 Quantization = Literal["auto", "none", "int8", "q4_0", "q4_1", "q8_0"]
+GrammarBackendName = Literal["llguidance", "outlines"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 # auto: from the chat template (see runtime/server/function_call/registry.py)
 ToolCallParserName = Literal["auto", "hermes", "qwen", "qwen25", "llama3", "mistral", "pythonic"]
@@ -64,8 +65,10 @@ class ServerArgs:
     # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
     # unlimited on CUDA (where a step's cost hardly depends on its token count).
     jump_forward_max_batch: Optional[int] = None
+    grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
-    grammar_compile_timeout: float = 60.0
+    grammar_compile_timeout: float = 60.0  # a compile still running then is stopped; its request fails
+    grammar_max_concurrent_compiles: int = 2  # compiles running young (slow ones stop counting)
     json_whitespace_pattern: Optional[str] = None  # None: bounded default; "free": unbounded
     # GPU
     disable_cuda_graph: bool = False

@@ -17,7 +17,9 @@ from radixlm.runtime.constrained.json_schema import (
     json_schema_to_regex,
 )
 
-GRAMMAR_KINDS = ("regex", "json", "json_object", "choices", "dtype")
+GRAMMAR_KINDS = ("regex", "json", "json_object", "choices", "dtype", "ebnf", "structural_tag")
+# Kinds only llguidance compiles (with outlines selected they are compiled by llguidance anyway).
+LLGUIDANCE_ONLY_KINDS = ("ebnf", "structural_tag")
 
 DTYPE_REGEXES = {
     "int": r"-?(0|[1-9][0-9]*)",
@@ -55,17 +57,24 @@ def grammar_to_regex(kind: str, text: str, whitespace_pattern: str = DEFAULT_WHI
         if text not in DTYPE_REGEXES:
             raise ValueError(f"unsupported dtype {text!r}: expected one of {', '.join(DTYPE_REGEXES)}")
         return DTYPE_REGEXES[text]
+    if kind in LLGUIDANCE_ONLY_KINDS:
+        raise ValueError(f"{kind} grammars have no regex form: they are compiled by llguidance")
     raise ValueError(f"unknown grammar kind {kind!r}: expected one of {', '.join(GRAMMAR_KINDS)}")
 
 
-def check_regex(regex: str) -> None:
-    """Raise ``ValueError`` unless outlines-core can compile ``regex`` (fast: a 256-byte vocabulary)."""
+def check_regex_features(regex: str) -> None:
+    """Raise ``ValueError`` for regex features no backend supports (look-around, ``\\b``, anchors)."""
     if _LOOKAROUND.search(regex):
         raise ValueError(f"unsupported regex {regex[:80]!r}: look-around assertions are not supported")
     if re.search(r"(?<!\\)(\\\\)*\\[bB]", regex):
         raise ValueError(f"unsupported regex {regex[:80]!r}: word boundaries (\\b, \\B) are not supported")
     if regex.startswith("^") or regex.endswith("$") and not regex.endswith("\\$"):
         raise ValueError(f"unsupported regex {regex[:80]!r}: anchors ^ and $ are implicit, remove them")
+
+
+def check_regex(regex: str) -> None:
+    """Raise ``ValueError`` unless outlines-core can compile ``regex`` (fast: a 256-byte vocabulary)."""
+    check_regex_features(regex)
     try:
         Index(regex, _BYTE_VOCAB)
     except ValueError as e:

@@ -6,9 +6,10 @@ keep; the scheduler drops the rest (and their KV) and extends with the new token
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
-from radixlm.runtime.constrained.matcher import GrammarMatcher
+if TYPE_CHECKING:  # either engine's matcher; importing it here would pull torch into compile workers
+    from radixlm.runtime.constrained.matcher import GrammarMatcher
 
 MAX_RETOKENIZED = 4
 
@@ -18,7 +19,7 @@ class JumpForward(NamedTuple):
 
     keep_len: int
     token_ids: list[int]
-    matcher: GrammarMatcher
+    matcher: "GrammarMatcher"
 
 
 def jump_forward(matcher: GrammarMatcher, output_ids: Sequence[int], tokenizer: Any, forced: str,

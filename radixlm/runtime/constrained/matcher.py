@@ -1,12 +1,13 @@
 """Per-request grammar state: which tokens may come next, and what the grammar forces."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from outlines_core import Guide
 
-from radixlm.runtime.constrained.compiled import CompiledGrammar
+if TYPE_CHECKING:  # compiled.py imports this module to make matchers
+    from radixlm.runtime.constrained.compiled import CompiledGrammar
 
 MAX_ROLLBACK = 16
 

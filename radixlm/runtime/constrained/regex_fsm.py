@@ -20,10 +20,20 @@ class RegexFSM:
     def __init__(self, regex: str) -> None:
         fsm = interegular.parse_pattern(regex).to_fsm()
         self._map = fsm.map
-        self._alphabet = fsm.alphabet
         self._finals = fsm.finals
         self.initial: int = fsm.initial
         self._forced: dict[int, str] = {}
+        # Plain data instead of interegular's alphabet, so the DFA pickles (it is built in a compile
+        # worker): char -> symbol, the symbol of every other char, and each symbol's only char.
+        self._symbols: dict[str, int] = {}
+        self._other: Optional[int] = None
+        self._only_char: dict[int, Optional[str]] = {}
+        for symbol, members in fsm.alphabet.by_transition.items():
+            real = [m for m in members if m is not anything_else]
+            if len(real) < len(members):
+                self._other = symbol
+            self._symbols.update((m, symbol) for m in real)
+            self._only_char[symbol] = real[0] if len(members) == 1 and real else None
 
     @classmethod
     def try_build(cls, regex: str) -> Optional["RegexFSM"]:
@@ -38,7 +48,7 @@ class RegexFSM:
         for ch in text:
             if state is None:
                 return None
-            state = self._map.get(state, {}).get(self._alphabet[ch])
+            state = self._map.get(state, {}).get(self._symbols.get(ch, self._other))
         return state
 
     def forced_from(self, state: int) -> str:
@@ -53,10 +63,10 @@ class RegexFSM:
             if len(transitions) != 1:
                 break
             ((symbol, s),) = transitions.items()
-            members = self._alphabet.by_transition[symbol]
-            if len(members) != 1 or members[0] is anything_else:
+            char = self._only_char.get(symbol)
+            if char is None:
                 break
-            chars.append(members[0])
+            chars.append(char)
         forced = "".join(chars)
         self._forced[state] = forced
         return forced

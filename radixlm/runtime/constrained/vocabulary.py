@@ -55,6 +55,14 @@ class TokenVocabulary:
         """Number of token ids covered (the tokenizer's length, capped at the logits width)."""
         return len(self.token_bytes)
 
+    def byte_map(self) -> dict[bytes, list[int]]:
+        """Bytes -> the token ids spelling them (what outlines-core's ``Vocabulary`` is built from)."""
+        out: dict[bytes, list[int]] = {}
+        for tid, b in enumerate(self.token_bytes):
+            if b:
+                out.setdefault(b, []).append(tid)
+        return out
+
     def decode(self, token_ids: Iterable[int]) -> bytes:
         """Concatenated bytes of ``token_ids``; special tokens contribute nothing."""
         tb = self.token_bytes

@@ -16,7 +16,8 @@ class SamplingParams:
     """What and how to generate. ``temperature`` 0 (or below ``GREEDY_TEMPERATURE``) means greedy.
 
     Constrained generation: at most one of ``regex``, ``json_schema`` (a JSON string), ``choices``
-    (a list of strings) or ``dtype`` (``int``, ``float``, ``bool``, ``str``).
+    (a list of strings), ``dtype`` (``int``, ``float``, ``bool``, ``str``), ``ebnf`` (GBNF or Lark) or
+    ``structural_tag`` (JSON text or object: free text, a schema inside each tagged region).
     """
 
     max_new_tokens: int = 128
@@ -39,6 +40,8 @@ class SamplingParams:
     json_schema: Optional[str] = None
     choices: Optional[list[str]] = None
     dtype: Optional[str] = None
+    ebnf: Optional[str] = None
+    structural_tag: Optional[str] = None
     no_stop_trim: bool = False
     # Stop when one of these regular expressions matches the output text (cut like a stop string).
     stop_regex: list[str] = field(default_factory=list)
@@ -65,10 +68,11 @@ class SamplingParams:
             d["stop_token_ids"] = [d["stop_token_ids"]]
         if d.get("stop_token_ids") is None:
             d.pop("stop_token_ids", None)
-        if isinstance(d.get("json_schema"), (dict, list)):
-            import json
+        for name in ("json_schema", "structural_tag"):
+            if isinstance(d.get(name), (dict, list, bool)):
+                import json
 
-            d["json_schema"] = json.dumps(d["json_schema"])
+                d[name] = json.dumps(d[name])
         params = cls(**d)
         params.validate()
         return params
@@ -116,7 +120,7 @@ class SamplingParams:
         self._validate_logit_bias(bad)
         if self.seed is not None and not is_int(self.seed):
             bad("seed", "must be an integer")
-        kinds = ("regex", "json_schema", "choices", "dtype")
+        kinds = ("regex", "json_schema", "choices", "dtype", "ebnf", "structural_tag")
         constraints = [k for k in kinds if getattr(self, k) is not None]
         if len(constraints) > 1:
             raise ValueError(f"only one constraint may be given, got {', '.join(constraints)}")
@@ -129,6 +133,9 @@ class SamplingParams:
             not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices)
         ):
             bad("choices", "must be a non-empty list of strings")
+        for name in ("ebnf", "structural_tag"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                bad(name, "must be a string" if name == "ebnf" else "must be a JSON string or object")
         if self.dtype is not None and self.dtype not in ("int", "float", "bool", "str"):
             bad("dtype", "must be one of int, float, bool, str")
 
@@ -181,6 +188,10 @@ class SamplingParams:
             return ("choices", json.dumps(self.choices))
         if self.dtype is not None:
             return ("dtype", self.dtype)
+        if self.ebnf is not None:
+            return ("ebnf", self.ebnf)
+        if self.structural_tag is not None:
+            return ("structural_tag", self.structural_tag)
         return None
 
     def to_dict(self) -> dict[str, Any]:

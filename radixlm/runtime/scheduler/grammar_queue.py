@@ -9,13 +9,12 @@ import torch
 
 from radixlm.kernels.token_bitmask import apply_token_bitmask
 from radixlm.runtime.constrained.backend import GrammarBackend
-from radixlm.runtime.constrained.matcher import GrammarMatcher
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
 
 
 class GrammarQueue:
-    """Compiles grammars off the loop (the backend's thread pool) and masks constrained rows.
+    """Compiles grammars off the loop (the backend's compile pool) and masks constrained rows.
 
     A request waits here until its compiled grammar is ready; other requests keep running.
     """
@@ -37,6 +36,8 @@ class GrammarQueue:
             self._backend = GrammarBackend(
                 self.tokenizer, self.eos_token_ids, self.vocab_size,
                 cache_size=self.args.grammar_cache_size, whitespace_pattern=whitespace,
+                backend=self.args.grammar_backend, compile_timeout=self.args.grammar_compile_timeout,
+                max_concurrent=self.args.grammar_max_concurrent_compiles,
             )
         return self._backend
 
@@ -74,7 +75,7 @@ class GrammarQueue:
             self.pending.remove(req)
             self.discard(req)
             try:
-                req.grammar = GrammarMatcher(fut.result())
+                req.grammar = fut.result().new_matcher()
             except Exception as e:  # compile failure fails only this request
                 on_error(req, f"grammar compilation failed: {e}")
                 continue

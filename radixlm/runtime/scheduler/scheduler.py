@@ -381,21 +381,8 @@ class Scheduler:
         self.cache.check_integrity(running)
 
     def model_info(self) -> dict[str, Any]:
-        loaded = self.runner.loaded
-        return {
-            "model_path": loaded.model_path,
-            "tokenizer_path": loaded.tokenizer_path,
-            "is_generation": True,
-            "chat_template": loaded.chat_template,
-            "context_length": self.context_length,
-            "vocab_size": self.runner.vocab_size,
-            "eos_token_ids": self.eos_token_ids,
-            "architecture": loaded.architecture,
-            "device": str(self.runner.device),
-            "dtype": str(self.runner.dtype).replace("torch.", ""),
-            "quantization": self.runner.quantization,
-            "kv_slots": self.cache.capacity,
-        }
+        """What a client needs to know of the served model (``get_model_info``)."""
+        return {**self.runner.model_info(), "kv_slots": self.cache.capacity}
 
     def shutdown(self) -> None:
         self.grammars.shutdown()

@@ -97,8 +97,5 @@ def _constrain(params: SamplingParams, functions: list[FunctionDef], forced: lis
         return dataclasses.replace(params, **extra) if extra else params
     if reasoning_end is not None and params.json_schema:
         extra = response_format_after_reasoning(params.json_schema, reasoning_end)
-        if extra is None:
-            raise ApiError("response_format with a reasoning parser needs structural_tag support in this "
-                           "build (the grammar must start after </think>)", param="response_format")
         return dataclasses.replace(params, json_schema=None, **extra)
     return params

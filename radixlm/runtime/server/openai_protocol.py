@@ -21,9 +21,13 @@ class StreamOptions(BaseModel):
 
 
 class ResponseFormat(BaseModel):
+    """``structural_tag`` (SGLang): ``structures`` [{begin, schema, end}] and ``triggers`` [str]."""
+
     model_config = ConfigDict(extra="forbid")
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: Optional[dict[str, Any]] = None
+    structures: Optional[list[Any]] = None
+    triggers: Optional[list[Any]] = None
 
 
 class _SamplingFields(BaseModel):
@@ -61,6 +65,7 @@ class _SamplingFields(BaseModel):
     regex: Optional[str] = None
     json_schema: Optional[Union[str, dict[str, Any]]] = None
     stop_regex: Optional[Union[str, list[str]]] = None
+    ebnf: Optional[str] = None
     rid: Optional[str] = None
 
     def sampling_params(self, max_new_tokens: Optional[int]) -> SamplingParams:
@@ -76,31 +81,34 @@ class _SamplingFields(BaseModel):
                     "min_new_tokens": self.min_tokens, "stop": self.stop,
                     "stop_token_ids": self.stop_token_ids, "regex": self.regex,
                     "json_schema": self.json_schema, "stop_regex": self.stop_regex,
-                    "logit_bias": self.logit_bias or None}
+                    "logit_bias": self.logit_bias or None, "ebnf": self.ebnf}
         d.update({k: v for k, v in optional.items() if v is not None})
         schema = self._response_format_schema()
         if schema is not None:
-            if "regex" in d or "json_schema" in d:
-                raise ApiError("give only one of response_format, regex and json_schema",
+            if "regex" in d or "json_schema" in d or "ebnf" in d:
+                raise ApiError("give only one of response_format, regex, json_schema and ebnf",
                                param="response_format")
-            d["json_schema"] = schema
+            d[schema[0]] = schema[1]
         try:
             return SamplingParams.from_dict(d)
         except (ValueError, TypeError) as e:
             raise ApiError(str(e), param=_named_param(str(e))) from e
 
-    def _response_format_schema(self) -> Optional[str]:
+    def _response_format_schema(self) -> Optional[tuple[str, str]]:
+        """``(sampling parameter, value)`` for the response format, or None."""
         fmt = self.response_format
         if fmt is None or fmt.type == "text":
             return None
         if fmt.type == "json_object":
-            return json.dumps({"type": "object"})
+            return "json_schema", json.dumps({"type": "object"})
+        if fmt.type == "structural_tag":
+            return "structural_tag", json.dumps(fmt.model_dump(exclude_none=True))
         spec = fmt.json_schema or {}
         schema = spec.get("schema", spec.get("schema_"))
         if not isinstance(schema, dict):
             raise ApiError("response_format.json_schema.schema must be a JSON schema object",
                            param="response_format")
-        return json.dumps(schema)
+        return "json_schema", json.dumps(schema)
 
 
 class CompletionRequest(_SamplingFields):

@@ -1,4 +1,4 @@
-"""Constrained decoding end to end on the real SmolLM2-135M through the Engine.
+"""Constrained decoding end to end on the real SmolLM2-135M through the Engine, on both grammar backends.
 
 Every case of ``constrained_cases`` runs greedy and sampled in ONE batched ``generate`` (module
 fixture); each test checks its slice. A finished output must fully match its regex / validate against
@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import jsonschema
 import pytest
 
+from radixlm.runtime.constrained.backend import BACKENDS
 from radixlm.runtime.constrained.grammars import grammar_to_regex
 from tests.helpers.engines import make_engine
 from tests.runtime.constrained.cases import REGEX_CASES, SCHEMA_CASES
@@ -89,17 +90,23 @@ def run_batch(engine, requests: list[tuple[str, dict]]) -> list[dict]:
     return engine.generate([p for p, _ in requests], [s for _, s in requests])
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def grammar_backend(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def real_engine(real_model_dir):
-    engine = make_engine(real_model_dir, kv_cache_gb=0.4, max_running_requests=256)
+def real_engine(real_model_dir, grammar_backend):
+    engine = make_engine(real_model_dir, kv_cache_gb=0.4, max_running_requests=256,
+                         grammar_backend=grammar_backend)
     yield engine
     engine.shutdown()
 
 
 @pytest.fixture(scope="module")
-def jump_engine(real_model_dir):
+def jump_engine(real_model_dir, grammar_backend):
     engine = make_engine(real_model_dir, kv_cache_gb=0.2, max_running_requests=128, enable_jump_forward=True,
-                         jump_forward_max_batch=1_000_000)
+                         jump_forward_max_batch=1_000_000, grammar_backend=grammar_backend)
     yield engine
     engine.shutdown()
 

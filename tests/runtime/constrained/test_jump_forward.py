@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher, jump_forward
+from radixlm.runtime.constrained import GrammarBackend, jump_forward
+from radixlm.runtime.constrained.backend import BACKENDS
 from tests.runtime.constrained.cases import SCHEMA_CASES
 from tests.runtime.constrained.driver import closing_tokens, drive_random
 
@@ -15,9 +16,10 @@ COMPACT = json.dumps({"type": "object",
                       "required": ["name", "age"]})
 
 
-@pytest.fixture(scope="module")
-def compact_backend(smollm2_tokenizer):
-    be = GrammarBackend(smollm2_tokenizer, [2], vocab_size=49152, whitespace_pattern="")
+@pytest.fixture(scope="module", params=BACKENDS)
+def compact_backend(smollm2_tokenizer, request):
+    be = GrammarBackend(smollm2_tokenizer, [2], vocab_size=49152, whitespace_pattern="",
+                        backend=request.param)
     yield be
     be.shutdown()
 
@@ -29,7 +31,7 @@ def _accept_text(matcher, tokenizer, text):
 
 
 def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenizer):
-    matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
+    matcher = (compact_backend.submit("json", COMPACT).result()).new_matcher()
     assert matcher.forced_continuation() == '{"name":"'
     _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada')
     assert matcher.forced_continuation() == ""
@@ -38,7 +40,7 @@ def test_forced_continuation_on_compact_schema(compact_backend, smollm2_tokenize
 
 
 def test_forced_continuation_choices_and_partial_utf8(compact_backend):
-    matcher = GrammarMatcher(compact_backend.submit("choices", json.dumps(["naïve", "nope"])).result())
+    matcher = (compact_backend.submit("choices", json.dumps(["naïve", "nope"])).result()).new_matcher()
     assert matcher.forced_continuation() == "n"
     vocab = compact_backend.vocab
     assert matcher.accept_token(vocab.outlines.get(b"na")[0])
@@ -46,7 +48,7 @@ def test_forced_continuation_choices_and_partial_utf8(compact_backend):
 
 
 def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):
-    matcher = GrammarMatcher(compact_backend.submit("json", COMPACT).result())
+    matcher = (compact_backend.submit("json", COMPACT).result()).new_matcher()
     output = _accept_text(matcher, smollm2_tokenizer, '{"name":"Ada Lovelace"')
     forced = matcher.forced_continuation()
     jf = jump_forward(matcher, output, smollm2_tokenizer, forced)
@@ -63,7 +65,7 @@ def test_jump_forward_retokenizes_exactly(compact_backend, smollm2_tokenizer):
 def test_jump_forward_during_random_generation(compact_backend, smollm2_tokenizer, name):
     """Alternate random tokens with jump-forwards; every jump is exact and the final JSON stays valid."""
     grammar = compact_backend.submit("json", json.dumps(dict(SCHEMA_CASES)[name])).result()
-    matcher = GrammarMatcher(grammar)
+    matcher = grammar.new_matcher()
     closing = closing_tokens(compact_backend.vocab.token_bytes)
     rng = np.random.default_rng(3)
     output: list[int] = []

@@ -8,17 +8,18 @@ import jsonschema
 import numpy as np
 import pytest
 
-from radixlm.runtime.constrained import GrammarBackend, GrammarMatcher
+from radixlm.runtime.constrained import GrammarBackend
+from radixlm.runtime.constrained.backend import BACKENDS
 from tests.runtime.constrained.cases import REGEX_CASES, SCHEMA_CASES
 from tests.runtime.constrained.driver import allowed_ids, closing_tokens, drive_random
 
 SEEDS = (0, 1, 2)
 
 
-@pytest.fixture(scope="module")
-def backend(smollm2_tokenizer):
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(smollm2_tokenizer, request):
     be = GrammarBackend(smollm2_tokenizer, [smollm2_tokenizer.eos_token_id], vocab_size=49152 + 64,
-                        num_threads=2)
+                        max_concurrent=2, backend=request.param)
     yield be
     be.shutdown()
 
@@ -34,7 +35,7 @@ def _run_cases(backend, closing, kind, cases, check):
     for name, _ in cases:
         grammar = futures[name].result()
         for seed in SEEDS:
-            matcher = GrammarMatcher(grammar)
+            matcher = grammar.new_matcher()
             tokens = drive_random(matcher, backend.new_bitmask(1), np.random.default_rng(seed), closing)
             if matcher.is_terminated():
                 finished += 1
@@ -65,7 +66,7 @@ def test_random_json_outputs_validate(backend, closing):
 
 
 def test_eos_only_where_grammar_may_end_and_never_past_tokenizer(backend):
-    matcher = GrammarMatcher(backend.submit("regex", "[0-9]{2}").result())
+    matcher = (backend.submit("regex", "[0-9]{2}").result()).new_matcher()
     bitmask = backend.new_bitmask(2)
     eos = backend.eos_token_ids[0]
     matcher.fill_bitmask(bitmask, 1)
@@ -80,7 +81,7 @@ def test_eos_only_where_grammar_may_end_and_never_past_tokenizer(backend):
 
 
 def test_tokens_past_tokenizer_vocab_never_allowed(backend):
-    matcher = GrammarMatcher(backend.submit("regex", ".{0,5}").result())
+    matcher = (backend.submit("regex", ".{0,5}").result()).new_matcher()
     bitmask = backend.new_bitmask(1).fill_(-1)
     matcher.fill_bitmask(bitmask, 0)
     ids = allowed_ids(bitmask, 0)
@@ -89,7 +90,7 @@ def test_tokens_past_tokenizer_vocab_never_allowed(backend):
 
 
 def test_rejects_disallowed_token_and_keeps_state(backend):
-    matcher = GrammarMatcher(backend.submit("choices", '["yes", "no"]').result())
+    matcher = (backend.submit("choices", '["yes", "no"]').result()).new_matcher()
     x = backend.vocab.outlines.get(b"x")[0]
     assert not matcher.accept_token(x)
     assert matcher.forced_continuation() == ""
@@ -99,7 +100,7 @@ def test_rejects_disallowed_token_and_keeps_state(backend):
 
 def test_copy_and_rollback(backend, closing):
     grammar = backend.submit("json", json.dumps(dict(SCHEMA_CASES)["person"])).result()
-    matcher = GrammarMatcher(grammar)
+    matcher = grammar.new_matcher()
     tokens = drive_random(matcher, backend.new_bitmask(1), np.random.default_rng(7), closing, max_tokens=20)
     twin = matcher.copy()
     a, b = backend.new_bitmask(1), backend.new_bitmask(1)
@@ -107,7 +108,7 @@ def test_copy_and_rollback(backend, closing):
     twin.fill_bitmask(b, 0)
     assert bool((a == b).all()) and twin.token_ids == tokens
     twin.rollback(3)
-    replay = GrammarMatcher(grammar)
+    replay = grammar.new_matcher()
     for t in tokens[:-3]:
         assert replay.accept_token(t)
     twin.fill_bitmask(a, 0)
@@ -116,9 +117,10 @@ def test_copy_and_rollback(backend, closing):
     assert matcher.token_ids == tokens, "the original is unaffected"
 
 
-def test_extra_eos_ids_follow_the_primary(smollm2_tokenizer):
-    be = GrammarBackend(smollm2_tokenizer, [2, 0], vocab_size=49152)
-    matcher = GrammarMatcher(be.submit("regex", "a").result())
+@pytest.mark.parametrize("engine", BACKENDS)
+def test_extra_eos_ids_follow_the_primary(smollm2_tokenizer, engine):
+    be = GrammarBackend(smollm2_tokenizer, [2, 0], vocab_size=49152, backend=engine)
+    matcher = (be.submit("regex", "a").result()).new_matcher()
     bitmask = be.new_bitmask(1)
     matcher.fill_bitmask(bitmask, 0)
     assert 0 not in allowed_ids(bitmask, 0)

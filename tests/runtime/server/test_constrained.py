@@ -16,7 +16,8 @@ BAD_GRAMMARS = [
     ({"regex": r"(?<=a)b"}, "look-around"),
     ({"json_schema": "{not json"}, "JSON"),
     ({"json_schema": json.dumps({"not": {"type": "string"}})}, "unsupported"),
-    ({"json_schema": json.dumps({"type": "integer", "minimum": 9, "maximum": 1})}, "range"),
+    ({"json_schema": json.dumps({"type": "integer", "minimum": 9, "maximum": 1})},
+     "range|minimum .9. is greater than maximum .1."),
 ]
 
 
@@ -47,7 +48,7 @@ def assert_serves(client: httpx.Client) -> None:
 def test_native_bad_grammar_is_400(client, params, words):
     r = client.post("/generate", json={"text": "hello", "sampling_params": {**GREEDY, **params}})
     assert r.status_code == 400, r.text
-    assert words.lower() in r.text.lower()
+    assert re.search(words.lower(), r.text.lower())
     assert_serves(client)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import openai
 import pytest
 
-from radixlm.runtime.server.function_call.constraints import structural_tag_supported
 from radixlm.runtime.server.launch import launch_server
 
 THINKING_TEMPLATE = (
@@ -58,9 +57,3 @@ def test_chat_template_kwargs_reach_the_template(client):
                     extra_body={"chat_template_kwargs": {"enable_thinking": False}}).usage.prompt_tokens
     assert thinking - plain == len("<think>\n")  # the tiny tokenizer is byte-level
 
-
-@pytest.mark.skipif(structural_tag_supported(), reason="the 400 is for builds without structural tags")
-def test_response_format_with_reasoning_needs_structural_tags(client):
-    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError, match="structural_tag"):
-        client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, response_format=fmt)

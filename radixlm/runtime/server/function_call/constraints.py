@@ -4,26 +4,19 @@
   object whose ``name`` is one of the tools and whose arguments follow that tool's parameter
   schema, as a regex for the constrained decoder (``strict`` under ``auto`` relies on the next item);
 - ``auto``: a ``structural_tag`` (free text until the parser's trigger, e.g. ``<tool_call>``, then
-  the call under the grammar to its end), when this build's sampling params support it;
+  the call under the grammar to its end);
 - with a reasoning parser the grammar waits for the end of the thinking (trigger ``</think>``).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any, Optional
 
 from radixlm.runtime.constrained.json_schema import json_schema_to_regex
-from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.function_call.parsers import CallWrapper, ToolCallParser
 from radixlm.runtime.server.function_call.protocol import FunctionDef
 
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 <>/_:,\"'=;@!#%&~`")
-
-
-def structural_tag_supported() -> bool:
-    """Whether this build's sampling params take ``structural_tag`` (the grammars work adds it)."""
-    return "structural_tag" in {f.name for f in dataclasses.fields(SamplingParams)}
 
 
 def literal_regex(text: str) -> str:
@@ -74,22 +67,18 @@ def tool_sampling_params(functions: list[FunctionDef], forced: bool, parser: Too
     if wrapper is None:
         return {}
     if reasoning_end is not None:  # the grammar starts where the thinking ends
-        if not structural_tag_supported():
-            return {}
         lead = reasoning_end + ("\n\n" if forced else "")
         triggers = [reasoning_end] if forced else [t for t in (parser.trigger,) if t]
         return {"structural_tag": structural_tag(call_structures(functions, wrapper, lead if forced else ""),
                                                  triggers)} if triggers else {}
     if forced:
         return {"regex": forced_call_regex(functions, wrapper, parallel)}
-    if parser.trigger and structural_tag_supported():
+    if parser.trigger:
         return {"structural_tag": structural_tag(call_structures(functions, wrapper), [parser.trigger])}
     return {}
 
 
-def response_format_after_reasoning(schema: str, reasoning_end: str) -> Optional[dict[str, str]]:
+def response_format_after_reasoning(schema: str, reasoning_end: str) -> dict[str, str]:
     """``response_format`` under a reasoning parser: the schema applies after ``</think>``."""
-    if not structural_tag_supported():
-        return None
     structures = [{"begin": reasoning_end + "\n\n", "schema": json.loads(schema), "end": ""}]
     return {"structural_tag": structural_tag(structures, [reasoning_end])}

@@ -1,0 +1,55 @@
+"""A grammar compiled by llguidance: a matcher template each request deep-copies."""
+from __future__ import annotations
+
+import time
+
+import llguidance
+
+from radixlm.runtime.constrained.vocabulary import TokenVocabulary
+
+GrammarKey = tuple[str, str]
+
+# Bounds on what one grammar may cost (llguidance's fuel): a compile stops with an error instead of
+# running away, and so does one mask step (the request then ends; the server keeps serving).
+COMPILE_LIMITS = dict(initial_lexer_fuel=2_000_000, step_lexer_fuel=400_000, max_lexer_states=250_000,
+                      max_grammar_size=500_000, verbose_errors=False)
+
+
+def parser_limits() -> llguidance.LLParserLimits:
+    return llguidance.LLParserLimits(**COMPILE_LIMITS)
+
+
+class LLGuidanceGrammar:
+    """Immutable after construction; ``new_matcher`` hands each request its own state."""
+
+    backend = "llguidance"
+
+    def __init__(self, key: GrammarKey, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...],
+                 template: llguidance.LLMatcher, compile_seconds: float) -> None:
+        self.key = key
+        self.vocab = vocab
+        self.eos_token_ids = eos_token_ids
+        self.template = template
+        self.compile_seconds = compile_seconds
+
+    def new_matcher(self):
+        """A fresh per-request matcher at the grammar's start."""
+        from radixlm.runtime.constrained.llg_matcher import LLGuidanceMatcher
+
+        return LLGuidanceMatcher(self)
+
+
+def compile_llguidance(key: GrammarKey, grammar: str, tokenizer: llguidance.LLTokenizer,
+                       vocab: TokenVocabulary, eos_token_ids: tuple[int, ...]) -> LLGuidanceGrammar:
+    """Build the matcher for llguidance ``grammar`` text; ``ValueError`` with llguidance's reason.
+
+    llguidance names unimplemented JSON-schema keywords here (``Unimplemented keys: ["if"]``).
+    """
+    start = time.perf_counter()
+    template = llguidance.LLMatcher(tokenizer, grammar, log_level=0, limits=parser_limits())
+    if template.is_error():
+        raise ValueError(f"unsupported {_FIELD.get(key[0], key[0])}: {template.get_error()}")
+    return LLGuidanceGrammar(key, vocab, eos_token_ids, template, time.perf_counter() - start)
+
+
+_FIELD = {"json": "json_schema", "json_object": "json_object"}

@@ -1,0 +1,87 @@
+"""Compile processes for outlines-core: reused while healthy, killed at a deadline, replaced on demand."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from radixlm.runtime.constrained.compile_pool import CompileJob
+from radixlm.runtime.constrained.compile_worker import read_frame, write_frame
+from radixlm.runtime.constrained.vocabulary import TokenVocabulary
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+class _Worker:
+    def __init__(self, vocab: TokenVocabulary) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "radixlm.runtime.constrained.compile_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        )
+        write_frame(self.proc.stdin, (vocab.eos_token_id, vocab.byte_map()))
+
+    def call(self, request: tuple) -> Any:
+        write_frame(self.proc.stdin, request)
+        return read_frame(self.proc.stdout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self) -> None:
+        """Stop the process (safe from another thread: a pending read then sees EOF)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def kill(self) -> None:
+        self.terminate()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class OutlinesWorkers:
+    """Idle compile processes for one vocabulary; ``compile`` runs inside a ``CompilePool`` job."""
+
+    def __init__(self, vocab: TokenVocabulary) -> None:
+        self.vocab = vocab
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def compile(self, job: CompileJob, kind: str, text: str, whitespace_pattern: str) -> tuple:
+        """``(regex, index, fsm)`` from a worker process; ``ValueError`` for an unsupported grammar."""
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        if worker is None:
+            worker = _Worker(self.vocab)
+        job.set_kill(worker.terminate)
+        try:
+            reply = worker.call((kind, text, whitespace_pattern))
+        except (EOFError, OSError) as e:
+            worker.kill()
+            if job.killed:
+                raise TimeoutError("grammar compilation was stopped at its deadline") from None
+            raise RuntimeError(f"grammar compile worker died: {e}") from None
+        with self._lock:
+            if worker.alive() and not job.killed and not self._closed:
+                self._idle.append(worker)
+            else:
+                worker.kill()
+        if reply[0] == "error":
+            raise ValueError(reply[1])
+        return reply[1:]
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
