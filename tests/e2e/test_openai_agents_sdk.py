@@ -14,7 +14,6 @@ import pytest
 
 from radixlm.runtime.server.launch import launch_server
 
-agents = pytest.importorskip("agents")
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
 

@@ -68,6 +68,39 @@ def _replace_bounded_numbers(node: Any, ranges: list[str]) -> Any:
     return {k: (v if k in _DATA_KEYS else _replace_bounded_numbers(v, ranges)) for k, v in node.items()}
 
 
+# Keywords outlines-core accepts but does not enforce (measured: the regex is the same with and without
+# them), so an output could break them; refused, so an accepted schema never yields an invalid output.
+_UNENFORCED = ("uniqueItems", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
+               "maxProperties", "dependentRequired", "dependentSchemas", "multipleOf", "not", "if", "then",
+               "else", "unevaluatedProperties", "unevaluatedItems")
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
+                  "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+
+
+def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
+    """The first of ``keywords`` used anywhere in the schema ``node`` (property names aside), or None."""
+    if not isinstance(node, dict):
+        return None
+    for key in keywords:
+        if key in node:
+            return key
+    children: list[Any] = [node.get(k) for k in _SCHEMA_VALUES]
+    for k in _SCHEMA_MAPS:
+        if isinstance(node.get(k), dict):
+            children.extend(node[k].values())
+    for k in _SCHEMA_LISTS:
+        if isinstance(node.get(k), list):
+            children.extend(node[k])
+    for child in children:
+        found = unenforced_keyword(child, keywords)
+        if found is not None:
+            return found
+    return None
+
+
 def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHITESPACE) -> str:
     """Regex for the JSON documents valid under ``schema_text``; ``ValueError`` if unsupported."""
     try:
@@ -78,6 +111,11 @@ def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHI
         raise ValueError("json_schema must be a JSON object")
     ranges: list[str] = []
     rewritten = _replace_bounded_numbers(schema, ranges)
+    # Bounds left after the rewrite sit where it cannot place a range (e.g. a type list).
+    keyword = unenforced_keyword(schema, _UNENFORCED) or unenforced_keyword(rewritten, _BOUNDS)
+    if keyword is not None:
+        raise ValueError(f"unsupported json_schema: keyword {keyword!r} is not enforced by the outlines "
+                         "grammar backend (the llguidance backend supports more)")
     try:
         regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern)
     except (ValueError, TypeError) as e:

@@ -10,6 +10,7 @@ from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, grammar_to_regex
 from radixlm.runtime.constrained.json_schema import (
     FREE_WHITESPACE,
     json_object_regex,
+    json_schema_to_regex,
     resolve_whitespace_pattern,
 )
 from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
@@ -51,3 +52,22 @@ def test_whitespace_flag():
     assert resolve_whitespace_pattern(None) == r"[ ]?"
     assert resolve_whitespace_pattern("free") == FREE_WHITESPACE
     assert resolve_whitespace_pattern("") == ""
+
+
+@pytest.mark.parametrize("schema, keyword", [
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "integer", "multipleOf": 3}, "multipleOf"),
+    ({"type": "object", "properties": {"a": {"type": "object", "maxProperties": 1}}}, "maxProperties"),
+    ({"anyOf": [{"type": "string"}, {"type": "integer", "not": {"const": 1}}]}, "not"),
+    ({"type": ["integer", "null"], "minimum": 1}, "minimum"),  # no place for a range regex
+])
+def test_outlines_refuses_keywords_it_would_not_enforce(schema, keyword):
+    # outlines-core builds the same regex with or without these: an output could break them.
+    with pytest.raises(ValueError, match=f"keyword '{keyword}' is not enforced"):
+        json_schema_to_regex(json.dumps(schema))
+
+
+def test_property_names_are_not_keywords():
+    regex = json_schema_to_regex(json.dumps({"type": "object", "properties": {"not": {"type": "integer"}},
+                                             "required": ["not"]}))
+    assert re.fullmatch(regex, '{"not": 3}')
