@@ -53,6 +53,17 @@ class ServerMetrics:
         self.kv_usage = gauge("kv_usage", "Share of the KV pool held by requests (not the evictable cache)")
         self.kv_cached = gauge("kv_cache_usage", "Share of the KV pool holding the prefix cache")
         self.hit_rate = gauge("cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens")
+        # Per data-parallel replica and per tensor-parallel rank (set only when there are several).
+        def per(name: str, doc: str, label: str) -> Any:
+            return Gauge(PREFIX + name, doc, ["model_name", label], registry=r)
+
+        self.replica_running = per("replica_num_running_reqs", "Running requests of one replica", "dp_rank")
+        self.replica_queued = per("replica_num_queue_reqs", "Waiting requests of one replica", "dp_rank")
+        self.replica_kv_usage = per("replica_kv_usage", "Share of one replica's KV pool held by requests",
+                                    "dp_rank")
+        self.replica_hit_rate = per("replica_cache_hit_rate", "A replica's prefix cache hit rate", "dp_rank")
+        self.replica_routed = per("replica_routed_requests", "Requests routed to one replica", "dp_rank")
+        self.rank_alive = per("tp_rank_alive", "1 while a tensor-parallel rank's process lives", "tp_rank")
 
     def on_finished(self, out: ReqTextOut, started_at: float) -> None:
         """Count one finished sample; ``started_at`` is when its HTTP request arrived (perf_counter)."""
@@ -79,4 +90,19 @@ class ServerMetrics:
         self.kv_usage.set(stats.get("kv_used", 0) / total)
         self.kv_cached.set(stats.get("kv_cached", 0) / total)
         self.hit_rate.set(stats.get("cache_hit_rate", 0.0))
+        self._set_parallel_gauges(stats)
         return generate_latest(self.registry)
+
+    def _set_parallel_gauges(self, stats: dict[str, Any]) -> None:
+        for replica in stats.get("dp_replicas", []):
+            labels = {"model_name": self.model_name, "dp_rank": str(replica.get("dp_rank", 0))}
+            total = max(int(replica.get("kv_total") or 0), 1)
+            self.replica_running.labels(**labels).set(replica.get("num_running", 0))
+            self.replica_queued.labels(**labels).set(replica.get("num_queued", 0))
+            self.replica_kv_usage.labels(**labels).set(replica.get("kv_used", 0) / total)
+            self.replica_hit_rate.labels(**labels).set(replica.get("cache_hit_rate", 0.0))
+            self.replica_routed.labels(**labels).set(replica.get("routed", 0))
+        ranks = stats.get("tp_ranks", [])
+        for rank in ranks if len(ranks) > 1 else []:
+            self.rank_alive.labels(model_name=self.model_name, tp_rank=str(rank["tp_rank"])).set(
+                1 if rank.get("alive") else 0)

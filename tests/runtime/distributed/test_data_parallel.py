@@ -18,7 +18,7 @@ SYSTEM_B = "Tu es un assistant qui répond en français, brièvement. " * 3
 @pytest.fixture(scope="module")
 def dp_server(tiny_llama_dir):
     server = launch_server(tiny_llama_dir, device="cpu", dp_size=2, kv_cache_gb=0.02,
-                           debug_invariants=True)
+                           debug_invariants=True, enable_metrics=True)
     yield server
     server.shutdown()
 
@@ -49,6 +49,18 @@ def test_shared_prefixes_land_on_one_replica_each(dp_server) -> None:
     replicas = _replicas(dp_server.url)
     for r in replicas:  # every replica's pool is accounted for on its own
         assert r["kv_used"] == 0 and r["kv_free"] + r["kv_cached"] == r["kv_total"], r
+
+
+def test_metrics_show_each_replica(dp_server) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _generate(dp_server.url, SYSTEM_A + "metrics?")
+    text = requests.get(f"{dp_server.url}/metrics", timeout=30).text
+    routed = {s.labels["dp_rank"]: s.value for family in text_string_to_metric_families(text)
+              for s in family.samples if s.name == "radixlm:replica_routed_requests"}
+    assert set(routed) == {"0", "1"}
+    assert sum(routed.values()) == sum(r["routed"] for r in _replicas(dp_server.url))
+    assert "radixlm:replica_kv_usage" in text and "radixlm:replica_cache_hit_rate" in text
 
 
 def test_children_follow_their_parent(dp_server) -> None:
