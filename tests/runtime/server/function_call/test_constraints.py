@@ -50,10 +50,7 @@ def test_structures_open_with_the_trigger():
         assert parser.scan(call, final=True).calls[0].arguments == '{"city": "x"}'
 
 
-def test_auto_builds_a_structural_tag_triggered_by_the_call_marker(monkeypatch):
-    from radixlm.runtime.server.function_call import constraints
-
-    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: True)
+def test_auto_builds_a_structural_tag_triggered_by_the_call_marker():
     params = tool_sampling_params([WEATHER, NOW], False, get_parser("hermes"), True, None)
     tag = json.loads(params["structural_tag"])
     assert tag["type"] == "structural_tag" and tag["triggers"] == ["<tool_call>"]
@@ -61,18 +58,13 @@ def test_auto_builds_a_structural_tag_triggered_by_the_call_marker(monkeypatch):
     forced = json.loads(tool_sampling_params([ADD], True, get_parser("hermes"), False, "</think>")
                         ["structural_tag"])
     assert forced["triggers"] == ["</think>"] and forced["structures"][0]["begin"].startswith("</think>")
-    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: False)
-    assert tool_sampling_params([WEATHER], False, get_parser("hermes"), True, None) == {}
 
 
-def test_response_format_after_thinking_is_a_tag_triggered_by_its_end(monkeypatch):
+def test_response_format_after_thinking_is_a_tag_triggered_by_its_end():
     from radixlm.runtime.server.function_call import constraints
 
-    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: True)
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
     params = constraints.response_format_after_reasoning(json.dumps(schema), "</think>")
     tag = json.loads(params["structural_tag"])
     assert tag["triggers"] == ["</think>"]
     assert tag["structures"] == [{"begin": "</think>\n\n", "schema": schema, "end": ""}]
-    monkeypatch.setattr(constraints, "structural_tag_supported", lambda: False)
-    assert constraints.response_format_after_reasoning(json.dumps(schema), "</think>") is None
