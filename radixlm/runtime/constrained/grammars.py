@@ -6,11 +6,11 @@ Kinds (``SamplingParams.constraint``): ``regex`` (the text is the regex), ``json
 """
 from __future__ import annotations
 
-import json
 import re
 
 from outlines_core import Index, Vocabulary
 
+from radixlm.runtime.constrained.grammar_inputs import parse_choices
 from radixlm.runtime.constrained.json_schema import (
     DEFAULT_WHITESPACE,
     json_object_regex,
@@ -34,13 +34,7 @@ _BYTE_VOCAB = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
 
 def choices_regex(choices_json: str) -> str:
     """Alternation of the escaped literal choices (a JSON list of non-empty strings)."""
-    try:
-        choices = json.loads(choices_json)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"choices must be a JSON list of strings: {e}") from None
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
-        raise ValueError("choices must be a non-empty list of non-empty strings")
-    return "(" + "|".join(re.escape(c) for c in choices) + ")"
+    return "(" + "|".join(re.escape(c) for c in parse_choices(choices_json)) + ")"
 
 
 def grammar_to_regex(kind: str, text: str, whitespace_pattern: str = DEFAULT_WHITESPACE) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from outlines_core.json_schema import build_regex_from_schema
 
+from radixlm.runtime.constrained.grammar_inputs import parse_schema
 from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
 
 DEFAULT_WHITESPACE = r"[ ]?"
@@ -103,12 +104,7 @@ def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
 
 def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHITESPACE) -> str:
     """Regex for the JSON documents valid under ``schema_text``; ``ValueError`` if unsupported."""
-    try:
-        schema = json.loads(schema_text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"json_schema is not valid JSON: {e}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise ValueError("json_schema must be a JSON object")
+    schema = parse_schema(schema_text)
     ranges: list[str] = []
     rewritten = _replace_bounded_numbers(schema, ranges)
     # Bounds left after the rewrite sit where it cannot place a range (e.g. a type list).

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import llguidance
 
+from radixlm.runtime.constrained.grammar_inputs import parse_choices, parse_schema
 from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, GRAMMAR_KINDS, check_regex_features
 from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE
 from radixlm.runtime.constrained.schema_strengthen import strengthen
@@ -38,12 +39,7 @@ def _check_ranges(node: Any, path: str = "") -> None:
 
 
 def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
-    try:
-        schema = json.loads(schema_text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"json_schema is not valid JSON: {e}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise ValueError("json_schema must be a JSON object")
+    schema = parse_schema(schema_text)
     _check_ranges(schema)
     if whitespace_pattern == FREE_WHITESPACE:
         options: dict = {"whitespace_flexible": True}
@@ -64,12 +60,7 @@ def strengthened_grammar(kind: str, text: str, whitespace_pattern: str) -> Optio
 
 
 def _choices_grammar(choices_json: str) -> str:
-    try:
-        choices = json.loads(choices_json)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"choices must be a JSON list of strings: {e}") from None
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
-        raise ValueError("choices must be a non-empty list of non-empty strings")
+    choices = parse_choices(choices_json)
     return llguidance.LLMatcher.grammar_from_lark("start: " + " | ".join(json.dumps(c) for c in choices))
 
 
