@@ -81,13 +81,24 @@ _SCHEMA_VALUES = ("items", "additionalProperties", "additionalItems", "not", "if
                   "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 
 
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "$defs", "definitions", "title", "description",
+                          "default", "examples", "deprecated", "readOnly", "writeOnly"})
+
+
 def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
-    """The first of ``keywords`` used anywhere in the schema ``node`` (property names aside), or None."""
+    """The first of ``keywords`` used anywhere in the schema ``node`` (property names aside), or None.
+
+    A combinator beside other constraints also counts (measured: outlines-core then drops one side,
+    e.g. ``allOf`` next to ``properties``)."""
     if not isinstance(node, dict):
         return None
     for key in keywords:
         if key in node:
             return key
+    combinators = [k for k in _COMBINATORS if k in node]
+    if combinators and (len(combinators) > 1 or set(node) - _ANNOTATIONS - set(combinators)):
+        return f"{combinators[0]} beside other keywords"
     children: list[Any] = [node.get(k) for k in _SCHEMA_VALUES]
     for k in _SCHEMA_MAPS:
         if isinstance(node.get(k), dict):
