@@ -70,10 +70,11 @@ def _replace_bounded_numbers(node: Any, ranges: list[str]) -> Any:
 
 
 # Keywords outlines-core accepts but does not enforce (measured: the regex is the same with and without
-# them), so an output could break them; refused, so an accepted schema never yields an invalid output.
-_UNENFORCED = ("uniqueItems", "contains", "minContains", "maxContains", "patternProperties", "propertyNames",
-               "maxProperties", "dependentRequired", "dependentSchemas", "multipleOf", "not", "if", "then",
-               "else", "unevaluatedProperties", "unevaluatedItems")
+# them; ``allOf`` becomes the members' texts one after another), so an output could break them; refused,
+# so an accepted schema never yields an invalid output.
+_UNENFORCED = ("allOf", "uniqueItems", "contains", "minContains", "maxContains", "patternProperties",
+               "propertyNames", "maxProperties", "dependentRequired", "dependentSchemas", "multipleOf", "not",
+               "if", "then", "else", "unevaluatedProperties", "unevaluatedItems")
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
@@ -96,6 +97,9 @@ def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
     for key in keywords:
         if key in node:
             return key
+    names = node.get("properties")
+    if isinstance(names, dict) and any(_needs_escape(name) for name in names):
+        return "properties (a name that needs JSON escaping)"
     combinators = [k for k in _COMBINATORS if k in node]
     if combinators and (len(combinators) > 1 or set(node) - _ANNOTATIONS - set(combinators)):
         return f"{combinators[0]} beside other keywords"
@@ -111,6 +115,11 @@ def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
         if found is not None:
             return found
     return None
+
+
+def _needs_escape(name: str) -> bool:
+    """Whether a property name is written differently inside a JSON string (outlines-core writes it raw)."""
+    return json.dumps(name, ensure_ascii=False)[1:-1] != name
 
 
 def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHITESPACE) -> str:

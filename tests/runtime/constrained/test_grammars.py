@@ -60,8 +60,11 @@ def test_whitespace_flag():
     ({"type": "object", "properties": {"a": {"type": "object", "maxProperties": 1}}}, "maxProperties"),
     ({"anyOf": [{"type": "string"}, {"type": "integer", "not": {"const": 1}}]}, "not"),
     ({"type": ["integer", "null"], "minimum": 1}, "minimum"),  # no place for a range regex
-    ({"properties": {"a": {"type": "integer"}}, "allOf": [{"required": ["a"]}]},
-     "allOf beside other keywords"),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}}]},
+     "allOf"),  # outlines-core writes the members one after another: {"a": 1}{"b": 2}
+    ({"anyOf": [{"type": "integer"}], "type": "integer"}, "anyOf beside other keywords"),
+    ({"type": "object", "properties": {'foo"bar': {"type": "integer"}}},
+     "properties \\(a name that needs JSON escaping\\)"),
 ])
 def test_outlines_refuses_keywords_it_would_not_enforce(schema, keyword):
     # outlines-core builds the same regex with or without these: an output could break them.
