@@ -51,10 +51,10 @@ def sample_row(logits: torch.Tensor, req: SamplingSequence) -> int:
 def apply_logit_bias(logits: torch.Tensor, reqs: list[SamplingSequence]) -> None:
     """Add each request's ``logit_bias`` to its row in place (rows without one cost nothing)."""
     for i, req in enumerate(reqs):
-        items = req.sampling_params.logit_bias_items()
-        if items:
-            ids = torch.tensor([t for t, _ in items], device=logits.device)
-            logits[i, ids] += torch.tensor([b for _, b in items], dtype=logits.dtype, device=logits.device)
+        bias = req.sampling_params.logit_bias_tensors
+        if bias is not None:
+            ids, values = bias
+            logits[i, ids.to(logits.device)] += values.to(logits.device, logits.dtype)
 
 
 def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int]) -> SampleOutput:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -170,6 +171,18 @@ class SamplingParams:
     def logit_bias_items(self) -> list[tuple[int, float]]:
         """``logit_bias`` as ``(token_id, bias)`` pairs (validated)."""
         return [(int(k), float(v)) for k, v in (self.logit_bias or {}).items()]
+
+    @functools.cached_property
+    def logit_bias_tensors(self) -> Optional[tuple[Any, Any]]:
+        """``(token ids, biases)`` as tensors, built once per request rather than once per decode step
+        (the scheduler's sampler reads them); None without a bias."""
+        items = self.logit_bias_items()
+        if not items:
+            return None
+        import torch  # NOTE: only the scheduler gets here; the HTTP process never loads torch for this
+
+        return (torch.tensor([t for t, _ in items], dtype=torch.long),
+                torch.tensor([b for _, b in items], dtype=torch.float32))
 
     @property
     def is_greedy(self) -> bool:
