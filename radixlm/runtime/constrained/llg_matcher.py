@@ -5,13 +5,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from radixlm.runtime.constrained.rollback import EosAwareRollback
+
 if TYPE_CHECKING:  # llg_compiled.py imports this module to make matchers
     from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar
 
 MAX_ROLLBACK = 16
 
 
-class LLGuidanceMatcher:
+class LLGuidanceMatcher(EosAwareRollback):
     """Follows one request's output tokens; masks, forced bytes and rollback come from llguidance.
 
     NOTE: like ``GrammarMatcher`` it must see exactly the request's output tokens. A token the grammar
@@ -79,17 +81,10 @@ class LLGuidanceMatcher:
         """How many accepted tokens ``rollback`` can undo right now."""
         return min(len(self._tokens), MAX_ROLLBACK) + int(self._ended)
 
-    def rollback(self, n: int) -> None:
-        """Undo the last ``n`` accepted tokens (an accepted EOS counts as one); ``n <= max_rollback``."""
-        if n > self.max_rollback:
-            raise ValueError(f"cannot roll back {n} tokens, at most {self.max_rollback}")
-        if n and self._ended:
-            self._ended = False
-            n -= 1
-        if n:
-            if not self._matcher.rollback(n):
-                raise ValueError(f"llguidance could not roll back {n} tokens: {self._matcher.get_error()}")
-            del self._tokens[-n:]
+    def _rollback_tokens(self, n: int) -> None:
+        if not self._matcher.rollback(n):
+            raise ValueError(f"llguidance could not roll back {n} tokens: {self._matcher.get_error()}")
+        del self._tokens[-n:]
 
     def copy(self) -> "LLGuidanceMatcher":
         """An independent matcher in the same state."""

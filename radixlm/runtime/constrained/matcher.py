@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from outlines_core import Guide
 
+from radixlm.runtime.constrained.rollback import EosAwareRollback
+
 if TYPE_CHECKING:  # compiled.py imports this module to make matchers
     from radixlm.runtime.constrained.compiled import CompiledGrammar
 
@@ -22,7 +24,7 @@ def _split_utf8(data: bytes) -> Optional[tuple[str, bytes]]:
         return data[: e.start].decode("utf-8"), data[e.start :]
 
 
-class GrammarMatcher:
+class GrammarMatcher(EosAwareRollback):
     """Tracks one request's output through a ``CompiledGrammar``.
 
     NOTE: the matcher must see exactly the request's output tokens, in order (``accept_token`` after
@@ -88,17 +90,10 @@ class GrammarMatcher:
         """How many accepted tokens ``rollback`` can undo right now."""
         return self._guide.get_allowed_rollback() + int(self._ended)
 
-    def rollback(self, n: int) -> None:
-        """Undo the last ``n`` accepted tokens (an accepted EOS counts as one); ``n <= max_rollback``."""
-        if n > self.max_rollback:
-            raise ValueError(f"cannot roll back {n} tokens, at most {self.max_rollback}")
-        if n and self._ended:
-            self._ended = False
-            n -= 1
-        if n:
-            self._guide.rollback_state(n)
-            del self._tokens[-n:]
-            del self._text_states[len(self._tokens) + 1 :]
+    def _rollback_tokens(self, n: int) -> None:
+        self._guide.rollback_state(n)
+        del self._tokens[-n:]
+        del self._text_states[len(self._tokens) + 1 :]
 
     def copy(self) -> "GrammarMatcher":
         """An independent matcher in the same state (replays the accepted tokens: cheap, O(length))."""
