@@ -74,7 +74,8 @@ def bench_model(label: str, path: str, batch_sizes: list[int], context: int, ste
                 prefill_tokens: int) -> list[tuple]:
     max_bs = max(batch_sizes)
     slots = max_bs * (context + 8) + 2 * prefill_tokens + 64
-    runner = ModelRunner(ServerArgs(model=path, device="cuda", dtype="bfloat16",
+    # disable_cuda_graph: the runner's forward would replay its own graphs; "eager" must be eager
+    runner = ModelRunner(ServerArgs(model=path, device="cuda", dtype="bfloat16", disable_cuda_graph=True,
                                     attention_backend="triton", max_running_requests=max_bs,
                                     context_length=max(context, 1024) + 64,
                                     max_total_tokens=slots, max_prefill_tokens=prefill_tokens))

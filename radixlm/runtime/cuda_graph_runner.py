@@ -104,4 +104,6 @@ class CudaGraphRunner:
             inp["seq_lens"][bs:bucket].fill_(1)
         torch.sub(inp["seq_lens"][:bucket], 1, out=inp["extend_prefix_lens"][:bucket])
         self._graphs[bucket].replay()
-        return self._outputs[bucket][:bs]
+        # A copy: the next replay of this bucket overwrites its output buffer, and callers keep
+        # logits across steps (logprobs, tests comparing runs). One [bs, vocab] copy per step.
+        return self._outputs[bucket][:bs].clone()

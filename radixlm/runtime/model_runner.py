@@ -56,6 +56,8 @@ class ModelRunner:
         if self.device.type == "cpu":
             torch.set_num_threads(self._cpu_threads())
         elif self.device.type == "cuda":
+            # one GPU per tensor-parallel rank, counted from the one asked for ("cuda" is GPU 0)
+            self.device = torch.device("cuda", (self.device.index or 0) + tp_rank)
             torch.cuda.set_device(self.device)
         torch.manual_seed(server_args.seed)
         self.tp: TensorParallel | None = None
@@ -93,7 +95,8 @@ class ModelRunner:
 
             enable_deterministic_inference(self)
         self.cuda_graph_runner: CudaGraphRunner | None = None
-        if self.device.type == "cuda" and not server_args.disable_cuda_graph and self.tp is None:
+        if (self.device.type == "cuda" and not server_args.disable_cuda_graph and self.tp is None
+                and self.attn_backend.supports_cuda_graph):
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
                     self.device, self.dtype, num_slots, self.context_length)

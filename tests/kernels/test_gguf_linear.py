@@ -67,10 +67,14 @@ def test_edge_inputs_zero_rows_and_empty_batch() -> None:
     blocks = gguf_blocks.quantize(torch.randn(10, 64), "q4_0")
     assert kernels.gguf_linear(torch.zeros(3, 64), blocks, 2).abs().max() == 0
     assert kernels.gguf_linear(torch.zeros(0, 64), blocks, 2).shape == (0, 10)
-    with pytest.raises(RuntimeError, match="multiple of 32"):
+    with pytest.raises(ValueError, match="multiple of 32"):
         kernels.gguf_linear(torch.zeros(1, 48), torch.zeros(10, 27, dtype=torch.uint8), 2)
-    with pytest.raises(RuntimeError, match="row bytes"):
+    with pytest.raises(ValueError, match="row bytes"):
         kernels.gguf_linear(torch.zeros(1, 64), blocks, 3)  # q4_0 bytes read as q4_1
+    with pytest.raises(ValueError, match="float32"):
+        kernels.gguf_linear(torch.zeros(1, 64, dtype=torch.float64), blocks, 2)
+    with pytest.raises(ValueError, match="block type 5"):
+        kernels.gguf_linear(torch.zeros(1, 64), blocks, 5)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -1,7 +1,8 @@
 """Compile the C++ CPU kernels once (torch.utils.cpp_extension + ninja) and cache the build.
 
 The build lands in ``$RADIXLM_CACHE/kernels/<name>-<torch version>`` and is reused by later processes.
-``load_gguf_kernels()`` returns the compiled module, or None (with one warning per process) when the
+``load_gguf_kernels()`` returns the compiled module behind Python-side argument checks
+(``GGUFKernels``), or None (with one warning per process) when the
 CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 or fp32.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from radixlm.kernels.cpu.gguf_ops import GGUFKernels
 
 logger = logging.getLogger(__name__)
 _SOURCE = Path(__file__).with_name("gguf_linear.cpp")
@@ -48,12 +51,12 @@ def unavailable_reason() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def load_gguf_kernels() -> ModuleType | None:
-    """The compiled ``gguf_linear`` module, or None (warned once) when it cannot be built."""
+def load_gguf_kernels() -> GGUFKernels | None:
+    """The compiled ``gguf_linear`` kernels, or None (warned once) when they cannot be built."""
     reason = unavailable_reason()
     if reason is None:
         try:
-            return _build()
+            return GGUFKernels(_build())
         except Exception as exc:  # a compiler error must not take the server down
             reason = f"building {_SOURCE.name} failed: {exc}"
     logger.warning("GGUF CPU kernels unavailable (%s); falling back", reason)

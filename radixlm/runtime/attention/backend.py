@@ -11,6 +11,10 @@ from radixlm.runtime.forward_batch import ForwardBatch
 class AttentionBackend(ABC):
     """One interface for every backend: store the new K/V, then attend (extend or decode)."""
 
+    #: whether a decode step through this backend can be captured in a CUDA graph: its planning
+    #: must not read device memory on the host nor size tensors from the batch's contents
+    supports_cuda_graph: bool = False
+
     @abstractmethod
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         """Plan the step once, before the layers run (e.g. split sizes, max lengths)."""

@@ -17,6 +17,8 @@ class TritonAttentionBackend(AttentionBackend):
     request's new tokens) once per step for all layers.
     """
 
+    supports_cuda_graph = True
+
     def __init__(self, num_kv_splits: int | None = None) -> None:
         self.num_kv_splits = num_kv_splits  # None: chosen per batch size and KV heads
         self._extend_meta: ExtendMetadata | None = None

@@ -1,0 +1,41 @@
+"""The compiled GGUF kernels behind argument checks made in Python.
+
+The C++ code checks its arguments too, but an exception thrown from a torch C++ extension crashed
+the whole process on one machine we ran on (the GPU machine's image: any ``TORCH_CHECK`` failure in
+any extension built there was a segfault, our kernels' and a minimal one's alike). So every input
+the kernels would refuse is refused here first, as a ``ValueError`` that names the problem.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from radixlm.kernels.cpu.gguf_blocks import BLOCK, BLOCK_BYTES, GGML_TYPES
+
+_BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
+
+
+class GGUFKernels:
+    """``gguf_linear(x, weight, ggml_type)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0 blocks, on the CPU."""
+
+    def __init__(self, compiled: ModuleType) -> None:
+        self._compiled = compiled
+
+    def gguf_linear(self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int) -> torch.Tensor:
+        """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k/32 * block bytes]``; float32 ``[m, n]``."""
+        if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu":
+            raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
+        if weight.dim() != 2 or weight.dtype != torch.uint8 or weight.device.type != "cpu":
+            raise ValueError(f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "
+                             f"{weight.dtype} on {weight.device}")
+        if ggml_type not in _BYTES_BY_TYPE:
+            raise ValueError(f"unsupported GGML block type {ggml_type} "
+                             f"(expected one of {sorted(_BYTES_BY_TYPE)})")
+        k = x.shape[1]
+        if k % BLOCK:
+            raise ValueError(f"in_features must be a multiple of {BLOCK}, got {k}")
+        if weight.shape[1] != k // BLOCK * _BYTES_BY_TYPE[ggml_type]:
+            raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
+                             f"for GGML block type {ggml_type}")
+        return self._compiled.gguf_linear(x, weight, ggml_type)
