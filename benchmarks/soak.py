@@ -1,13 +1,13 @@
 """Soak test: many streaming clients with disconnects, aborts and invalid requests against one server.
 
-    python benchmarks/soak.py --clients 96 --minutes 10
+    python benchmarks/soak.py --clients 96 --minutes 10 --repeats 2
 
 Starts ``radixlm serve`` with a small KV pool (retraction under pressure), then runs ``--clients``
 concurrent loops until time is up. Each iteration is one of: a valid streaming request (must end
 with ``[DONE]`` and no error event), a stream the client drops midway, a stream aborted with
 ``/abort_request``, or an invalid request (must get a 4xx). Reports failed valid requests (goal:
 zero), p50/p99 latency of the valid ones, the RSS of every server process sampled over time, and
-whether every KV slot is back in the pool at the end.
+whether every KV slot is back in the pool at the end. ``--repeats`` runs it again on a fresh server.
 """
 from __future__ import annotations
 
@@ -151,11 +151,14 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--max-total-tokens", type=int, default=6000, help="KV slots (small: pressure)")
+    ap.add_argument("--repeats", type=int, default=1, help="runs, each on a fresh server")
     args = ap.parse_args()
-    with launch_server(model=args.model, max_total_tokens=args.max_total_tokens,
-                       max_queued_requests=4 * args.clients) as server:
-        result = asyncio.run(run(server.url, server.pid, args.clients, args.minutes * 60, args.max_tokens))
-    print(json.dumps({"command": vars(args), **result}, indent=1))
+    for repeat in range(args.repeats):
+        with launch_server(model=args.model, max_total_tokens=args.max_total_tokens,
+                           max_queued_requests=4 * args.clients) as server:
+            result = asyncio.run(run(server.url, server.pid, args.clients, args.minutes * 60,
+                                     args.max_tokens))
+        print(json.dumps({"command": vars(args), "repeat": repeat + 1, **result}, indent=1), flush=True)
 
 
 if __name__ == "__main__":
