@@ -29,7 +29,7 @@ from radixlm.runtime.messages import ReleasePinsReq, ReqTextOut
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
 
-_PARAMS = {"id", "rid", "offset", "replace", "drop_previous_output"}
+SESSION_PARAMS = {"id", "rid", "offset", "replace", "drop_previous_output"}
 EXPIRY_POLL_S = 1.0
 
 
@@ -129,8 +129,8 @@ class SessionStore:
         """The item of a session turn: the continued context plus its new tokens, pinned for the next
         turn. Raises ``ApiError`` naming what is wrong with ``session_params``."""
         await self.expire()
-        if not isinstance(params, dict) or not set(params) <= _PARAMS:
-            raise ApiError(f"session_params must be an object with keys among {sorted(_PARAMS)}",
+        if not isinstance(params, dict) or not set(params) <= SESSION_PARAMS:
+            raise ApiError(f"session_params must be an object with keys among {sorted(SESSION_PARAMS)}",
                            param="session_params")
         session = self.sessions.get(params.get("id"))  # type: ignore[arg-type]
         if session is None:
