@@ -21,7 +21,7 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 _NON_EMPTY = {"type": "string", "minLength": 1}
 _TOKEN_ID = {"type": "integer", "minimum": 0}
-_JSON_TEXT_OR_VALUE = {"type": ["string", "object", "array", "boolean"]}  # objects are serialized
+_JSON_TEXT_OR_OBJECT = {"type": ["string", "object"]}  # an object is serialized
 
 
 def _one_or_list(item: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +34,8 @@ _OTHER_FIELDS: dict[str, dict[str, Any]] = {
     "stop_token_ids": _one_or_list(_TOKEN_ID),
     "seed": {"type": ["integer", "null"]},
     "regex": {"type": ["string", "null"]},
-    "json_schema": {"anyOf": [_JSON_TEXT_OR_VALUE, {"type": "null"}]},
-    "structural_tag": {"anyOf": [_JSON_TEXT_OR_VALUE, {"type": "null"}]},
+    "json_schema": {"anyOf": [_JSON_TEXT_OR_OBJECT, {"type": "null"}]},
+    "structural_tag": {"anyOf": [_JSON_TEXT_OR_OBJECT, {"type": "null"}]},
     "choices": {"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "null"}]},
     "dtype": {"enum": [*DTYPES, None]},
     "ebnf": {"type": ["string", "null"]},

@@ -16,12 +16,17 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from radixlm.runtime.request_limits import MAX_STOP_CHARS
+from radixlm.runtime.sampling.param_rules import NUMBER_RULES
 from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 
 OPENAPI_PATH = "/openapi.json"
+# OpenAI field -> the sampling parameter it becomes (its range is that parameter's).
+OPENAI_SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+                          "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+                          "repetition_penalty": "repetition_penalty", "min_tokens": "min_new_tokens"}
 _REF = "#/components/schemas/{model}"
 _MODELS: tuple[type[BaseModel], ...] = (CompletionRequest, ChatCompletionRequest, TokenizeRequest,
                                         DetokenizeRequest)
@@ -113,8 +118,10 @@ def _components(server_args: Any) -> dict[str, Any]:
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
     for name in ("CompletionRequest", "ChatCompletionRequest"):
-        n = schemas[name]["properties"]["n"]
-        n["maximum"] = min(n.get("maximum", server_args.max_n), server_args.max_n)
+        props = schemas[name]["properties"]
+        for field, param in OPENAI_SAMPLING_FIELDS.items():  # checked by SamplingParams, not pydantic
+            props[field] = {"anyOf": [NUMBER_RULES[param].json_schema(), {"type": "null"}]}
+        props["n"]["maximum"] = min(props["n"].get("maximum", server_args.max_n), server_args.max_n)
     return schemas
 
 

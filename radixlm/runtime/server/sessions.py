@@ -30,6 +30,7 @@ from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
 
 SESSION_PARAMS = {"id", "rid", "offset", "replace", "drop_previous_output"}
+_PARAM_TYPES = {"id": (str,), "rid": (str,), "replace": (bool,), "drop_previous_output": (bool,)}
 EXPIRY_POLL_S = 1.0
 
 
@@ -87,9 +88,10 @@ class SessionStore:
         capacity = body.get("capacity_of_str_len", self.tm.context_length)
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise ApiError("capacity_of_str_len must be an integer >= 1", param="capacity_of_str_len")
-        sid = body.get("session_id") or uuid.uuid4().hex
-        if not isinstance(sid, str):
+        sid = body.get("session_id")
+        if sid is not None and not isinstance(sid, str):
             raise ApiError("session_id must be a string", param="session_id")
+        sid = sid or uuid.uuid4().hex
         if sid in self.sessions:
             raise ApiError(f"session {sid!r} is already open", param="session_id")
         if len(self.sessions) >= self.max_sessions:
@@ -132,6 +134,9 @@ class SessionStore:
         if not isinstance(params, dict) or not set(params) <= SESSION_PARAMS:
             raise ApiError(f"session_params must be an object with keys among {sorted(SESSION_PARAMS)}",
                            param="session_params")
+        for key, kinds in _PARAM_TYPES.items():
+            if params.get(key) is not None and not isinstance(params[key], kinds):
+                raise ApiError(f"session_params.{key} must be a {kinds[0].__name__}", param="session_params")
         session = self.sessions.get(params.get("id"))  # type: ignore[arg-type]
         if session is None:
             raise ApiError(f"no open session {params.get('id')!r} (closed, expired or never opened)",

@@ -92,7 +92,7 @@ def test_sampling_schema_describes_every_field_with_its_default():
     props = sampling_params_schema()["properties"]
     defaults = SamplingParams()
     assert set(props) == set(defaults.to_dict())
-    for name, rule in NUMBER_RULES.items():
+    for name in NUMBER_RULES:
         assert props[name]["default"] == getattr(defaults, name)
 
 
