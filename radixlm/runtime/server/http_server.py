@@ -75,7 +75,8 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = openapi_document(app, server_args)
+            limits = getattr(tokenizer_manager, "limits", None)
+            app.openapi_schema = openapi_document(app, server_args, getattr(limits, "vocab_size", None))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

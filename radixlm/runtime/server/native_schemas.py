@@ -17,7 +17,8 @@ from radixlm.runtime.server.native_protocol import FIELDS, PER_ITEM_FIELDS, PROM
 
 SAMPLING_PARAMS_REF = {"$ref": "#/components/schemas/SamplingParams"}
 _NULL = {"type": "null"}
-_TOKEN_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+TOKEN_ID_REF = {"$ref": "#/components/schemas/TokenId"}  # in the model's vocabulary (openapi_doc)
+_TOKEN_IDS = {"type": "array", "items": TOKEN_ID_REF}
 _SEGMENT = {"oneOf": [
     {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
      "additionalProperties": False},

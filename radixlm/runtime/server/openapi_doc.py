@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from pydantic import BaseModel
 
@@ -67,8 +67,9 @@ ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error":
         "param": {"type": ["string", "null"]}, "code": {"type": "integer"}}}}}
 
 
-def openapi_document(app: Any, server_args: Any) -> dict[str, Any]:
-    """The whole document for ``app`` (every route it serves) under ``server_args``' limits."""
+def openapi_document(app: Any, server_args: Any, vocab_size: Optional[int] = None) -> dict[str, Any]:
+    """The whole document for ``app`` (every route it serves) under ``server_args``' limits; prompt
+    token ids are bounded by ``vocab_size`` when given."""
     from fastapi.openapi.utils import get_openapi
 
     with warnings.catch_warnings():  # routes serving GET and POST share an operation id: renamed below
@@ -76,6 +77,10 @@ def openapi_document(app: Any, server_args: Any) -> dict[str, Any]:
         doc = get_openapi(title="radixlm", version=app.state.version, routes=app.routes,
                           description="Native (SGLang-compatible) and OpenAI-compatible HTTP API of radixlm.")
     doc["components"] = {"schemas": _components(server_args)}
+    token_id: dict[str, Any] = {"type": "integer", "minimum": 0}
+    if vocab_size:
+        token_id["maximum"] = vocab_size - 1
+    doc["components"]["schemas"]["TokenId"] = token_id
     doc["paths"][OPENAPI_PATH] = {"get": {"summary": "This document", "responses": {}}}
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
