@@ -113,6 +113,9 @@ FOUND = [
     ("/generate", {"text": "a", "sampling_params": {"max_new_tokens": 1, "logit_bias": {" 5": 1}}}, 400,
      "sampling_params"),
     ("/generate", {"text": "a", "image_data": 0}, 400, None),  # 0 == False let it through as "unset"
+    # echo decoded the ids before they were checked: OverflowError -> 500
+    ("/v1/completions", {"prompt": [-5], "echo": True, "max_tokens": 1}, 400, "input_ids"),
+    ("/v1/completions", {"prompt": [[3], [2**70]], "echo": True, "max_tokens": 1}, 400, "input_ids"),
 ]
 
 
