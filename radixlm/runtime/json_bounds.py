@@ -14,6 +14,7 @@ import re
 from typing import Any, Union
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_EXACT_INT = 2**53  # every integer up to here is exactly a float
 
 
 class InvalidJson(ValueError):
@@ -24,19 +25,25 @@ class InvalidJson(ValueError):
         self.path = path
 
 
-def load_bounded_json(raw: Union[str, bytes], max_depth: int) -> Any:
+def load_bounded_json(raw: Union[str, bytes], max_depth: int, integral_floats: bool = False) -> Any:
     """Parse ``raw``; raise ``InvalidJson`` for bad JSON, non-finite numbers, nesting deeper than
-    ``max_depth`` or strings holding lone surrogates."""
+    ``max_depth`` or strings holding lone surrogates. ``integral_floats``: ``2.0`` and ``2e3`` parse
+    as the ints they are (JSON has one number type, and JSON schema's ``integer`` includes them)."""
     try:
         # NOTE: NaN, Infinity and 1e999 parse to non-finite floats here; the walk below rejects
         # them with their path, so the 400 names the field.
-        value = json.loads(raw)
+        value = json.loads(raw, parse_float=_integral_as_int if integral_floats else None)
     except RecursionError as e:
         raise InvalidJson(f"JSON nested deeper than {max_depth} levels") from e
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of > 4300 digits
         raise InvalidJson(f"not valid JSON: {e}") from e
     check_json_value(value, max_depth)
     return value
+
+
+def _integral_as_int(text: str) -> Union[int, float]:
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) <= MAX_EXACT_INT else value
 
 
 def check_json_value(value: Any, max_depth: int, path: str = "") -> None:

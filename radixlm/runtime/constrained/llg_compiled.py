@@ -49,6 +49,13 @@ def compile_llguidance(key: GrammarKey, grammar: str, tokenizer: llguidance.LLTo
     template = llguidance.LLMatcher(tokenizer, grammar, log_level=0, limits=parser_limits())
     if template.is_error():
         raise ValueError(f"unsupported {_FIELD.get(key[0], key[0])}: {template.get_error()}")
+    # NOTE: a grammar no string can satisfy (``root ::= root``) compiles, then fails its first mask;
+    # found here (in the compile pool) it is the client's error, not a request failing mid-decode.
+    probe = template.deep_copy()
+    probe.compute_bitmask()
+    if probe.is_error():
+        raise ValueError(f"invalid {_FIELD.get(key[0], key[0])}: no output can satisfy this grammar "
+                         f"(llguidance: {probe.get_error().splitlines()[0]})")
     return LLGuidanceGrammar(key, vocab, eos_token_ids, template, time.perf_counter() - start)
 
 

@@ -3,13 +3,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
+
+from radixlm.runtime.sampling.param_rules import (
+    BOOLEAN_PARAMS,
+    DTYPES,
+    LOGIT_BIAS_KEY,
+    LOGIT_BIAS_MAX,
+    NUMBER_RULES,
+    NumberRule,
+)
 
 # NOTE: dividing logits by a smaller temperature overflows float32 or leaves only the argmax anyway
 # (1e-300 gave NaN probabilities and token 0): such a temperature means greedy decoding.
 GREEDY_TEMPERATURE = 1e-5
+_BIAS = NumberRule(False, "", minimum=-LOGIT_BIAS_MAX, maximum=LOGIT_BIAS_MAX)
 
 
 @dataclass
@@ -87,31 +96,14 @@ class SamplingParams:
         def is_int(x: Any) -> bool:
             return isinstance(x, int) and not isinstance(x, bool)
 
-        def is_num(x: Any) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-        if not is_int(self.max_new_tokens) or self.max_new_tokens < 0:
-            bad("max_new_tokens", "must be an integer >= 0")
-        if not is_int(self.min_new_tokens) or self.min_new_tokens < 0:
-            bad("min_new_tokens", "must be an integer >= 0")
+        for name, rule in NUMBER_RULES.items():
+            if not rule.accepts(getattr(self, name)):
+                bad(name, rule.message)
         if self.min_new_tokens > self.max_new_tokens:
             bad("min_new_tokens", "must not exceed max_new_tokens")
-        if not is_int(self.n) or self.n < 1:
-            bad("n", "must be an integer >= 1")
-        if not is_num(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
-            bad("temperature", "must be a finite number >= 0")
-        if not is_num(self.top_p) or not 0 < self.top_p <= 1:
-            bad("top_p", "must be in (0, 1]")
-        if not is_int(self.top_k) or (self.top_k < 1 and self.top_k != -1):
-            bad("top_k", "must be -1 (disabled) or an integer >= 1")
-        if not is_num(self.min_p) or not 0 <= self.min_p <= 1:
-            bad("min_p", "must be in [0, 1]")
-        for name in ("frequency_penalty", "presence_penalty"):
-            val = getattr(self, name)
-            if not is_num(val) or not -2 <= val <= 2:
-                bad(name, "must be in [-2, 2]")
-        if not is_num(self.repetition_penalty) or not 0 < self.repetition_penalty <= 2:
-            bad("repetition_penalty", "must be in (0, 2]")
+        for name in BOOLEAN_PARAMS:
+            if not isinstance(getattr(self, name), bool):
+                bad(name, "must be true or false")
         if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
             bad("stop", "must be a non-empty string or a list of non-empty strings")
         token_ids = self.stop_token_ids
@@ -137,8 +129,8 @@ class SamplingParams:
         for name in ("ebnf", "structural_tag"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 bad(name, "must be a string" if name == "ebnf" else "must be a JSON string or object")
-        if self.dtype is not None and self.dtype not in ("int", "float", "bool", "str"):
-            bad("dtype", "must be one of int, float, bool, str")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            bad("dtype", f"must be one of {', '.join(DTYPES)}")
 
     def _validate_stop_regex(self, bad: Any) -> None:
         import re
@@ -161,11 +153,11 @@ class SamplingParams:
             bad("logit_bias", "must be an object mapping token ids to biases")
         for key, value in self.logit_bias.items():
             token = key if isinstance(key, int) and not isinstance(key, bool) else None
-            if isinstance(key, str) and key.strip().lstrip("-").isdigit():
+            if isinstance(key, str) and LOGIT_BIAS_KEY.fullmatch(key):
                 token = int(key)
             if token is None or token < 0:
                 bad("logit_bias", f"key {key!r} is not a token id")
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not -100 <= value <= 100:
+            if not _BIAS.accepts(value):
                 bad("logit_bias", f"the bias of token {key} must be a number in [-100, 100]")
 
     def logit_bias_items(self) -> list[tuple[int, float]]:

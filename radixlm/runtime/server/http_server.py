@@ -40,9 +40,10 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     )
     from radixlm.runtime.server.errors import ApiError, error_body
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
+    from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
     from radixlm.runtime.server.sessions import SessionStore
 
-    app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
     app.state.tokenizer_manager = tokenizer_manager
     app.state.server_args = server_args
     app.state.served_model_name = server_args.served_model_name or server_args.model
@@ -71,6 +72,14 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
     app.include_router(reasoning_api.router)
     app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            limits = getattr(tokenizer_manager, "limits", None)
+            app.openapi_schema = openapi_document(app, server_args, getattr(limits, "vocab_size", None))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

@@ -20,10 +20,12 @@ class ClientDisconnected(Exception):
 
 async def read_json(request: Request) -> Any:
     """The request body as JSON; 400 naming the field when it is not valid JSON, holds non-finite
-    numbers or lone surrogates, or nests deeper than ``--max-json-depth`` (``json_bounds``)."""
+    numbers or lone surrogates, or nests deeper than ``--max-json-depth`` (``json_bounds``). A number
+    such as ``3.0`` is the integer 3, as JSON schema (and so the OpenAPI document) counts it."""
     raw = await request.body()
     try:
-        return load_bounded_json(raw or b"null", request.app.state.server_args.max_json_depth)
+        return load_bounded_json(raw or b"null", request.app.state.server_args.max_json_depth,
+                                 integral_floats=True)
     except InvalidJson as e:
         where = f" at {e.path}" if e.path else ""
         raise ApiError(f"invalid request body{where}: {e}", param=top_field(e.path) or None) from e

@@ -80,12 +80,14 @@ async def abort_request(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     tm = _tm(request)
-    if body.get("abort_all"):
+    abort_all, rid = body.get("abort_all", False), body.get("rid")
+    if not isinstance(abort_all, bool):
+        raise ApiError("abort_all must be true or false", param="abort_all")
+    if (rid is not None or not abort_all) and (not isinstance(rid, str) or not rid):
+        raise ApiError("rid must be a non-empty string", param="rid")
+    if abort_all:
         await tm.abort_all()
         return {"success": True}
-    rid = body.get("rid")
-    if not isinstance(rid, str) or not rid:
-        raise ApiError("rid must be a non-empty string", param="rid")
     return {"success": await tm.abort_rid(rid)}
 
 

@@ -20,13 +20,14 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
-_PER_ITEM = (
+PER_ITEM_FIELDS = (
     "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children",
 )
-_PROMPT_FIELDS = ("text", "input_ids", "input_segments")
-_FIELDS = {*_PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", "session_params", *_PER_ITEM}
+PROMPT_FIELDS = ("text", "input_ids", "input_segments")
+FIELDS = {*PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", "session_params",
+          *PER_ITEM_FIELDS}
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
-_UNSUPPORTED_IF_SET = {
+UNSUPPORTED_IF_SET = {
     "image_data", "audio_data", "video_data", "lora_path", "modalities", "custom_logit_processor",
     "return_hidden_states", "data_parallel_rank", "log_metrics", "input_embeds",
     "bootstrap_host", "bootstrap_port", "bootstrap_room",
@@ -48,17 +49,17 @@ def parse_generate(body: Any) -> GenerateRequest:
     """Validate a ``/generate`` body; raises ``ApiError`` (400) naming the first problem."""
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
-    unknown = sorted(k for k in body if k not in _FIELDS and k not in _UNSUPPORTED_IF_SET)
+    unknown = sorted(k for k in body if k not in FIELDS and k not in UNSUPPORTED_IF_SET)
     if unknown:
         raise ApiError(f"unknown field(s): {', '.join(unknown)}")
-    unsupported = sorted(k for k in _UNSUPPORTED_IF_SET if body.get(k) not in (None, False, [], {}, ""))
+    unsupported = sorted(k for k in UNSUPPORTED_IF_SET if not is_unset(body.get(k)))
     if unsupported:
         raise ApiError(f"not supported by this server: {', '.join(unsupported)}")
     prompts, is_batch = _prompts(body)
     n = len(prompts)
     items = []
     for i, (key, prompt) in enumerate(prompts):
-        values = {name: _per_item(body, name, i, n, is_batch) for name in _PER_ITEM}
+        values = {name: _per_item(body, name, i, n, is_batch) for name in PER_ITEM_FIELDS}
         sampling_params = _sampling_params(values["sampling_params"])
         pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
         items.append(GenerateItem(
@@ -82,8 +83,13 @@ def parse_generate(body: Any) -> GenerateRequest:
     return GenerateRequest(items, is_batch, stream, bool(text_in_logprobs), session_params)
 
 
+def is_unset(value: Any) -> bool:
+    """null, false or empty: how SGLang's client sends a field it does not use (0 is not unset)."""
+    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
+
+
 def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
-    given = [name for name in _PROMPT_FIELDS if body.get(name) is not None]
+    given = [name for name in PROMPT_FIELDS if body.get(name) is not None]
     if len(given) != 1:
         raise ApiError("exactly one of text and input_ids (or input_segments) must be given")
     text, input_ids, segments = body.get("text"), body.get("input_ids"), body.get("input_segments")

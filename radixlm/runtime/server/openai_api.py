@@ -60,9 +60,6 @@ async def completions(request: Request) -> Any:
                           return_logprob=req.logprobs is not None, top_logprobs_num=req.logprobs or 0,
                           fill_context=req.max_tokens is None, rid=req.rid if len(prompts) == 1 else None)
              for p in prompts]
-    decode = _tm(request).tokenizer.decode
-    echo = [p if isinstance(p, str) else decode(p) for p in prompts] if req.echo else None
-
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
 
@@ -73,6 +70,8 @@ async def completions(request: Request) -> Any:
 
     responder = _Responder(request, "cmpl", "text_completion", req.stream_options)
     group = await responder.submit(items, req.stream)
+    decode = _tm(request).tokenizer.decode  # NOTE: after submit, which refused ids outside the vocabulary
+    echo = [p if isinstance(p, str) else decode(p) for p in prompts] if req.echo else None
     if req.stream:
         return await responder.stream(group, choice, prefix)
     await responder.wait(group)

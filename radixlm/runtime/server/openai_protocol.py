@@ -158,11 +158,12 @@ def _named_param(message: str) -> Optional[str]:
 
 
 def parse_body(model: type[BaseModel], body: Any) -> Any:
-    """Validate ``body`` against ``model``; a 400 naming the first bad field otherwise."""
+    """Validate ``body`` against ``model``; a 400 naming the first bad field otherwise. Strict: a
+    string is not a number and 1 is not ``true`` (the types the OpenAPI document publishes)."""
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     try:
-        return model.model_validate(body)
+        return model.model_validate(body, strict=True)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or None

@@ -22,7 +22,11 @@ async def separate_reasoning_route(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("text"), str):
         raise ApiError("text must be a string", param="text")
     server_args = getattr(request.app.state, "server_args", None)
-    parser = body.get("reasoning_parser") or getattr(server_args, "reasoning_parser", "none")
+    parser = body.get("reasoning_parser")
+    if parser is None:
+        parser = getattr(server_args, "reasoning_parser", "none")
+    elif not isinstance(parser, str):
+        raise ApiError("reasoning_parser must be a string", param="reasoning_parser")
     try:
         reasoning, answer = separate_reasoning(body["text"], parser)
     except ValueError as e:

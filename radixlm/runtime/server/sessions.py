@@ -29,7 +29,8 @@ from radixlm.runtime.messages import ReleasePinsReq, ReqTextOut
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
 
-_PARAMS = {"id", "rid", "offset", "replace", "drop_previous_output"}
+SESSION_PARAMS = {"id", "rid", "offset", "replace", "drop_previous_output"}
+_PARAM_TYPES = {"id": (str,), "rid": (str,), "replace": (bool,), "drop_previous_output": (bool,)}
 EXPIRY_POLL_S = 1.0
 
 
@@ -87,9 +88,10 @@ class SessionStore:
         capacity = body.get("capacity_of_str_len", self.tm.context_length)
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise ApiError("capacity_of_str_len must be an integer >= 1", param="capacity_of_str_len")
-        sid = body.get("session_id") or uuid.uuid4().hex
-        if not isinstance(sid, str):
+        sid = body.get("session_id")
+        if sid is not None and not isinstance(sid, str):
             raise ApiError("session_id must be a string", param="session_id")
+        sid = sid or uuid.uuid4().hex
         if sid in self.sessions:
             raise ApiError(f"session {sid!r} is already open", param="session_id")
         if len(self.sessions) >= self.max_sessions:
@@ -129,9 +131,12 @@ class SessionStore:
         """The item of a session turn: the continued context plus its new tokens, pinned for the next
         turn. Raises ``ApiError`` naming what is wrong with ``session_params``."""
         await self.expire()
-        if not isinstance(params, dict) or not set(params) <= _PARAMS:
-            raise ApiError(f"session_params must be an object with keys among {sorted(_PARAMS)}",
+        if not isinstance(params, dict) or not set(params) <= SESSION_PARAMS:
+            raise ApiError(f"session_params must be an object with keys among {sorted(SESSION_PARAMS)}",
                            param="session_params")
+        for key, kinds in _PARAM_TYPES.items():
+            if params.get(key) is not None and not isinstance(params[key], kinds):
+                raise ApiError(f"session_params.{key} must be a {kinds[0].__name__}", param="session_params")
         session = self.sessions.get(params.get("id"))  # type: ignore[arg-type]
         if session is None:
             raise ApiError(f"no open session {params.get('id')!r} (closed, expired or never opened)",
