@@ -1,0 +1,37 @@
+"""A token's output from the GGUF kernel does not depend on the batch it is in.
+
+The kernel walks activation rows in passes of 1-4 and weight rows in groups of 1-4, and splits large
+products over threads; deterministic inference (``--enable-deterministic-inference``) needs each
+output element to come out bit-identical whichever of those paths computed it.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from radixlm.kernels.cpu import gguf_blocks
+from radixlm.kernels.cpu.build import load_gguf_kernels
+
+kernels = load_gguf_kernels()
+pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+
+
+@pytest.mark.parametrize("fmt", list(gguf_blocks.GGML_TYPES))
+@pytest.mark.parametrize("n", [37, 1100])  # a ragged row count; one big enough to run on threads
+def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> None:
+    gen = torch.Generator().manual_seed(n)
+    k = 288
+    blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
+    x = torch.randn(70, k, generator=gen) * torch.rand(70, 1, generator=gen) * 3
+    ggml_type = gguf_blocks.GGML_TYPES[fmt]
+    threads = torch.get_num_threads()
+    try:
+        for t in sorted({1, max(2, threads)}):
+            torch.set_num_threads(t)
+            alone = torch.cat([kernels.gguf_linear(x[i:i + 1], blocks, ggml_type) for i in range(len(x))])
+            for m in range(1, 65):
+                start = m % 7  # rows land at every position within the kernel's 4-row passes
+                batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type)
+                assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {t}"
+    finally:
+        torch.set_num_threads(threads)
