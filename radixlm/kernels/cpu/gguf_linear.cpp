@@ -6,11 +6,11 @@
 // float with one fmadd per block.
 //
 // Each weight row is read front to back (one stream the hardware prefetcher follows) against up to
-// four activation rows. Rows of W are split over OpenMP threads in tiles of kTileRows; within a tile
+// four activation rows. Rows of W are split over threads in tiles of kTileRows; within a tile
 // the activation rows are walked four at a time, so at batch <= 4 every weight byte is read once
 // (the matrix-vector path), and at larger batches a tile stays in cache while all activation rows
-// pass over it. Products under parallel_min_bytes() of blocks run on the calling thread: waking a
-// sleeping OpenMP worker costs more than it saves there.
+// pass over it. Tiles are shared out by radixlm::WorkPool (work_pool.h: why not OpenMP); products
+// under parallel_min_bytes() of blocks run on the calling thread alone.
 //
 // Batch invariance: an output element's arithmetic is the same sequence of operations whatever the
 // number of activation rows in a pass, the batch size or the thread count (accumulators never mix
@@ -19,7 +19,6 @@
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "work_pool.h"
 
 namespace {
 
@@ -168,9 +169,8 @@ template <int FMT>
 void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out) {
   const int64_t row_bytes = x.k / kBlock * block_bytes(FMT);
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  const int threads = n * row_bytes * m >= parallel_min_bytes() ? at::get_num_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t t = 0; t < tiles; ++t) {
+  const int helpers = n * row_bytes * m >= parallel_min_bytes() ? at::get_num_threads() - 1 : 0;
+  radixlm::WorkPool::instance().run(tiles, helpers, [&](int64_t t) {
     const int64_t r0 = t * kTileRows, r1 = std::min(n, r0 + kTileRows);
     for (int64_t m0 = 0; m0 < m; m0 += kRowsPerPass) {
       switch (std::min<int64_t>(kRowsPerPass, m - m0)) {
@@ -180,7 +180,7 @@ void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* o
         default: rows<FMT, 1>(w, row_bytes, x, m0, r0, r1, out, n); break;
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -210,9 +210,10 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt) {
   int8_t* qp = q_buf.data();
   float* sp = scale_buf.data();
   float* up = sum_buf.data();
-  const bool parallel_quantize = m * k >= 16384 && at::get_num_threads() > 1;
-#pragma omp parallel for schedule(static) num_threads(at::get_num_threads()) if (parallel_quantize)
-  for (int64_t i = 0; i < m; ++i) quantize_row(xp + i * k, k, qp + i * k, sp + i * nblocks, up + i * nblocks);
+  const int quantize_helpers = m * k >= 16384 ? at::get_num_threads() - 1 : 0;
+  radixlm::WorkPool::instance().run(m, quantize_helpers, [&](int64_t i) {
+    quantize_row(xp + i * k, k, qp + i * k, sp + i * nblocks, up + i * nblocks);
+  });
   const Activations acts{qp, sp, up, k};
   const uint8_t* wp = weight.data_ptr<uint8_t>();
   float* op = out.data_ptr<float>();
@@ -225,5 +226,5 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt) {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
-  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q8_0 weight blocks (AVX2, OpenMP)");
+  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q8_0 weight blocks (AVX2, threaded)");
 }
