@@ -24,14 +24,9 @@ def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> N
     blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
     x = torch.randn(70, k, generator=gen) * torch.rand(70, 1, generator=gen) * 3
     ggml_type = gguf_blocks.GGML_TYPES[fmt]
-    threads = torch.get_num_threads()
-    try:
-        for t in sorted({1, max(2, threads)}):
-            torch.set_num_threads(t)
-            alone = torch.cat([kernels.gguf_linear(x[i:i + 1], blocks, ggml_type) for i in range(len(x))])
-            for m in range(1, 65):
-                start = m % 7  # rows land at every position within the kernel's 4-row passes
-                batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type)
-                assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {t}"
-    finally:
-        torch.set_num_threads(threads)
+    alone = torch.cat([kernels.gguf_linear(x[i:i + 1], blocks, ggml_type, 1) for i in range(len(x))])
+    for threads in (1, 2, 3):
+        for m in range(1, 65):
+            start = m % 7  # rows land at every position within the kernel's 4-row passes
+            batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type, threads)
+            assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {threads}"

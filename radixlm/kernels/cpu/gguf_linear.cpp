@@ -17,7 +17,6 @@
 // rows, and the file is built with -ffp-contract=off), so a token's result does not depend on the
 // batch it is in.
 #include <torch/extension.h>
-#include <ATen/Parallel.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -166,10 +165,10 @@ void rows(const uint8_t* w, int64_t row_bytes, const Activations& x, int64_t m0,
 }
 
 template <int FMT>
-void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out) {
+void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads) {
   const int64_t row_bytes = x.k / kBlock * block_bytes(FMT);
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  const int helpers = n * row_bytes * m >= parallel_min_bytes() ? at::get_num_threads() - 1 : 0;
+  const int helpers = n * row_bytes * m >= parallel_min_bytes() ? threads - 1 : 0;
   radixlm::WorkPool::instance().run(tiles, helpers, [&](int64_t t) {
     const int64_t r0 = t * kTileRows, r1 = std::min(n, r0 + kTileRows);
     for (int64_t m0 = 0; m0 < m; m0 += kRowsPerPass) {
@@ -185,12 +184,14 @@ void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* o
 
 }  // namespace
 
-// x: float32 [m, k]; weight: uint8 [n, k/32 * block bytes] of GGML type `fmt`. Returns float32 [m, n].
+// x: float32 [m, k]; weight: uint8 [n, k/32 * block bytes] of GGML type `fmt`; threads >= 1 (the
+// calling one included). Returns float32 [m, n].
 // Callers check the arguments first (radixlm/kernels/cpu/gguf_ops.py); the checks here are a backstop.
-torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt) {
+torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, int64_t threads) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
   TORCH_CHECK(fmt == kQ4_0 || fmt == kQ4_1 || fmt == kQ8_0, "unsupported GGML block type ", fmt);
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   x = x.contiguous();
   weight = weight.contiguous();
   const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
@@ -210,7 +211,7 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt) {
   int8_t* qp = q_buf.data();
   float* sp = scale_buf.data();
   float* up = sum_buf.data();
-  const int quantize_helpers = m * k >= 16384 ? at::get_num_threads() - 1 : 0;
+  const int quantize_helpers = m * k >= 16384 ? static_cast<int>(threads) - 1 : 0;
   radixlm::WorkPool::instance().run(m, quantize_helpers, [&](int64_t i) {
     quantize_row(xp + i * k, k, qp + i * k, sp + i * nblocks, up + i * nblocks);
   });
@@ -218,9 +219,9 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt) {
   const uint8_t* wp = weight.data_ptr<uint8_t>();
   float* op = out.data_ptr<float>();
   switch (fmt) {
-    case kQ4_0: gemm<kQ4_0>(wp, n, acts, m, op); break;
-    case kQ4_1: gemm<kQ4_1>(wp, n, acts, m, op); break;
-    default: gemm<kQ8_0>(wp, n, acts, m, op); break;
+    case kQ4_0: gemm<kQ4_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    case kQ4_1: gemm<kQ4_1>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    default: gemm<kQ8_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
   }
   return out;
 }
