@@ -30,3 +30,26 @@ def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> N
             start = m % 7  # rows land at every position within the kernel's 4-row passes
             batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type, threads)
             assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {threads}"
+
+
+def test_concurrent_callers_get_their_own_results() -> None:
+    """Two Python threads in one process (two engines) use the kernels' thread pool at once."""
+    import threading
+
+    gen = torch.Generator().manual_seed(3)
+    blocks = gguf_blocks.quantize(torch.randn(2048, 256, generator=gen), "q4_1")
+    inputs = [torch.randn(3, 256, generator=gen) for _ in range(4)]
+    expected = [kernels.gguf_linear(x, blocks, 3, 1) for x in inputs]
+    failures: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(30):
+            if not torch.equal(kernels.gguf_linear(inputs[i], blocks, 3, 2), expected[i]):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads) and failures == []

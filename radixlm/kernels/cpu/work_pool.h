@@ -31,7 +31,9 @@ class WorkPool {
   // Runs fn(chunk) for chunk in [0, chunks) on the calling thread and up to `helpers` pool threads.
   void run(int64_t chunks, int helpers, const std::function<void(int64_t)>& fn) {
     if (chunks <= 0) return;
-    if (helpers <= 0 || chunks == 1) {
+    // one job at a time: a second caller thread (two engines in one process) runs its own alone
+    std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
+    if (helpers <= 0 || chunks == 1 || !busy.owns_lock()) {
       for (int64_t c = 0; c < chunks; ++c) fn(c);
       return;
     }
@@ -116,6 +118,7 @@ class WorkPool {
   }
 
   const bool allow_threads_;
+  std::mutex run_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::thread> threads_;
