@@ -53,3 +53,30 @@ def test_concurrent_callers_get_their_own_results() -> None:
     for t in threads:
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads) and failures == []
+
+
+def test_spinning_helpers_give_the_same_results(tmp_path) -> None:
+    """RADIXLM_GGUF_SPIN_US (helpers poll for the next product before sleeping) changes no result."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import torch\n"
+        "from radixlm.kernels.cpu import gguf_blocks\n"
+        "from radixlm.kernels.cpu.build import load_gguf_kernels\n"
+        "k = load_gguf_kernels()\n"
+        "g = torch.Generator().manual_seed(5)\n"
+        "b = gguf_blocks.quantize(torch.randn(4096, 256, generator=g), 'q4_0')\n"
+        "x = torch.randn(2, 256, generator=g)\n"
+        "ref = k.gguf_linear(x, b, 2, 1)\n"
+        "assert all(torch.equal(k.gguf_linear(x, b, 2, 2), ref) for _ in range(50))\n"
+        "print('ok')\n"
+    )
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's radixlm, not an installed one
+    env = {**os.environ, "RADIXLM_GGUF_SPIN_US": "100",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

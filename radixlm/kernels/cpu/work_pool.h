@@ -16,9 +16,12 @@
 #include <immintrin.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -47,6 +50,7 @@ class WorkPool {
       helpers_ = helpers;
       done_.store(0, std::memory_order_relaxed);
       counter_.store(gen << 32, std::memory_order_release);
+      published_.store(gen, std::memory_order_release);
     }
     cv_.notify_all();
     int64_t mine = 0;
@@ -103,6 +107,7 @@ class WorkPool {
       const std::function<void(int64_t)>* fn;
       int64_t chunks;
       uint64_t gen;
+      spin_for_next(seen);
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return generation_ != seen; });
@@ -117,6 +122,26 @@ class WorkPool {
     }
   }
 
+  // Before sleeping, a helper watches for the next job for spin_us() microseconds (0: sleep at once),
+  // so that the products of one decode step, a few tens of microseconds apart, find it awake.
+  static int64_t spin_us() {
+    static const int64_t value = [] {
+      const char* env = std::getenv("RADIXLM_GGUF_SPIN_US");
+      return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t{0};
+    }();
+    return value;
+  }
+
+  void spin_for_next(uint64_t seen) {
+    const int64_t budget = spin_us();
+    if (budget <= 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(budget);
+    while (published_.load(std::memory_order_acquire) == seen) {
+      for (int i = 0; i < 64; ++i) _mm_pause();
+      if (std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
   const bool allow_threads_;
   std::mutex run_mu_;
   std::mutex mu_;
@@ -126,6 +151,7 @@ class WorkPool {
   const std::function<void(int64_t)>* fn_ = nullptr;
   int64_t chunks_ = 0;
   int helpers_ = 0;
+  std::atomic<uint64_t> published_{0};  // generation_, readable without the lock
   std::atomic<uint64_t> counter_{0};
   std::atomic<int64_t> done_{0};
 };
