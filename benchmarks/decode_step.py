@@ -1,21 +1,25 @@
 """Time and profile the engine's decode step (``ModelRunner.forward`` on paged decode batches).
 
 For each batch size: the median step time, the time of the step's matrix products alone (the same
-``F.linear`` calls on inputs of the step's shape), and optionally the torch profiler's top ops.
+``F.linear`` calls, or on a quantized model its quantized layers, on inputs of the step's shape), and
+optionally the torch profiler's top ops (the GGUF kernels show there as the rest, not as ``aten::mm``).
 
     python benchmarks/decode_step.py --batch-sizes 1,8,64 --context 32 --profile
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
+from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 import torch.nn.functional as F
 
 from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
 from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
 
@@ -72,13 +76,22 @@ def linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
     return weights
 
 
+def matmul_calls(model: torch.nn.Module) -> list[tuple[Callable[[torch.Tensor], torch.Tensor], int]]:
+    """``(product, in_features)`` for every matrix product of a decode step, LM head included once:
+    the quantized layers themselves on a quantized model (their own kernels), else ``F.linear``."""
+    quantized = [(m, m.in_features) for m in model.modules() if isinstance(m, (GGUFLinear, Int8Linear))]
+    if quantized:
+        return quantized
+    return [(functools.partial(F.linear, weight=w), w.shape[1]) for w in linear_weights(model)]
+
+
 def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
-    weights = linear_weights(model)
-    inputs = [torch.randn(bs, w.shape[1], dtype=w.dtype) for w in weights]
+    calls = matmul_calls(model)
+    inputs = [torch.randn(bs, k) for _, k in calls]
 
     def run() -> None:
-        for x, w in zip(inputs, weights):
-            F.linear(x, w)
+        for (product, _), x in zip(calls, inputs):
+            product(x)
     with torch.inference_mode():
         return median_ms(run, iters, clock)
 
@@ -89,6 +102,7 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="1,8,64")
     ap.add_argument("--context", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
     ap.add_argument("--compile", action="store_true",
@@ -96,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
-                                    max_running_requests=max(sizes) + 1,
+                                    quantization=args.quantization, max_running_requests=max(sizes) + 1,
                                     max_total_tokens=max(sizes) * (args.context + 2) + 16))
     eager_forward = runner.model.forward
     for bs in sizes:

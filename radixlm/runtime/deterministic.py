@@ -16,8 +16,10 @@ reduction batch-invariant:
   cascade merge of a shared prefix.
 
 Sampling is already per row (each request's own seeded generator, ``sampling/sampler.py``), and
-RMSNorm, rotary and activations are per row. Quantized layers (``--quantization``) quantize their
-activations per batch and are not covered.
+RMSNorm, rotary and activations are per row. Quantized layers (``--quantization``) are batch-invariant
+as they are: the GGUF kernel quantizes each activation row on its own and gives every output element
+the same arithmetic at any batch size (``kernels/cpu/gguf_linear.cpp``), and ``Int8Linear`` scales
+each row before FBGEMM (tests/runtime/quantization/test_deterministic_quantized.py).
 """
 from __future__ import annotations
 

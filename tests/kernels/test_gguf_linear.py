@@ -75,6 +75,8 @@ def test_edge_inputs_zero_rows_and_empty_batch() -> None:
         kernels.gguf_linear(torch.zeros(1, 64, dtype=torch.float64), blocks, 2)
     with pytest.raises(ValueError, match="block type 5"):
         kernels.gguf_linear(torch.zeros(1, 64), blocks, 5)
+    with pytest.raises(ValueError, match="threads"):
+        kernels.gguf_linear(torch.zeros(1, 64), blocks, 2, 0)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -8,6 +8,7 @@ CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -20,7 +21,9 @@ from radixlm.kernels.cpu.gguf_ops import GGUFKernels
 
 logger = logging.getLogger(__name__)
 _SOURCE = Path(__file__).with_name("gguf_linear.cpp")
-_FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp"]
+# -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
+# takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)
+_FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-pthread", "-ffp-contract=off"]
 
 
 def _cache_root() -> Path:
@@ -67,7 +70,12 @@ def _build() -> ModuleType:
     from torch.utils.cpp_extension import load
 
     version = torch.__version__.replace("+", "_")
-    build_dir = _cache_root() / "kernels" / f"gguf_linear-{version}"
+    # the source's hash in the name: processes running different versions of the kernel (two
+    # checkouts, an upgrade under a running server) never rebuild over each other's cache
+    sources = sorted(_SOURCE.parent.glob("*.cpp")) + sorted(_SOURCE.parent.glob("*.h"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(_FLAGS).encode())
+    digest = digest.hexdigest()[:12]
+    build_dir = _cache_root() / "kernels" / f"gguf_linear-{version}-{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
     return load(name="radixlm_gguf_linear", sources=[str(_SOURCE)], extra_cflags=_FLAGS,
-                extra_ldflags=["-fopenmp"], build_directory=str(build_dir), verbose=False)
+                extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)

@@ -17,13 +17,18 @@ _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 
 
 class GGUFKernels:
-    """``gguf_linear(x, weight, ggml_type)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0 blocks, on the CPU."""
+    """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0 blocks, on the CPU."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
 
-    def gguf_linear(self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int) -> torch.Tensor:
-        """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k/32 * block bytes]``; float32 ``[m, n]``."""
+    def gguf_linear(self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int,
+                    threads: int | None = None) -> torch.Tensor:
+        """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k/32 * block bytes]``; float32 ``[m, n]``.
+        ``threads``: how many threads may share the product (the caller's included); default torch's."""
+        threads = torch.get_num_threads() if threads is None else threads
+        if not isinstance(threads, int) or not 1 <= threads <= 1024:
+            raise ValueError(f"threads must be an int in [1, 1024], got {threads!r}")
         if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu":
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
         if weight.dim() != 2 or weight.dtype != torch.uint8 or weight.device.type != "cpu":
@@ -38,4 +43,4 @@ class GGUFKernels:
         if weight.shape[1] != k // BLOCK * _BYTES_BY_TYPE[ggml_type]:
             raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
                              f"for GGML block type {ggml_type}")
-        return self._compiled.gguf_linear(x, weight, ggml_type)
+        return self._compiled.gguf_linear(x, weight, ggml_type, threads)

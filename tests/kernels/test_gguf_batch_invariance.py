@@ -1,0 +1,82 @@
+"""A token's output from the GGUF kernel does not depend on the batch it is in.
+
+The kernel walks activation rows in passes of 1-4 and weight rows in groups of 1-4, and splits large
+products over threads; deterministic inference (``--enable-deterministic-inference``) needs each
+output element to come out bit-identical whichever of those paths computed it.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from radixlm.kernels.cpu import gguf_blocks
+from radixlm.kernels.cpu.build import load_gguf_kernels
+
+kernels = load_gguf_kernels()
+pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+
+
+@pytest.mark.parametrize("fmt", list(gguf_blocks.GGML_TYPES))
+@pytest.mark.parametrize("n", [37, 1100])  # a ragged row count; one big enough to run on threads
+def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> None:
+    gen = torch.Generator().manual_seed(n)
+    k = 288
+    blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
+    x = torch.randn(70, k, generator=gen) * torch.rand(70, 1, generator=gen) * 3
+    ggml_type = gguf_blocks.GGML_TYPES[fmt]
+    alone = torch.cat([kernels.gguf_linear(x[i:i + 1], blocks, ggml_type, 1) for i in range(len(x))])
+    for threads in (1, 2, 3):
+        for m in range(1, 65):
+            start = m % 7  # rows land at every position within the kernel's 4-row passes
+            batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type, threads)
+            assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {threads}"
+
+
+def test_concurrent_callers_get_their_own_results() -> None:
+    """Two Python threads in one process (two engines) use the kernels' thread pool at once."""
+    import threading
+
+    gen = torch.Generator().manual_seed(3)
+    blocks = gguf_blocks.quantize(torch.randn(2048, 256, generator=gen), "q4_1")
+    inputs = [torch.randn(3, 256, generator=gen) for _ in range(4)]
+    expected = [kernels.gguf_linear(x, blocks, 3, 1) for x in inputs]
+    failures: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(30):
+            if not torch.equal(kernels.gguf_linear(inputs[i], blocks, 3, 2), expected[i]):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads) and failures == []
+
+
+def test_spinning_helpers_give_the_same_results(tmp_path) -> None:
+    """RADIXLM_GGUF_SPIN_US (helpers poll for the next product before sleeping) changes no result."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import torch\n"
+        "from radixlm.kernels.cpu import gguf_blocks\n"
+        "from radixlm.kernels.cpu.build import load_gguf_kernels\n"
+        "k = load_gguf_kernels()\n"
+        "g = torch.Generator().manual_seed(5)\n"
+        "b = gguf_blocks.quantize(torch.randn(4096, 256, generator=g), 'q4_0')\n"
+        "x = torch.randn(2, 256, generator=g)\n"
+        "ref = k.gguf_linear(x, b, 2, 1)\n"
+        "assert all(torch.equal(k.gguf_linear(x, b, 2, 2), ref) for _ in range(50))\n"
+        "print('ok')\n"
+    )
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's radixlm, not an installed one
+    env = {**os.environ, "RADIXLM_GGUF_SPIN_US": "100",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
