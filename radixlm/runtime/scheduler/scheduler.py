@@ -43,6 +43,7 @@ from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.queue_timeout import expire_waiting
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
@@ -76,6 +77,7 @@ class Scheduler:
         self.running: list[Req] = []
         self.chunked: Optional[Req] = None
         self.pending_outputs: list[ReqTokenOut] = []
+        self.requests = RequestIndex()
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self.counters = StepCounters()
@@ -106,6 +108,7 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        self.requests.add(req)
         error = self._admission_error(req)
         if error is not None:
             self._finish(req, FinishAbort(error))
@@ -128,17 +131,15 @@ class Scheduler:
         return None
 
     def _on_abort(self, msg: AbortReq) -> None:
-        def named(req: Req) -> bool:
-            return msg.rid in (req.rid, req.group_rid)
-
-        for queue in (self.waiting, self.grammars.pending):
-            for req in [r for r in queue if named(r)]:
+        """Abort the request whose rid is exactly ``msg.rid`` and the samples it spawned."""
+        for req in self.requests.named(msg.rid):
+            queue = next((q for q in (self.waiting, self.grammars.pending) if any(r is req for r in q)), None)
+            if queue is not None:
                 queue.remove(req)
                 self.grammars.discard(req)
                 self._finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
-        for req in self.running + ([self.chunked] if self.chunked else []):
-            if named(req):
-                req.to_abort = "aborted"  # reaped at the start of the next step
+            else:
+                req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
 
     def _on_release_pins(self, msg: ReleasePinsReq) -> None:
         self.pins.release_children(msg.unpin_rids)
@@ -349,6 +350,7 @@ class Scheduler:
 
     def _finish(self, req: Req, reason: FinishReason) -> None:
         req.finish_reason = reason
+        self.requests.forget(req)
         if req.pin_children and not isinstance(reason, FinishAbort):
             self.pins.add(req)
         self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
