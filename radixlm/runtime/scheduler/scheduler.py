@@ -39,7 +39,7 @@ from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.queue_timeout import expire_waiting
+from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
@@ -172,6 +172,7 @@ class Scheduler:
         self.waiting.extend(self.grammars.poll(self._finish_with_error, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
         expire_waiting(self.waiting, self.args.queue_timeout, self._finish)
+        expire_grammar_waits(self.grammars, self.args.queue_timeout, self._finish)
         batch = self._schedule()
         if batch is not None:
             try:
