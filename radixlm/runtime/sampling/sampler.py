@@ -81,12 +81,14 @@ def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: li
         if i not in errors:
             _guarded(errors, i, apply_row_penalties, logits, i, req, eos_token_ids)
             _guarded(errors, i, apply_row_logit_bias, logits, i, req)
-    # NOTE: max propagates NaN, so one reduction finds NaN, +inf and all -inf rows.
-    not_finite = (~torch.isfinite(logits.max(dim=-1).values)).nonzero().flatten().tolist()
-    for i in not_finite:
+    argmax = torch.argmax(logits, dim=-1)
+    # NOTE: argmax picks a NaN when there is one, so the chosen logit alone tells NaN, +inf and
+    # all -inf rows apart from sound ones: a gather of one value per row, no second pass.
+    best = logits.gather(1, argmax.unsqueeze(1)).squeeze(1)
+    for i in (~torch.isfinite(best)).nonzero().flatten().tolist():
         errors.setdefault(i, "its logits are not finite (NaN, +inf, or every token masked)")
 
-    next_ids = torch.argmax(logits, dim=-1).tolist()
+    next_ids = argmax.tolist()
     for i, req in enumerate(reqs):
         if not req.sampling_params.is_greedy and i not in errors:
             drawn = _guarded(errors, i, sample_row, logits[i], req)
