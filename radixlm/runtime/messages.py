@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from radixlm.runtime.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 # The ``status_code`` of an abort the client asked for (nginx's "client closed request"): a normal
@@ -35,7 +36,8 @@ class TokenizedGenerateReq:
     pin_children: int = 0
     unpin_rids: list[str] = field(default_factory=list)
     pin_timeout_s: Optional[float] = None  # how long the pin may last; None: the server's pin_timeout_s
-    # The client's rid when this is one sample of an ``n > 1`` request: aborting it aborts every sample.
+    # The client's rid when this is one sample of an ``n > 1`` request (its parent): aborting the
+    # parent aborts every sample.
     group_rid: Optional[str] = None
 
 
@@ -144,8 +146,9 @@ class SchedulerDied:
 
 
 def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerateReq]:
-    """Split ``n > 1`` into ``n`` requests ``{rid}-{i}`` (seeds ``seed + i``), sharing the prompt's
-    KV through the radix cache. Front ends merge the outputs back in order."""
+    """Split ``n > 1`` into ``n`` requests (seeds ``seed + i``) under the internal ids
+    ``request_ids.sample_rid(rid, i)``, each naming ``rid`` as its ``group_rid``; they share the
+    prompt's KV through the radix cache. Front ends merge the outputs back in order."""
     n = req.sampling_params.n
     if n == 1:
         return [req]
@@ -153,5 +156,6 @@ def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerate
     out = []
     for i in range(n):
         params = dataclasses.replace(req.sampling_params, n=1, seed=None if seed is None else seed + i)
-        out.append(dataclasses.replace(req, rid=f"{req.rid}-{i}", group_rid=req.rid, sampling_params=params))
+        out.append(dataclasses.replace(req, rid=sample_rid(req.rid, i), group_rid=req.rid,
+                                       sampling_params=params))
     return out

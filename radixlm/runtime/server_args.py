@@ -96,6 +96,7 @@ class ServerArgs:
     max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices (all together)
     max_program_nodes: int = 1024
     health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
+    max_forward_failures: int = 3  # forward passes failing in a row before the runtime stops
     shutdown_grace_s: float = 10.0  # on SIGTERM, in-flight requests get this long to finish
     # Parallelism (SGLang's flags): tensor-parallel ranks over nnodes machines, data-parallel replicas
     tp_size: int = 1

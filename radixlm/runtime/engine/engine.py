@@ -114,7 +114,9 @@ class Engine:
         return _collect(list(await asyncio.gather(*futures)), single)
 
     def abort(self, rid: str) -> None:
-        self._loop.post(SchedulerCall(AbortReq(rid)))
+        """Abort the request with client rid ``rid`` and every sample it spawned (nothing else)."""
+        for internal_id in self._loop.family(rid):
+            self._loop.post(SchedulerCall(AbortReq(internal_id)))
 
     def flush_cache(self, empty_cache: bool = False) -> bool:
         """Drop the prefix cache; False (and nothing done) while requests are running. With
@@ -147,7 +149,7 @@ class Engine:
         """The checked requests, their rids claimed; a rid in flight raises ``ValueError``."""
         reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
         try:
-            self._loop.reserve_rids([r.rid for r in reqs])
+            self._loop.reserve(reqs)
         except ValueError:
             for req in reqs:  # never admitted: release the parents' pins as a rejection would
                 if req.unpin_rids:

@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
+from radixlm.runtime.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
 
@@ -39,7 +40,7 @@ class GenerateArgs:
         sample that will not be admitted."""
         ids_list, single = self._prompts(tokenizer)
         params = self._params(len(ids_list))
-        rids = self.rid if isinstance(self.rid, list) else [self.rid] * len(ids_list)
+        rids = self._rids(len(ids_list))
         reqs: list[TokenizedGenerateReq] = []
         try:
             for ids, p, rid in zip(ids_list, params, rids):
@@ -83,6 +84,22 @@ class GenerateArgs:
         if not ids_list:
             raise ValueError("prompt must not be an empty list")
         return ids_list, single
+
+    def _rids(self, count: int) -> list[Optional[str]]:
+        """One client rid (or None: the engine makes one) per prompt; ``ValueError`` for a rid that
+        is not a valid client rid or is named twice."""
+        rids = list(self.rid) if isinstance(self.rid, list) else [self.rid] * count
+        if len(rids) != count:
+            raise ValueError(f"rid must name one rid per prompt ({count}), not {len(rids)}")
+        given = [r for r in rids if r is not None]
+        for i, rid in enumerate(given):
+            try:
+                check_client_rid(rid)
+            except InvalidRid as e:
+                raise ValueError(str(e)) from e
+            if rid in given[:i]:
+                raise ValueError(f"a request with rid {rid!r} is already running (named twice in one call)")
+        return rids
 
     def _params(self, count: int) -> list[SamplingParams]:
         if isinstance(self.sampling_params, list):

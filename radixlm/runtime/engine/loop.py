@@ -70,9 +70,11 @@ class EngineLoop:
         self.error: Optional[BaseException] = None
         self._inbox: queue.Queue[Submission] = queue.Queue()
         self._trackers: dict[str, RequestTracker] = {}
-        # NOTE: rids are reserved by the caller's thread before submission and freed by the loop when
-        # the request finishes, so two requests in flight never share a rid (a tracker per rid).
-        self._in_flight: set[str] = set()
+        # NOTE: client rids are reserved by the caller's thread before submission, with the internal
+        # ids of the requests they spawned (their samples), and freed by the loop when the last one
+        # finishes: two requests in flight never share a rid, and an abort names exactly one family.
+        self._families: dict[str, set[str]] = {}  # client rid -> internal ids still running
+        self._parent_of: dict[str, str] = {}  # internal id -> client rid
         self._rids_lock = threading.Lock()
         self._deferred: list[IntegrityCheck] = []  # integrity checks wait for idle
         self._stopping = threading.Event()
@@ -84,14 +86,31 @@ class EngineLoop:
         self.check_alive()
         self._inbox.put(submission)
 
-    def reserve_rids(self, rids: list[str]) -> None:
-        """Claim ``rids`` for requests about to be submitted; ``ValueError`` (and nothing claimed)
-        when one is already in flight or named twice."""
+    def reserve(self, reqs: list[TokenizedGenerateReq]) -> None:
+        """Claim the client rids of ``reqs`` (a sample's is its ``group_rid``) and register the
+        samples under them; ``ValueError`` (and nothing claimed) when a client rid is in flight."""
         with self._rids_lock:
-            taken = next((r for i, r in enumerate(rids) if r in self._in_flight or r in rids[:i]), None)
+            parents = {req.rid: req.group_rid or req.rid for req in reqs}
+            taken = next((p for p in parents.values() if p in self._families), None)
             if taken is not None:
                 raise ValueError(f"a request with rid {taken!r} is already running")
-            self._in_flight.update(rids)
+            for rid, parent in parents.items():
+                self._families.setdefault(parent, set()).add(rid)
+                self._parent_of[rid] = parent
+
+    def family(self, rid: str) -> list[str]:
+        """The internal ids still running for client rid ``rid`` (none when it is not in flight)."""
+        with self._rids_lock:
+            return sorted(self._families.get(rid, ()))
+
+    def _release(self, rid: str) -> None:
+        with self._rids_lock:
+            parent = self._parent_of.pop(rid, None)
+            family = self._families.get(parent) if parent is not None else None
+            if family is not None:
+                family.discard(rid)
+                if not family:
+                    del self._families[parent]
 
     def post(self, submission: Submission) -> None:
         """Queue ``submission`` without checking the loop (fire and forget)."""
@@ -132,8 +151,7 @@ class EngineLoop:
                         tracker.on_output(out)
                         if out.finished:
                             del self._trackers[out.rid]
-                            with self._rids_lock:
-                                self._in_flight.discard(out.rid)
+                            self._release(out.rid)
                 if self._deferred and not sched.has_work():
                     self._run_integrity_checks()
         except BaseException as e:
@@ -144,7 +162,8 @@ class EngineLoop:
                 tracker.sink(None)
             self._trackers.clear()
             with self._rids_lock:
-                self._in_flight.clear()
+                self._families.clear()
+                self._parent_of.clear()
             for check in self._deferred:
                 check.reply.set_exception(EngineError("the engine stopped"))
 

@@ -5,6 +5,7 @@ from typing import Any, Callable, Optional
 
 from radixlm.runtime.detokenizer.incremental import IncrementalDetokenizer
 from radixlm.runtime.messages import LOGPROB_FIELDS, ReqTokenOut, TokenizedGenerateReq
+from radixlm.runtime.request_ids import public_rid
 from radixlm.runtime.response_builder import ResponseBuilder, TokenText, public_finish_reason
 
 # Receives each response (every output when streaming, else the final one); None: the loop died.
@@ -24,8 +25,8 @@ class RequestTracker:
                                             params.no_stop_trim)
         self.output_ids: list[int] = []
         # NOTE: the Engine always answers with the logprob fields (empty unless asked for).
-        self.response = ResponseBuilder(req.rid, prompt_tokens=len(req.input_ids), token_text=token_text,
-                                        include_logprobs=True)
+        self.response = ResponseBuilder(public_rid(req.rid), prompt_tokens=len(req.input_ids),
+                                        token_text=token_text, include_logprobs=True)
 
     def on_output(self, out: ReqTokenOut) -> None:
         ids = out.new_token_ids.tolist()

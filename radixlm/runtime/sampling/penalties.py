@@ -13,21 +13,27 @@ def apply_penalties(logits: torch.Tensor, reqs: list[SamplingSequence], eos_toke
     - repetition penalty (Hugging Face semantics) over prompt and generated tokens;
     - min_new_tokens: EOS and stop token ids are banned until that many tokens exist.
     """
-    vocab = logits.shape[1]
     for i, req in enumerate(reqs):
-        p = req.sampling_params
-        if p.frequency_penalty or p.presence_penalty:
-            if req.output_ids:
-                generated = torch.tensor(req.output_ids, dtype=torch.int64)
-                counts = torch.bincount(generated, minlength=vocab)[:vocab]
-                counts = counts.to(device=logits.device, dtype=logits.dtype)
-                logits[i] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
-        if p.repetition_penalty != 1.0:
-            seen = torch.tensor(sorted(set(req.fill_ids)), dtype=torch.int64, device=logits.device)
-            seen = seen[seen < vocab]
-            vals = logits[i, seen]
-            logits[i, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
-        if len(req.output_ids) < p.min_new_tokens:
-            banned = [t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab]
-            if banned:
-                logits[i, banned] = float("-inf")
+        apply_row_penalties(logits, i, req, eos_token_ids)
+
+
+def apply_row_penalties(logits: torch.Tensor, i: int, req: SamplingSequence,
+                        eos_token_ids: list[int]) -> None:
+    """``apply_penalties`` for row ``i`` only (it touches no other row)."""
+    vocab = logits.shape[1]
+    p = req.sampling_params
+    if p.frequency_penalty or p.presence_penalty:
+        if req.output_ids:
+            generated = torch.tensor(req.output_ids, dtype=torch.int64)
+            counts = torch.bincount(generated, minlength=vocab)[:vocab]
+            counts = counts.to(device=logits.device, dtype=logits.dtype)
+            logits[i] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
+    if p.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(set(req.fill_ids)), dtype=torch.int64, device=logits.device)
+        seen = seen[seen < vocab]
+        vals = logits[i, seen]
+        logits[i, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if len(req.output_ids) < p.min_new_tokens:
+        banned = [t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab]
+        if banned:
+            logits[i, banned] = float("-inf")

@@ -2,12 +2,12 @@
 seeded generators, so a request draws the same tokens whatever else shares its batch."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 import torch
 
-from radixlm.runtime.sampling.penalties import apply_penalties
+from radixlm.runtime.sampling.penalties import apply_row_penalties
 from radixlm.runtime.sampling.sequence import SamplingSequence
 
 
@@ -17,6 +17,8 @@ class SampleOutput:
     # Per row, the model's (raw) logprob of the chosen token and the top-k, for rows that asked.
     logprobs: list[Optional[float]]
     top_logprobs: list[Optional[list[tuple[float, int]]]]
+    # Rows whose sampling failed (their next token is meaningless), by row: what went wrong.
+    errors: dict[int, str] = field(default_factory=dict)
 
 
 def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
@@ -51,34 +53,66 @@ def sample_row(logits: torch.Tensor, req: SamplingSequence) -> int:
 def apply_logit_bias(logits: torch.Tensor, reqs: list[SamplingSequence]) -> None:
     """Add each request's ``logit_bias`` to its row in place (rows without one cost nothing)."""
     for i, req in enumerate(reqs):
-        bias = req.sampling_params.logit_bias_tensors
-        if bias is not None:
-            ids, values = bias
-            logits[i, ids.to(logits.device)] += values.to(logits.device, logits.dtype)
+        apply_row_logit_bias(logits, i, req)
 
 
-def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int]) -> SampleOutput:
-    """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied)."""
+def apply_row_logit_bias(logits: torch.Tensor, i: int, req: SamplingSequence) -> None:
+    bias = req.sampling_params.logit_bias_tensors
+    if bias is not None:
+        ids, values = bias
+        logits[i, ids.to(logits.device)] += values.to(logits.device, logits.dtype)
+
+
+def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int],
+           errors: Optional[dict[int, str]] = None) -> SampleOutput:
+    """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied).
+
+    A failure that belongs to one row (its penalties, logit_bias or draw raising, or logits that are
+    not finite: NaN, +inf, every token masked) is reported in ``SampleOutput.errors`` and the other
+    rows are sampled as if it were not there: each row's processing touches only its own row.
+    ``errors`` (rows already failed, e.g. by their grammar mask) are skipped and passed on.
+    """
+    errors = dict(errors or {})
     want_logprobs = [r.return_logprob for r in reqs]
     raw_logprobs = None
     if any(want_logprobs):
         raw_logprobs = torch.log_softmax(logits.float(), dim=-1)
-    apply_penalties(logits, reqs, eos_token_ids)
-    apply_logit_bias(logits, reqs)
-
-    next_ids = torch.argmax(logits, dim=-1).tolist()
     for i, req in enumerate(reqs):
-        if not req.sampling_params.is_greedy:
-            next_ids[i] = sample_row(logits[i], req)
+        if i not in errors:
+            _guarded(errors, i, apply_row_penalties, logits, i, req, eos_token_ids)
+            _guarded(errors, i, apply_row_logit_bias, logits, i, req)
+    argmax = torch.argmax(logits, dim=-1)
+    # NOTE: argmax picks a NaN when there is one, so the chosen logit alone tells NaN, +inf and
+    # all -inf rows apart from sound ones: a gather of one value per row, no second pass.
+    best = logits.gather(1, argmax.unsqueeze(1)).squeeze(1)
+    for i in (~torch.isfinite(best)).nonzero().flatten().tolist():
+        errors.setdefault(i, "its logits are not finite (NaN, +inf, or every token masked)")
+
+    next_ids = argmax.tolist()
+    for i, req in enumerate(reqs):
+        if not req.sampling_params.is_greedy and i not in errors:
+            drawn = _guarded(errors, i, sample_row, logits[i], req)
+            next_ids[i] = next_ids[i] if drawn is None else drawn
 
     logprobs: list[Optional[float]] = [None] * len(reqs)
     tops: list[Optional[list[tuple[float, int]]]] = [None] * len(reqs)
     if raw_logprobs is not None:
         for i, req in enumerate(reqs):
-            if not want_logprobs[i]:
+            if not want_logprobs[i] or i in errors:
                 continue
             logprobs[i] = float(raw_logprobs[i, next_ids[i]])
             if req.top_logprobs_num > 0:
                 vals, ids = torch.topk(raw_logprobs[i], req.top_logprobs_num)
                 tops[i] = list(zip(vals.tolist(), ids.tolist()))
-    return SampleOutput(next_ids, logprobs, tops)
+    return SampleOutput(next_ids, logprobs, tops, errors)
+
+
+def _guarded(errors: dict[int, str], row: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``; an exception is recorded as row ``row``'s error (and None returned)."""
+    if row in errors:
+        return None
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - one row's failure must not take the batch down
+        errors[row] = f"{fn.__name__} raised {type(e).__name__}: {e}"
+        return None

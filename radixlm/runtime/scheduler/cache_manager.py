@@ -123,6 +123,14 @@ class CacheManager:
         req.last_node = match.last_node
         req.prefix_len = req.kv_len
 
+    def free_step_slots(self, req: Req) -> None:
+        """Give back the slots taken for this step (``[kv_len, kv_len + extend_len)`` of its row)
+        without computing them: the step failed, whatever they hold must not enter the tree."""
+        if req.row is not None and req.extend_len > 0:
+            row = self.req_to_token_pool.req_to_token[req.row]
+            self.allocator.free(row[req.kv_len : req.kv_len + req.extend_len].clone())
+        req.extend_len = 0
+
     def release(self, req: Req) -> None:
         """The one release path (finish, abort, retraction): cache what was computed, free the rest."""
         if req.row is None:

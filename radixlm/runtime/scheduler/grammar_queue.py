@@ -86,17 +86,27 @@ class GrammarQueue:
         self._futures.pop(id(req), None)
         self._deadlines.pop(id(req), None)
 
-    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> None:
-        """Mask the constrained rows of ``logits`` in place; unconstrained rows cost nothing."""
+    def apply_masks(self, reqs: list[Req], logits: torch.Tensor) -> dict[int, str]:
+        """Mask the constrained rows of ``logits`` in place; unconstrained rows cost nothing.
+
+        Returns the rows whose matcher failed to fill its mask (row -> what it raised); those rows
+        are left unmasked and must not be sampled."""
         rows = [i for i, r in enumerate(reqs) if r.grammar is not None]
+        errors: dict[int, str] = {}
         if not rows:
-            return
+            return errors
         words = (logits.shape[1] + 31) // 32
         bitmask = torch.zeros((len(rows), words), dtype=torch.int32)
         for j, i in enumerate(rows):
-            reqs[i].grammar.fill_bitmask(bitmask, j)
-        apply_token_bitmask(logits, bitmask.to(logits.device),
-                            torch.tensor(rows, dtype=torch.int64, device=logits.device))
+            try:
+                reqs[i].grammar.fill_bitmask(bitmask, j)
+            except Exception as e:  # noqa: BLE001 - one matcher's failure is its request's
+                errors[i] = f"its grammar matcher failed to give the allowed tokens: {type(e).__name__}: {e}"
+        keep = [j for j, i in enumerate(rows) if i not in errors]
+        if keep:
+            indices = torch.tensor([rows[j] for j in keep], dtype=torch.int64, device=logits.device)
+            apply_token_bitmask(logits, bitmask[keep].to(logits.device), indices)
+        return errors
 
     def shutdown(self) -> None:
         if self._backend is not None:

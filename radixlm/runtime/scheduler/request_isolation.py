@@ -35,6 +35,7 @@ def drop_request(scheduler: Any, rid: str) -> None:
         for req in [r for r in queue if r.rid == rid]:
             queue.remove(req)
             scheduler.grammars.discard(req)
+            scheduler.requests.forget(req)
             scheduler.pins.on_admitted(req)  # its parents' pins: it will never be admitted
 
 

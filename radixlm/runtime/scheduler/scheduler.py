@@ -6,7 +6,6 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -24,7 +23,6 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
 )
 from radixlm.runtime.model_runner import ModelRunner
-from radixlm.runtime.sampling.sampler import sample
 from radixlm.runtime.scheduler.batch_builder import (
     build_decode_batch,
     build_extend_batch,
@@ -41,10 +39,12 @@ from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.queue_timeout import expire_waiting
+from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.scheduler.step_counters import StepCounters
+from radixlm.runtime.scheduler.step_isolation import ForwardFailures, fail_forward_batch, sample_and_advance
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_output import take_token_output
 from radixlm.runtime.server_args import ServerArgs
@@ -76,6 +76,9 @@ class Scheduler:
         self.running: list[Req] = []
         self.chunked: Optional[Req] = None
         self.pending_outputs: list[ReqTokenOut] = []
+        self.requests = RequestIndex()
+        tp_size = getattr(server_args, "tp_size", 1)
+        self.forward_failures = ForwardFailures(1 if tp_size > 1 else server_args.max_forward_failures)
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self.counters = StepCounters()
@@ -106,6 +109,7 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        self.requests.add(req)
         error = self._admission_error(req)
         if error is not None:
             self._finish(req, FinishAbort(error))
@@ -128,17 +132,15 @@ class Scheduler:
         return None
 
     def _on_abort(self, msg: AbortReq) -> None:
-        def named(req: Req) -> bool:
-            return msg.rid in (req.rid, req.group_rid)
-
-        for queue in (self.waiting, self.grammars.pending):
-            for req in [r for r in queue if named(r)]:
+        """Abort the request whose rid is exactly ``msg.rid`` and the samples it spawned."""
+        for req in self.requests.named(msg.rid):
+            queue = next((q for q in (self.waiting, self.grammars.pending) if any(r is req for r in q)), None)
+            if queue is not None:
                 queue.remove(req)
                 self.grammars.discard(req)
                 self._finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
-        for req in self.running + ([self.chunked] if self.chunked else []):
-            if named(req):
-                req.to_abort = "aborted"  # reaped at the start of the next step
+            else:
+                req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
 
     def _on_release_pins(self, msg: ReleasePinsReq) -> None:
         self.pins.release_children(msg.unpin_rids)
@@ -170,10 +172,17 @@ class Scheduler:
         self.waiting.extend(self.grammars.poll(self._finish_with_error, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
         expire_waiting(self.waiting, self.args.queue_timeout, self._finish)
+        expire_grammar_waits(self.grammars, self.args.queue_timeout, self._finish)
         batch = self._schedule()
         if batch is not None:
-            logits = self.runner.forward(batch.forward_batch)
-            self._process(batch, logits)
+            try:
+                logits = self.runner.forward(batch.forward_batch)
+            except Exception as exc:  # batch-wide; repeated: BrokenRuntime (step_isolation.py)
+                self.forward_failures.on_failure(exc)
+                fail_forward_batch(self, batch, exc)
+            else:
+                self.forward_failures.on_success()
+                self._process(batch, logits)
         self.counters.num_steps += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
@@ -323,32 +332,11 @@ class Scheduler:
         return to_sample, rows
 
     def _sample_and_advance(self, reqs: list[Req], logits: torch.Tensor) -> None:
-        self.grammars.apply_masks(reqs, logits)
-        result = sample(logits, reqs, self.eos_token_ids)
-        self.counters.on_generated(len(reqs))
-        may_jump = self.jump_forward is not None and self.jump_forward.allows(len(self.running))
-        for i, req in enumerate(reqs):
-            token = result.next_token_ids[i]
-            req.output_ids.append(token)
-            if req.first_token_at is None:
-                req.first_token_at = time.perf_counter()
-            if req.return_logprob:
-                req.logprobs.output_tokens.append((result.logprobs[i], token))
-                req.logprobs.output_top.append(result.top_logprobs[i] or [])
-            if req.grammar is not None and not req.grammar.accept_token(token):
-                if token not in self.eos_token_ids:
-                    self._finish(req, FinishAbort(f"grammar rejected token {token}", 500))
-                    continue
-            reason = self.stop_checker.check(req)
-            if reason is None and may_jump and self.jump_forward.apply(req):
-                reason = self.stop_checker.check(req)
-            if reason is not None:
-                self._finish(req, reason)
-            elif req.stream:
-                self.pending_outputs.append(take_token_output(req))
+        sample_and_advance(self, reqs, logits)
 
     def _finish(self, req: Req, reason: FinishReason) -> None:
         req.finish_reason = reason
+        self.requests.forget(req)
         if req.pin_children and not isinstance(reason, FinishAbort):
             self.pins.add(req)
         self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent

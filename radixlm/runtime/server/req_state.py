@@ -12,6 +12,7 @@ import time
 from typing import Any, AsyncIterator, Optional
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS, ReqTextOut
+from radixlm.runtime.request_ids import public_rid
 from radixlm.runtime.response_builder import ResponseBuilder, TokenText
 from radixlm.runtime.server.errors import ApiError
 
@@ -25,7 +26,7 @@ class SampleState:
         self.index = index
         self.rid = rid  # the scheduler's rid of this sample
         self.request_rid = request_rid  # the rid of the prompt it samples (abort_request uses it)
-        self.response = ResponseBuilder(rid, prompt_tokens=prompt_tokens, token_text=token_text,
+        self.response = ResponseBuilder(public_rid(rid), prompt_tokens=prompt_tokens, token_text=token_text,
                                         include_logprobs=group.return_logprob, started_at=group.created_at)
         self.error: Optional[ApiError] = None
         self.dirty = False

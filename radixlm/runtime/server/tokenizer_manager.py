@@ -34,6 +34,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
+from radixlm.runtime.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.admission import OFF_LOOP_TOKENIZE_CHARS, Admission, max_token_chars
@@ -80,8 +81,8 @@ class TokenizerManager:
         ctx = zmq.asyncio.Context()
         self._push = zmq_socket(ctx, zmq.PUSH, addrs.scheduler, bind=False)
         self._pull = zmq_socket(ctx, zmq.PULL, addrs.tokenizer_manager, bind=True)
-        self._samples: dict[str, SampleState] = {}  # scheduler rid -> sample
-        self._by_rid: dict[str, list[SampleState]] = {}  # request rid -> its samples
+        self._samples: dict[str, SampleState] = {}  # scheduler rid (a sample's internal id) -> sample
+        self._by_rid: dict[str, list[SampleState]] = {}  # client rid -> the samples it spawned
         self._replies: dict[type, deque[asyncio.Future]] = defaultdict(deque)
         self._recv_task: Optional[asyncio.Task] = None
         self.dead: Optional[str] = None
@@ -157,15 +158,15 @@ class TokenizerManager:
         try:
             for item in items:
                 rid = item.rid or uuid.uuid4().hex
-                self._check_rids_free([rid], requests)
+                self._check_rid_free(rid, requests)
                 if sum(len(t) for t in _prompt_texts(item)) > OFF_LOOP_TOKENIZE_CHARS:
                     req = await asyncio.to_thread(self.build_request, item, rid, stream)
                 else:
                     req = self.build_request(item, rid, stream)
                 requests.append((rid, req, expand_parallel_samples(req)))
             # NOTE: checked again after the awaits above, and registered with no await in between.
-            for i, (rid, _, sample_reqs) in enumerate(requests):
-                self._check_rids_free([rid, *(s.rid for s in sample_reqs)], requests[:i])
+            for i, (rid, _, _) in enumerate(requests):
+                self._check_rid_free(rid, requests[:i])
             self.admission.check(len(self._samples), sum(len(samples) for _, _, samples in requests))
         except ApiError:
             await self._release_parent_pins(items)
@@ -182,13 +183,17 @@ class TokenizerManager:
                 await self._push.send_pyobj(sample_req)
         return group
 
-    def _check_rids_free(self, rids: list[str], earlier: list[tuple[str, Any, list[Any]]]) -> None:
-        """400 when a rid is in flight: another request's rid or one of its samples' ``{rid}-{i}``
-        ids (an alias would route outputs to the wrong client), or taken earlier in this batch."""
-        taken = {r for rid, _, samples in earlier for r in (rid, *(s.rid for s in samples))}
-        for rid in rids:
-            if rid in self._by_rid or rid in self._samples or rid in taken:
-                raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
+    def _check_rid_free(self, rid: str, earlier: list[tuple[str, Any, list[Any]]]) -> None:
+        """400 when ``rid`` is not a valid client rid, is in flight, or is taken earlier in this batch.
+
+        Only client rids are compared: samples run under ids no client rid can hold
+        (``request_ids.sample_rid``), so ``grp-0`` is free while ``grp`` runs with ``n = 2``."""
+        try:
+            check_client_rid(rid)
+        except InvalidRid as e:
+            raise ApiError(str(e), param="rid") from e
+        if rid in self._by_rid or any(rid == taken for taken, _, _ in earlier):
+            raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
 
     async def _release_parent_pins(self, rejected: list[GenerateItem]) -> None:
         """Rejected children are never admitted: release their parents' pins (once per sample)."""
@@ -204,13 +209,15 @@ class TokenizerManager:
                     await self._push.send_pyobj(ReleasePinsReq([rid]))
 
     async def abort(self, group: ReqGroup) -> None:
-        """Abort every unfinished sample of ``group`` (client gone); the scheduler frees its KV."""
+        """Abort every unfinished sample of ``group`` (client gone), each by its exact id; the
+        scheduler frees their KV."""
         for sample in group.samples:
             if not sample.finished and self.dead is None:
                 await self._push.send_pyobj(AbortReq(sample.rid))
 
     async def abort_rid(self, rid: str) -> bool:
-        """Abort a request by the rid its client gave; False when no such request runs."""
+        """Abort a request by the rid its client gave, and exactly the samples it spawned (tracked
+        in ``_by_rid``); False when no request with that rid runs."""
         samples = self._by_rid.get(rid)
         if not samples:
             return False

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq, expand_parallel_samples
+from radixlm.runtime.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
@@ -79,15 +80,17 @@ def test_abort_in_the_middle_of_a_chunked_prefill(scheduler):
 def test_abort_names_one_request_or_every_sample_of_one(scheduler):
     parallel = _request("team-2", 6)
     parallel.sampling_params = SamplingParams(temperature=0, max_new_tokens=50, ignore_eos=True, n=2)
-    for req in [_request("team-1", 7), _request("team-1-x", 9), *expand_parallel_samples(parallel)]:
+    samples = expand_parallel_samples(parallel)
+    # "team-2-0" is what a sample's id used to be: now it is just another client's rid
+    for req in [_request("team-1", 7), _request("team-1-x", 9), _request("team-2-0", 5), *samples]:
         scheduler.handle(req)
     scheduler.step()
     scheduler.handle(AbortReq("team-1"))  # not another client's "team-1-x"
-    scheduler.handle(AbortReq("team-2"))  # both samples "team-2-0" and "team-2-1"
+    scheduler.handle(AbortReq("team-2"))  # both samples, not the client request "team-2-0"
     finished = _drain(scheduler)
     assert {rid for rid, reason in finished.items() if reason["type"] == "abort"} == {
-        "team-1", "team-2-0", "team-2-1"}
-    assert finished["team-1-x"] == {"type": "length", "length": 50}
+        "team-1", sample_rid("team-2", 0), sample_rid("team-2", 1)}
+    assert finished["team-1-x"] == finished["team-2-0"] == {"type": "length", "length": 50}
     _assert_all_free(scheduler)
 
 

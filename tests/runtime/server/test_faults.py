@@ -7,12 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
-from tests.runtime.server.test_processes import start, wait_gone
+from tests.runtime.server.test_processes import children_of, ipc_dirs, start, wait_gone, workers_of
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find child processes")
 
@@ -57,3 +58,75 @@ def test_second_server_on_a_busy_port_fails_clearly(tiny_llama_dir):
         assert second.returncode != 0
         assert f"port {port} is already in use" in second.stderr
         assert httpx.get(first.url + "/health", timeout=10).status_code == 200
+
+
+def _descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [k for p in frontier for k in children_of(p)]
+        found.extend(kids)
+        frontier = kids
+    return found
+
+
+def test_killing_the_scheduler_under_load_fails_every_client_and_stops_everything(tiny_llama_dir):
+    """kill -9 of the scheduler while streams, plain requests and a grammar compile process are busy:
+    every client ends with an error within seconds, the server exits non-zero, and no process of
+    the tree (the compile worker, a grandchild, included) is left behind."""
+    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
+                           context_length=512, grammar_backend="outlines")
+    scheduler, detokenizer = workers_of(handle.pid)
+    (ipc_dir,) = ipc_dirs(handle.pid)
+    long = {"max_new_tokens": 480, "ignore_eos": True}
+    # a constrained request first: its compile starts an outlines worker under the scheduler
+    regex = {"text": "x", "sampling_params": {"max_new_tokens": 4, "regex": "[a-z]{4}"}}
+    assert httpx.post(handle.url + "/generate", json=regex, timeout=120).status_code == 200
+    tree = _descendants(handle.pid)
+    compile_workers = [p for p in _descendants(scheduler)]
+    assert compile_workers, "no compile process started under the scheduler"
+
+    endings: dict[str, str] = {}
+    streaming = threading.Barrier(4 + 1)
+
+    def stream_client(name: str) -> None:
+        body = {"text": name, "stream": True, "sampling_params": long}
+        lines: list[str] = []
+        try:
+            with httpx.stream("POST", handle.url + "/generate", json=body, timeout=60) as r:
+                for line in r.iter_lines():
+                    if not line:
+                        continue
+                    lines.append(line)
+                    if len(lines) == 2:
+                        streaming.wait(30)
+            endings[name] = " | ".join(lines[-2:])
+        except httpx.HTTPError as e:
+            endings[name] = f"transport error: {e}"
+
+    def plain_client(name: str) -> None:
+        try:
+            r = httpx.post(handle.url + "/generate", json={"text": name, "sampling_params": long}, timeout=60)
+            endings[name] = f"{r.status_code} {r.text[:300]}"
+        except httpx.HTTPError as e:
+            endings[name] = f"transport error: {e}"
+
+    clients = [threading.Thread(target=stream_client, args=(f"stream-{i}",)) for i in range(4)]
+    clients += [threading.Thread(target=plain_client, args=(f"plain-{i}",)) for i in range(2)]
+    for t in clients:
+        t.start()
+    streaming.wait(60)  # four streams are producing tokens
+    os.kill(scheduler, signal.SIGKILL)
+    killed_at = time.monotonic()
+    for t in clients:
+        t.join(30)
+        assert not t.is_alive(), "a client hung after the scheduler died"
+    assert handle.process.wait(30) != 0
+    assert time.monotonic() - killed_at < 15, "the server took too long to go down"
+    wait_gone(tree + compile_workers + [detokenizer], timeout=10)
+    assert not os.path.exists(ipc_dir)
+    assert "scheduler process exited unexpectedly" in handle.log()
+    for name, last in endings.items():
+        if name.startswith("stream"):  # an error event then [DONE], or a cut connection
+            assert last.startswith("transport error") or '"error"' in last, (name, last)
+        else:
+            assert last.startswith(("transport error", "500", "503")), (name, last)

@@ -173,30 +173,55 @@ def test_abort_by_rid(client, server):
     assert_kv_idle(client)
 
 
-def test_rids_in_flight_and_sample_rids_are_refused(client, server):
+def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
+    """While ``grp`` runs with n = 2, ``grp`` is refused but ``grp-0`` (what its samples used to run
+    under) is another request; aborting ``grp`` ends its two samples and leaves ``grp-0`` alone."""
     import threading
 
     result = {}
+    long = {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}
 
-    def run():
-        body = {"text": "two samples", "rid": "grp",
-                "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True, "n": 2}}
+    def run(key, body):
         with httpx.Client(base_url=server.url, timeout=60) as c:
-            result["out"] = c.post("/generate", json=body).json()
+            result[key] = c.post("/generate", json=body).json()
 
-    thread = threading.Thread(target=run)
-    thread.start()
+    threads = [threading.Thread(target=run, args=("grp", {"text": "two samples", "rid": "grp",
+                                                          "sampling_params": {**long, "n": 2}})),
+               threading.Thread(target=run, args=("grp-0", {
+                   "text": "a client rid", "rid": "grp-0",
+                   "sampling_params": {**long, "max_new_tokens": 60}}))]
+    for thread in threads:
+        thread.start()
     deadline = time.time() + 20
-    while stats(client)["num_running"] + stats(client)["num_queued"] < 2:
+    while stats(client)["num_running"] + stats(client)["num_queued"] < 3:
         assert time.time() < deadline
         time.sleep(0.01)
-    for rid in ("grp", "grp-0", "grp-1"):  # the request, and the ids its samples run under
-        r = client.post("/generate", json={"text": "x", "rid": rid, "sampling_params": GREEDY})
-        assert r.status_code == 400 and repr(rid) in r.json()["error"]["message"], r.text
+    r = client.post("/generate", json={"text": "x", "rid": "grp", "sampling_params": GREEDY})
+    assert r.status_code == 400 and "'grp'" in r.json()["error"]["message"], r.text
+    bad = client.post("/generate", json={"text": "x", "rid": "grp\x1f0", "sampling_params": GREEDY})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "rid", bad.text
+    assert client.post("/abort_request", json={"rid": "grp\x1f0"}).json() == {"success": False}
     assert client.post("/abort_request", json={"rid": "grp"}).json()["success"]
-    thread.join(30)
-    assert [o["meta_info"]["finish_reason"]["type"] for o in result["out"]] == ["abort", "abort"]
+    for thread in threads:
+        thread.join(30)
+    assert [o["meta_info"]["finish_reason"]["type"] for o in result["grp"]] == ["abort", "abort"]
+    assert [o["meta_info"]["id"] for o in result["grp"]] == ["grp-0", "grp-1"]
+    assert result["grp-0"]["meta_info"]["finish_reason"] == {"type": "length", "length": 60}
+    assert result["grp-0"]["meta_info"]["id"] == "grp-0"
     assert_kv_idle(client)
+
+
+def test_disconnect_of_an_n4_request_aborts_all_four(client, server):
+    before = stats(client)["num_generated_tokens"]
+    body = {"text": "four samples", "stream": True, "rid": "four",
+            "sampling_params": {"max_new_tokens": 400, "temperature": 0.7, "ignore_eos": True, "n": 4}}
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        with c.stream("POST", "/generate", json=body) as r:
+            for i, _ in enumerate(r.iter_lines()):
+                if i > 6:
+                    break
+    assert_kv_idle(client)
+    assert stats(client)["num_generated_tokens"] - before < 4 * 400 / 2  # all four stopped early
 
 
 def test_client_disconnect_mid_stream_frees_kv(client, server):
@@ -219,4 +244,34 @@ def test_invalid_burst_between_valid_requests(client):
         assert client.post("/generate", json=bad).status_code == 400
         assert client.post("/generate",
                            json={"text": "valid", "sampling_params": GREEDY}).json()["text"] == expected
+    assert_kv_idle(client)
+
+
+def test_openai_n3_abort_by_rid_ends_its_choices_only(client, server):
+    """/abort_request with an OpenAI request's rid ends its three choices, not a look-alike rid's."""
+    import threading
+
+    result = {}
+
+    def run(key, body):
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            result[key] = c.post("/v1/completions", json=body)
+
+    long = {"model": "m", "max_tokens": 300, "temperature": 0.5, "ignore_eos": True}
+    threads = [threading.Thread(target=run, args=("oa", {**long, "prompt": "three", "n": 3, "rid": "oa"})),
+               threading.Thread(target=run, args=("oa-1", {**long, "prompt": "one", "rid": "oa-1",
+                                                           "max_tokens": 60}))]
+    before = stats(client)["num_generated_tokens"]
+    for thread in threads:
+        thread.start()
+    deadline = time.time() + 20
+    while stats(client)["num_running"] + stats(client)["num_queued"] < 4:
+        assert time.time() < deadline
+        time.sleep(0.01)
+    assert client.post("/abort_request", json={"rid": "oa"}).json()["success"]
+    for thread in threads:
+        thread.join(30)
+    assert result["oa-1"].status_code == 200
+    assert result["oa-1"].json()["usage"]["completion_tokens"] == 60
+    assert stats(client)["num_generated_tokens"] - before < 60 + 3 * 300 / 2
     assert_kv_idle(client)
