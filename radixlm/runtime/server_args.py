@@ -168,9 +168,6 @@ def check_parallel_args(args: ServerArgs) -> None:
         raise ValueError("nnodes > 1 needs dist_init_addr (host:port of node 0)")
     if args.nnodes > 1 and args.dp_size > 1:
         raise ValueError("dp_size > 1 runs on one node; front several servers with `radixlm router`")
-    if args.tp_size > 1 and args.quantization not in ("auto", "none"):
-        raise ValueError(f"quantization {args.quantization!r} is not sharded under tensor parallelism yet "
-                         "(tp_size > 1): use --quantization none")
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,6 +26,7 @@ from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, 
 from radixlm.runtime.distributed.partition import TPShard
 from radixlm.runtime.distributed.shard_llama import shard_llama
 from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.quantization.methods import QUANTIZATION_METHODS
 
 logger = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.5
@@ -79,10 +80,13 @@ class TensorParallel:
     def rank(self) -> int:
         return self.shard.rank
 
-    def shard_model(self, model: torch.nn.Module) -> int:
-        """Keep this rank's share of ``model``; returns its KV heads. A model that does not split
-        (heads or sizes not divisible) stops the other ranks and leaves the group before raising."""
+    def shard_model(self, model: torch.nn.Module, quantization: str) -> int:
+        """Keep this rank's share of ``model`` (its layers already swapped for ``quantization``);
+        returns its KV heads. A model that does not split (heads or sizes not divisible, a quantized
+        layer's share not whole blocks) or ranks that resolved ``--quantization`` differently stop
+        the other ranks and leave the group before raising."""
         try:
+            agree_on_method(quantization, self.device)
             return shard_llama(model, self.shard)
         except BaseException:
             self.dead = "the model could not be sharded"
@@ -134,6 +138,17 @@ class TensorParallel:
                         self.on_rank_death(self.dead)
                     return
             time.sleep(WATCH_INTERVAL_S)
+
+
+def agree_on_method(method: str, device: torch.device) -> None:
+    """Raise unless every rank serves the same quantization (each resolves ``auto`` and kernel
+    fallbacks on its own machine; ranks multiplying different numbers would serve garbage)."""
+    index = QUANTIZATION_METHODS.index(method)
+    low, high = comm.agree_min(index, device), -comm.agree_min(-index, device)
+    if low != high:
+        raise RuntimeError(f"tensor-parallel ranks resolved --quantization differently "
+                           f"({QUANTIZATION_METHODS[low]} vs {QUANTIZATION_METHODS[high]}); "
+                           f"give one explicitly that every machine can serve")
 
 
 def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen]:
