@@ -10,7 +10,7 @@ import torch
 from radixlm.runtime.attention.factory import create_attention_backend
 from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.distributed.comm import agree_min, destroy_group
-from radixlm.runtime.distributed.tensor_parallel import TensorParallel
+from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_rank
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
@@ -56,8 +56,8 @@ class ModelRunner:
         if self.device.type == "cpu":
             torch.set_num_threads(self._cpu_threads())
         elif self.device.type == "cuda":
-            # one GPU per tensor-parallel rank, counted from the one asked for ("cuda" is GPU 0)
-            self.device = torch.device("cuda", (self.device.index or 0) + tp_rank)
+            # one GPU per tensor-parallel rank of this node, counted from the one asked for ("cuda" is GPU 0)
+            self.device = torch.device("cuda", (self.device.index or 0) + local_rank(server_args, tp_rank))
             torch.cuda.set_device(self.device)
         torch.manual_seed(server_args.seed)
         self.tp: TensorParallel | None = None

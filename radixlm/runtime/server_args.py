@@ -166,6 +166,10 @@ def check_parallel_args(args: ServerArgs) -> None:
         raise ValueError(f"node_rank {args.node_rank} must be in [0, nnodes {args.nnodes})")
     if args.nnodes > 1 and not args.dist_init_addr:
         raise ValueError("nnodes > 1 needs dist_init_addr (host:port of node 0)")
+    if args.dist_init_addr is not None:
+        host, _, port = args.dist_init_addr.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"dist_init_addr {args.dist_init_addr!r} is not host:port")
     if args.nnodes > 1 and args.dp_size > 1:
         raise ValueError("dp_size > 1 runs on one node; front several servers with `radixlm router`")
 

@@ -101,11 +101,24 @@ class TensorParallel:
         """Rank 0: send ``fb``, run this rank's part, return the full logits."""
         if self.dead is not None:
             raise RuntimeError(self.dead)
-        send_batch(fb)
-        attn_backend.init_forward_metadata(fb)
-        logits = comm.gather_last_dim(model(fb))
+        try:
+            send_batch(fb)
+            attn_backend.init_forward_metadata(fb)
+            logits = comm.gather_last_dim(model(fb))
+        except Exception as e:
+            # The other ranks are in a collective this rank left (or a rank on another node died and
+            # the group broke): nothing more can run on this group.
+            self._died(f"tensor-parallel forward failed: {e}")
+            raise RuntimeError(self.dead) from e
         assert logits is not None
         return logits[:, :vocab_size]
+
+    def _died(self, message: str) -> None:
+        """Mark this runner dead and tell ``on_rank_death`` (the server: exit this process)."""
+        self.dead = message
+        logger.error(message)
+        if self.on_rank_death is not None:
+            self.on_rank_death(message)
 
     def stop(self) -> None:
         """Rank 0: stop the other ranks, wait for their processes, leave the group."""
@@ -131,11 +144,10 @@ class TensorParallel:
         while self.workers:
             for i, p in enumerate(list(self.workers), start=1):
                 if p.poll() is not None and p in self.workers:
-                    self.dead = f"tensor-parallel rank {i} exited (exit code {p.returncode})"
-                    logger.error(self.dead)
+                    message = f"tensor-parallel rank {i} exited (exit code {p.returncode})"
+                    self.dead = message  # before the wait below: no new forward may start
                     stop_processes([w for w in self.workers if w is not p])
-                    if self.on_rank_death is not None:
-                        self.on_rank_death(self.dead)
+                    self._died(message)
                     return
             time.sleep(WATCH_INTERVAL_S)
 
@@ -151,16 +163,26 @@ def agree_on_method(method: str, device: torch.device) -> None:
                            f"give one explicitly that every machine can serve")
 
 
+def node_ranks(server_args: Any) -> range:
+    """The tensor-parallel ranks that run on this node (``tp_size / nnodes`` consecutive ones)."""
+    per_node = server_args.tp_size // server_args.nnodes
+    return range(server_args.node_rank * per_node, (server_args.node_rank + 1) * per_node)
+
+
+def local_rank(server_args: Any, rank: int) -> int:
+    """``rank``'s index among its node's ranks (which of the node's GPUs it takes)."""
+    return rank - node_ranks(server_args).start
+
+
 def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen]:
     """Start this node's ranks from ``first_rank`` on (``python -m ...tp_worker``), one process each."""
-    per_node = server_args.tp_size // server_args.nnodes
-    node_first = server_args.node_rank * per_node
+    ranks = node_ranks(server_args)
     # The ranks import the same radixlm as this process, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[3])  # holds radixlm/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
     procs = []
-    for rank in range(max(first_rank, node_first), node_first + per_node):
+    for rank in range(max(first_rank, ranks.start), ranks.stop):
         proc = subprocess.Popen([sys.executable, "-m", "radixlm.runtime.distributed.tp_worker"],
                                 stdin=subprocess.PIPE, env=env)
         assert proc.stdin is not None

@@ -5,9 +5,13 @@ quantized rows), through chunked prefill, radix reuse and retraction, with every
 
 Tolerance: every rank multiplies exactly the weights and int8 activations one process would (blocks
 never straddle ranks; int8 activations are scaled by the whole row's max), so only the order of the
-float sums differs (each rank's partial sums, then the all-reduce). That moves logits by ~1e-6, and
-now and then one activation element lands on the other side of an int8 rounding step in the next
-layer; 2e-3 on the logprobs covers that, measured below 1e-3 here.
+float sums differs (each rank's partial sum, then the all-reduce): logprobs move by ~1e-6. Now and
+then that last-bit difference puts an activation on the other side of an int8 rounding step in the
+next layer, and a token's K/V keeps the step: on these models q4_1 showed it in 2 of 4 generations,
+after which the logprobs of the rest of that generation stay within 1.4e-2 of tp 1's (measured; tp 1
+with o/down computed as two summed halves in one process gives exactly tp 2's numbers, so it is the
+sum order and not the sharding). Hence: greedy tokens equal, every logprob within 3e-2, and most
+(80%) within 1e-5, which a wrong block or scale (tens of percent everywhere) cannot pass.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import save_tiny_gguf, save_tiny_model, tiny_llama_config, tiny_qwen2_config
 
 pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
-LOGPROB_TOL = 2e-3
+LOGPROB_TOL, CLOSE_TOL, CLOSE_SHARE = 3e-2, 1e-5, 0.8
 PROMPTS = ["The quick brown fox jumps over", "A shared system prompt, then user one",
            "A shared system prompt, then user two", "x" * 90]
 GREEDY = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}
@@ -47,10 +51,13 @@ def _run(engine) -> list[dict]:
 
 def _assert_same_generation(got: list[dict], expected: list[dict]) -> None:
     assert [o["output_ids"] for o in got] == [o["output_ids"] for o in expected]
+    diffs = []
     for a, b in zip(got, expected):
         lp_a = [t[0] for t in a["meta_info"]["output_token_logprobs"]]
         lp_b = [t[0] for t in b["meta_info"]["output_token_logprobs"]]
         assert lp_a == pytest.approx(lp_b, abs=LOGPROB_TOL)
+        diffs += [abs(x - y) for x, y in zip(lp_a, lp_b)]
+    assert sum(d <= CLOSE_TOL for d in diffs) >= CLOSE_SHARE * len(diffs)
 
 
 def _tp1_and_tp2(model: str, quantization: str, **kwargs) -> tuple[list[dict], list[dict], dict]:
