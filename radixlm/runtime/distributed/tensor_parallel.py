@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -239,3 +240,14 @@ def run_node(server_args: Any) -> None:
     codes = [p.returncode for p in procs]
     if any(codes):
         raise SystemExit(f"tensor-parallel ranks exited with codes {codes}")
+
+
+def stop_on_sigterm(runner: Any) -> threading.Event | None:
+    """In a server's scheduler process under tensor parallelism: SIGTERM sets the returned event,
+    and the scheduler loop stops between steps and closes the runner, so rank 0 tells every rank
+    (on every node) to exit. Stopping inside a step would leave the others in a collective."""
+    if getattr(runner, "tp", None) is None:
+        return None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    return stop

@@ -5,6 +5,7 @@ stops or dies; inconsistent flags are refused naming the flag."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -25,8 +26,9 @@ def _start_second_node(model: str, addr: str) -> subprocess.Popen:
     """``radixlm serve --nnodes 2 --node-rank 1 ...``: runs rank 1 and waits for node 0."""
     args = ServerArgs(model=model, device="cpu", tp_size=2, nnodes=2, node_rank=1, dist_init_addr=addr,
                       kv_cache_gb=0.05)
+    # its own session: killing the process group is losing the whole second machine
     return subprocess.Popen([sys.executable, "-m", "radixlm.runtime.server.serve_cli", *server_flags(args)],
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def _generate(url: str) -> list[list[int]]:
@@ -39,9 +41,12 @@ def _generate(url: str) -> list[list[int]]:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    """Kill the node's whole process group (its ranks too) if anything is left."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def test_two_nodes_on_localhost_serve_what_one_rank_serves(tiny_llama_dir: str) -> None:
@@ -68,8 +73,7 @@ def test_a_dead_second_node_takes_the_server_down(tiny_llama_dir: str) -> None:
         with launch_server(tiny_llama_dir, device="cpu", tp_size=2, nnodes=2, node_rank=0,
                            dist_init_addr=addr, kv_cache_gb=0.05) as server:
             _generate(server.url)
-            node1.kill()  # the whole second machine, as far as node 0 can tell
-            node1.wait()
+            _stop(node1)  # the whole second machine, as far as node 0 can tell
             # the next batch finds the group broken: the client gets an error, the server stops
             try:
                 r = requests.post(f"{server.url}/generate", json={"text": "hi", "sampling_params": GREEDY},
