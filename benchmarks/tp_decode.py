@@ -4,8 +4,10 @@ per rank, measured end to end through the Engine (time for N + 1 tokens minus ti
 SmolLM2-135M has 9 attention heads, which do not split over 2 ranks, so the default model here is a
 random Llama of the same shape with 8 heads of 64 (hidden 512, 4 KV heads, 30 layers, vocabulary
 49152): the same work per token, divisible by 2. ``--model smollm2-135m --tp 1,3`` runs the real one.
+``--quantization none,q4_1,int8`` compares the weights served (quantized whole, then sharded).
 
     python benchmarks/tp_decode.py --batch 1,8 --steps 32
+    python benchmarks/tp_decode.py --quantization q4_1 --steps 16
 """
 from __future__ import annotations
 
@@ -52,18 +54,23 @@ def main() -> None:
     p.add_argument("--batch", default="1,8")
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--tp", default="1,2")
+    p.add_argument("--quantization", default="none", help="comma-separated --quantization values")
     args = p.parse_args()
     if args.model == "random-8-heads":
         args.model = random_smollm2_shape("/tmp/radixlm-bench-random-8-heads")
-    print("| tp_size | batch | decode step ms |")
-    print("|---:|---:|---:|")
-    for tp in (int(x) for x in args.tp.split(",")):
-        engine = Engine(model=args.model, tp_size=tp, num_threads=1, device="cpu", kv_cache_gb=0.25)
-        try:
-            for batch in (int(b) for b in args.batch.split(",")):
-                print(f"| {tp} | {batch} | {decode_step_ms(engine, batch, args.steps):.1f} |", flush=True)
-        finally:
-            engine.shutdown()
+    print("| quantization | tp_size | batch | decode step ms |")
+    print("|---|---:|---:|---:|")
+    for method in args.quantization.split(","):
+        for tp in (int(x) for x in args.tp.split(",")):
+            engine = Engine(model=args.model, tp_size=tp, num_threads=1, device="cpu", kv_cache_gb=0.25,
+                            quantization=method)
+            served = engine.get_server_info()["quantization"]
+            try:
+                for batch in (int(b) for b in args.batch.split(",")):
+                    ms = decode_step_ms(engine, batch, args.steps)
+                    print(f"| {served} | {tp} | {batch} | {ms:.1f} |", flush=True)
+            finally:
+                engine.shutdown()
 
 
 if __name__ == "__main__":

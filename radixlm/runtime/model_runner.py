@@ -10,7 +10,7 @@ import torch
 from radixlm.runtime.attention.factory import create_attention_backend
 from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.distributed.comm import agree_min, destroy_group
-from radixlm.runtime.distributed.tensor_parallel import TensorParallel
+from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_rank
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
@@ -56,8 +56,8 @@ class ModelRunner:
         if self.device.type == "cpu":
             torch.set_num_threads(self._cpu_threads())
         elif self.device.type == "cuda":
-            # one GPU per tensor-parallel rank, counted from the one asked for ("cuda" is GPU 0)
-            self.device = torch.device("cuda", (self.device.index or 0) + tp_rank)
+            # one GPU per tensor-parallel rank of this node, counted from the one asked for ("cuda" is GPU 0)
+            self.device = torch.device("cuda", (self.device.index or 0) + local_rank(server_args, tp_rank))
             torch.cuda.set_device(self.device)
         torch.manual_seed(server_args.seed)
         self.tp: TensorParallel | None = None
@@ -67,15 +67,15 @@ class ModelRunner:
         self.loaded = load_model(server_args.model, self.device, self.dtype,
                                  tokenizer=server_args.tokenizer,
                                  context_length=server_args.context_length)
-        # NOTE: quantized layers are not sharded yet; under tensor parallelism ``auto`` serves float weights.
-        requested = "none" if self.tp is not None else server_args.quantization
-        self.quantization = serve_quantized(self.loaded.model, requested, server_args.model, self.device)
+        # Quantized whole, then sharded: each rank keeps the values one process would serve.
+        self.quantization = serve_quantized(self.loaded.model, server_args.quantization, server_args.model,
+                                            self.device)
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size
         self.num_kv_heads = self.loaded.num_kv_heads  # this rank's share under tensor parallelism
         if self.tp is not None:
-            self.num_kv_heads = self.tp.shard_model(self.model)
+            self.num_kv_heads = self.tp.shard_model(self.model, self.quantization)
         model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
         if self.context_length > model_max:
             logger.warning("context_length %d exceeds the model's max positions %d",

@@ -167,11 +167,12 @@ def check_parallel_args(args: ServerArgs) -> None:
         raise ValueError(f"node_rank {args.node_rank} must be in [0, nnodes {args.nnodes})")
     if args.nnodes > 1 and not args.dist_init_addr:
         raise ValueError("nnodes > 1 needs dist_init_addr (host:port of node 0)")
+    if args.dist_init_addr is not None:
+        host, _, port = args.dist_init_addr.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"dist_init_addr {args.dist_init_addr!r} is not host:port")
     if args.nnodes > 1 and args.dp_size > 1:
         raise ValueError("dp_size > 1 runs on one node; front several servers with `radixlm router`")
-    if args.tp_size > 1 and args.quantization not in ("auto", "none"):
-        raise ValueError(f"quantization {args.quantization!r} is not sharded under tensor parallelism yet "
-                         "(tp_size > 1): use --quantization none")
 
 
 @functools.lru_cache(maxsize=1)

@@ -48,6 +48,13 @@ def all_reduce(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
+    """The elementwise max of ``t`` over the ranks, in place; returns it."""
+    if dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t
+
+
 def agree_min(value: int, device: torch.device) -> int:
     """The smallest ``value`` any rank passes (so every rank sizes its KV pool alike)."""
     t = torch.tensor([value], dtype=torch.int64, device=device)

@@ -1,7 +1,10 @@
-"""Which slice of a layer each tensor-parallel rank owns."""
+"""Which slice of a layer each tensor-parallel rank owns, and cutting a tensor's rows to it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
+
+import torch
 
 
 @dataclass(frozen=True)
@@ -33,3 +36,17 @@ class TPShard:
                              f"{num_kv_heads} when it is larger")
         first_q, _ = self.even_slice(num_heads, "num_attention_heads")
         return first_q // (num_heads // num_kv_heads), 1
+
+
+def take_rows(t: torch.Tensor, blocks: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """The rows ``[start, start + count)`` of each block, concatenated."""
+    return torch.cat([t.narrow(0, start, count) for start, count in blocks]).contiguous()
+
+
+def padded_rows(t: torch.Tensor, start: int, count: int, fill: float = 0) -> torch.Tensor:
+    """Rows ``[start, start + count)`` of ``t``, rows past its end filled with ``fill``."""
+    out = t.new_full((count, *t.shape[1:]), fill)
+    have = max(0, min(count, t.shape[0] - start))
+    if have:
+        out[:have] = t[start:start + have]
+    return out

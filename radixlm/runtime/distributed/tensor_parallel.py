@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, 
 from radixlm.runtime.distributed.partition import TPShard
 from radixlm.runtime.distributed.shard_llama import shard_llama
 from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.quantization.methods import QUANTIZATION_METHODS
 
 logger = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.5
@@ -79,10 +81,13 @@ class TensorParallel:
     def rank(self) -> int:
         return self.shard.rank
 
-    def shard_model(self, model: torch.nn.Module) -> int:
-        """Keep this rank's share of ``model``; returns its KV heads. A model that does not split
-        (heads or sizes not divisible) stops the other ranks and leaves the group before raising."""
+    def shard_model(self, model: torch.nn.Module, quantization: str) -> int:
+        """Keep this rank's share of ``model`` (its layers already swapped for ``quantization``);
+        returns its KV heads. A model that does not split (heads or sizes not divisible, a quantized
+        layer's share not whole blocks) or ranks that resolved ``--quantization`` differently stop
+        the other ranks and leave the group before raising."""
         try:
+            agree_on_method(quantization, self.device)
             return shard_llama(model, self.shard)
         except BaseException:
             self.dead = "the model could not be sharded"
@@ -97,11 +102,24 @@ class TensorParallel:
         """Rank 0: send ``fb``, run this rank's part, return the full logits."""
         if self.dead is not None:
             raise RuntimeError(self.dead)
-        send_batch(fb)
-        attn_backend.init_forward_metadata(fb)
-        logits = comm.gather_last_dim(model(fb))
+        try:
+            send_batch(fb)
+            attn_backend.init_forward_metadata(fb)
+            logits = comm.gather_last_dim(model(fb))
+        except Exception as e:
+            # The other ranks are in a collective this rank left (or a rank on another node died and
+            # the group broke): nothing more can run on this group.
+            self._died(f"tensor-parallel forward failed: {e}")
+            raise RuntimeError(self.dead) from e
         assert logits is not None
         return logits[:, :vocab_size]
+
+    def _died(self, message: str) -> None:
+        """Mark this runner dead and tell ``on_rank_death`` (the server: exit this process)."""
+        self.dead = message
+        logger.error(message)
+        if self.on_rank_death is not None:
+            self.on_rank_death(message)
 
     def stop(self) -> None:
         """Rank 0: stop the other ranks, wait for their processes, leave the group."""
@@ -127,25 +145,45 @@ class TensorParallel:
         while self.workers:
             for i, p in enumerate(list(self.workers), start=1):
                 if p.poll() is not None and p in self.workers:
-                    self.dead = f"tensor-parallel rank {i} exited (exit code {p.returncode})"
-                    logger.error(self.dead)
+                    message = f"tensor-parallel rank {i} exited (exit code {p.returncode})"
+                    self.dead = message  # before the wait below: no new forward may start
                     stop_processes([w for w in self.workers if w is not p])
-                    if self.on_rank_death is not None:
-                        self.on_rank_death(self.dead)
+                    self._died(message)
                     return
             time.sleep(WATCH_INTERVAL_S)
 
 
+def agree_on_method(method: str, device: torch.device) -> None:
+    """Raise unless every rank serves the same quantization (each resolves ``auto`` and kernel
+    fallbacks on its own machine; ranks multiplying different numbers would serve garbage)."""
+    index = QUANTIZATION_METHODS.index(method)
+    low, high = comm.agree_min(index, device), -comm.agree_min(-index, device)
+    if low != high:
+        raise RuntimeError(f"tensor-parallel ranks resolved --quantization differently "
+                           f"({QUANTIZATION_METHODS[low]} vs {QUANTIZATION_METHODS[high]}); "
+                           f"give one explicitly that every machine can serve")
+
+
+def node_ranks(server_args: Any) -> range:
+    """The tensor-parallel ranks that run on this node (``tp_size / nnodes`` consecutive ones)."""
+    per_node = server_args.tp_size // server_args.nnodes
+    return range(server_args.node_rank * per_node, (server_args.node_rank + 1) * per_node)
+
+
+def local_rank(server_args: Any, rank: int) -> int:
+    """``rank``'s index among its node's ranks (which of the node's GPUs it takes)."""
+    return rank - node_ranks(server_args).start
+
+
 def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen]:
     """Start this node's ranks from ``first_rank`` on (``python -m ...tp_worker``), one process each."""
-    per_node = server_args.tp_size // server_args.nnodes
-    node_first = server_args.node_rank * per_node
+    ranks = node_ranks(server_args)
     # The ranks import the same radixlm as this process, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[3])  # holds radixlm/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
     procs = []
-    for rank in range(max(first_rank, node_first), node_first + per_node):
+    for rank in range(max(first_rank, ranks.start), ranks.stop):
         proc = subprocess.Popen([sys.executable, "-m", "radixlm.runtime.distributed.tp_worker"],
                                 stdin=subprocess.PIPE, env=env)
         assert proc.stdin is not None
@@ -202,3 +240,14 @@ def run_node(server_args: Any) -> None:
     codes = [p.returncode for p in procs]
     if any(codes):
         raise SystemExit(f"tensor-parallel ranks exited with codes {codes}")
+
+
+def stop_on_sigterm(runner: Any) -> threading.Event | None:
+    """In a server's scheduler process under tensor parallelism: SIGTERM sets the returned event,
+    and the scheduler loop stops between steps and closes the runner, so rank 0 tells every rank
+    (on every node) to exit. Stopping inside a step would leave the others in a collective."""
+    if getattr(runner, "tp", None) is None:
+        return None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    return stop

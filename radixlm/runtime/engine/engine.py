@@ -52,6 +52,9 @@ class Engine:
         if self.server_args.dp_size > 1:
             raise ValueError("dp_size > 1 needs the server (radixlm serve / Runtime); the in-process "
                              "Engine runs one replica (tp_size works here)")
+        if self.server_args.node_rank > 0:
+            raise ValueError(f"node_rank {self.server_args.node_rank}: a later node only runs its "
+                             "tensor-parallel ranks (radixlm serve --node-rank k); the Engine is node 0")
         self.scheduler = Scheduler(self.server_args)
         self.tokenizer = self.scheduler.tokenizer
         self.limits = ModelLimits.from_model_info(self.scheduler.model_info(), self.server_args)

@@ -36,18 +36,40 @@ class Int8Linear(nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None,
                  reduce_range: bool = True) -> None:
         super().__init__()
-        self.out_features, self.in_features = weight.shape
         q, scales = quantize_int8_per_channel(weight)
+        self._setup(q, scales, bias, reduce_range)
+
+    @classmethod
+    def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
+                  reduce_range: bool = True) -> Int8Linear:
+        """A layer over already quantized rows ``q`` (int8 ``[N, K]``) with per-row ``scales``."""
+        layer = cls.__new__(cls)
+        nn.Module.__init__(layer)
+        layer._setup(q, scales, bias, reduce_range)
+        return layer
+
+    def _setup(self, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
+               reduce_range: bool) -> None:
+        self.out_features, self.in_features = q.shape
         # quantized tensor types are deprecated in torch 2.13; FBGEMM's packing still takes one
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             qweight = torch._make_per_channel_quantized_tensor(
-                q, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
+                q.contiguous(), scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         self.reduce_range = reduce_range
         self._range_row = torch.zeros(1, self.in_features)
         self._range_row[0, 0], self._range_row[0, -1] = 1.0, -1.0
+
+    def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q, scales)``: the int8 rows ``[N, K]`` and float32 per-row scales, unpacked."""
+        qweight, _ = torch.ops.quantized.linear_unpack(self._packed)
+        return qweight.int_repr(), qweight.q_per_channel_scales().float()
+
+    def row_max(self, flat: torch.Tensor) -> torch.Tensor:
+        """Each input row's max ``|x|`` (the scale its int8 activations are quantized against)."""
+        return flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # FBGEMM quantizes the whole input with one scale from its min and max. Scaling each row to
@@ -55,7 +77,7 @@ class Int8Linear(nn.Module):
         # its own scale (one token's outliers cost the others nothing) and a token's result does not
         # depend on the batch it is in (int32 accumulation is exact in any order).
         flat = _flat(x).float()
-        row_max = flat.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
+        row_max = self.row_max(flat)
         scaled = torch.cat([flat / row_max, self._range_row]).contiguous()
         y = torch.ops.quantized.linear_dynamic(scaled, self._packed, self.reduce_range)[:-1]
         y.mul_(row_max)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -46,12 +47,13 @@ def run_scheduler_process(
     pull = zmq_socket(ctx, zmq.PULL, addrs.scheduler, bind=True)
     push = zmq_socket(ctx, zmq.PUSH, addrs.detokenizer, bind=False)
     try:
-        from radixlm.runtime.distributed.tensor_parallel import exit_on_rank_death
+        from radixlm.runtime.distributed.tensor_parallel import exit_on_rank_death, stop_on_sigterm
 
         if scheduler_factory is None:
             from radixlm.runtime.scheduler.scheduler import Scheduler as scheduler_factory
         scheduler = scheduler_factory(server_args)
         exit_on_rank_death(getattr(scheduler, "runner", None))
+        stop = stop_on_sigterm(getattr(scheduler, "runner", None))
         ready.send(("ready", scheduler.model_info()))
     except Exception:
         ready.send(("error", traceback.format_exc()))
@@ -60,7 +62,8 @@ def run_scheduler_process(
         import torch
 
         with torch.inference_mode():
-            serve_forever(scheduler, pull, push)
+            serve_forever(scheduler, pull, push, stop)
+        scheduler.shutdown()  # only after a stop: rank 0 tells every rank, on every node, to exit
     except Exception:
         # NOTE: the server prints the traceback it receives; exit quietly with status 1.
         push.send_pyobj(SchedulerDied("scheduler", traceback.format_exc()))
@@ -68,13 +71,14 @@ def run_scheduler_process(
         sys.exit(1)
 
 
-def serve_forever(scheduler: Any, pull: Any, push: Any) -> None:
-    """Receive -> handle -> step -> send, forever. Polls without waiting while there is work."""
+def serve_forever(scheduler: Any, pull: Any, push: Any, stop: threading.Event | None = None) -> None:
+    """Receive -> handle -> step -> send, until ``stop`` is set (checked between steps). Polls
+    without waiting while there is work."""
     from radixlm.runtime.messages import BatchTokenOut, Heartbeat
     from radixlm.runtime.scheduler.request_isolation import handle_isolated
 
     last_beat = 0.0
-    while True:
+    while stop is None or not stop.is_set():
         for msg in recv_all(pull, timeout_ms=0 if scheduler.has_work() else IDLE_POLL_MS):
             reply = handle_isolated(scheduler, msg)
             if reply is not None:

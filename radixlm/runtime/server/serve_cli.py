@@ -36,7 +36,10 @@ def run_serve(args: argparse.Namespace) -> None:
     from radixlm.runtime.server.http_server import run_server
 
     names = {f.name for f in dataclasses.fields(ServerArgs)}
-    server_args = ServerArgs(**{k: v for k, v in vars(args).items() if k in names})
+    try:
+        server_args = ServerArgs(**{k: v for k, v in vars(args).items() if k in names})
+    except ValueError as e:  # inconsistent flags: one line naming the option, nothing started
+        raise SystemExit(f"radixlm serve: error: {e}") from None
     if server_args.node_rank > 0:  # a further machine of a tensor-parallel group: ranks only
         from radixlm.runtime.distributed.tensor_parallel import run_node
 
