@@ -1,7 +1,7 @@
 """Per-request state of an llguidance grammar, with the same interface as ``GrammarMatcher``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
@@ -51,6 +51,12 @@ class LLGuidanceMatcher(EosAwareRollback):
             return False
         self._tokens.append(token_id)
         return True
+
+    def broken_reason(self) -> Optional[str]:
+        """Why the grammar itself failed (it allowed a token and then refused it), else None."""
+        if not self._matcher.is_error():
+            return None
+        return self._matcher.get_error() or "the grammar failed"
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         """Write the allowed-token bits into row ``row`` of a CPU int32 ``[bs, ceil(vocab / 32)]`` mask."""

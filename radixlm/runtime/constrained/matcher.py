@@ -61,6 +61,10 @@ class GrammarMatcher(EosAwareRollback):
         self._tokens.append(token_id)
         return True
 
+    def broken_reason(self) -> Optional[str]:
+        """Always None: outlines-core only allows what its automaton accepts."""
+        return None
+
     def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
         """Write the allowed-token bits into row ``row`` of a CPU int32 ``[bs, ceil(vocab / 32)]`` mask.
 

@@ -103,7 +103,11 @@ def _advance(sched: Any, req: Req, result: SampleOutput, i: int, may_jump: bool)
         req.logprobs.output_top.append(result.top_logprobs[i] or [])
     if req.grammar is not None and not req.grammar.accept_token(token):
         if token not in sched.eos_token_ids:
-            sched._finish(req, FinishAbort(f"grammar rejected token {token}", FAILED_STATUS))
+            broken = req.grammar.broken_reason()
+            if broken is not None:  # the client's grammar cannot be satisfied (e.g. root ::= "a" root)
+                sched._finish(req, FinishAbort(f"the grammar cannot be completed: {broken}", 400))
+            else:
+                sched._finish(req, FinishAbort(f"grammar rejected token {token}", FAILED_STATUS))
             return
     reason = sched.stop_checker.check(req)
     if reason is None and may_jump and sched.jump_forward.apply(req):

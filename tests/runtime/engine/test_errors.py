@@ -76,6 +76,14 @@ def test_token_ids_outside_the_vocabulary_are_rejected(small_engine, baseline):
     assert small_engine.generate("still serving?", GREEDY)["output_ids"] == baseline
 
 
+def test_grammar_that_can_never_end_is_a_client_error(small_engine, baseline):
+    """llguidance allows "a", then finds the grammar has no finite string: a ValueError (a 400 over
+    HTTP) naming the grammar, not a server failure."""
+    with pytest.raises(ValueError, match="grammar cannot be completed"):
+        small_engine.generate("ab", {"ebnf": 'root ::= "a" root', "max_new_tokens": 4})
+    assert small_engine.generate("still serving?", GREEDY)["output_ids"] == baseline
+
+
 def test_one_bad_request_in_a_batch_does_not_break_the_others(small_engine, baseline):
     with pytest.raises(ValueError, match="context length"):
         small_engine.generate(["still serving?", "y" * (CONTEXT + 1)], GREEDY)
