@@ -19,7 +19,7 @@ released as usual) and ``prefix_len`` drops to the new length so the private tai
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -151,20 +151,29 @@ class JumpForwardStep:
         batch.sample_rows = [first + count - 1 for first, count in rows]
         return batch
 
-    def verify(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
-        """Check greedy drafts after the forward (``kv_len`` already advanced); the row to sample per request.
+    def verify(self, batch: ScheduledBatch, logits: torch.Tensor,
+               fail: Callable[[Req, str], None]) -> tuple[list[Req], list[int]]:
+        """Check greedy drafts after the forward (``kv_len`` already advanced); the requests to sample
+        and the row each samples from.
 
         A rejected draft token and everything after it are dropped (with their KV); the request then
         samples from the logits at the rejected position, which is what plain decoding would have done.
+        A request whose check raises is handed to ``fail`` and left out; the others go on.
         """
+        to_sample: list[Req] = []
         sample_rows: list[int] = []
         for req, (first, count) in zip(batch.reqs, batch.draft_rows):
             draft = req.jump_draft
             if draft is None:
+                to_sample.append(req)
                 sample_rows.append(first + count - 1)
                 continue
             req.jump_draft = None
-            accepted = self._accepted_prefix(draft, logits[first : first + count - 1])
+            try:
+                accepted = self._accepted_prefix(draft, logits[first : first + count - 1])
+            except Exception as e:  # noqa: BLE001 - one request's grammar must not stop the batch
+                fail(req, f"verifying its jump-forward draft failed: {type(e).__name__}: {e}")
+                continue
             self.stats["draft_tokens"] += len(draft.token_ids)
             self.stats["draft_accepted"] += accepted
             if accepted < len(draft.token_ids):
@@ -175,8 +184,9 @@ class JumpForwardStep:
                 keep = draft.start + accepted
                 del req.output_ids[keep:]
                 self._truncate_kv(req, len(req.origin_input_ids) + keep)
+            to_sample.append(req)
             sample_rows.append(first + accepted)
-        return sample_rows
+        return to_sample, sample_rows
 
     def _accepted_prefix(self, draft: JumpDraft, logits: torch.Tensor) -> int:
         """How many draft tokens equal the masked argmax at their position.

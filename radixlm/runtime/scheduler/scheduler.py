@@ -5,6 +5,7 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable, Optional
 
@@ -44,7 +45,12 @@ from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.scheduler.step_counters import StepCounters
-from radixlm.runtime.scheduler.step_isolation import ForwardFailures, fail_forward_batch, sample_and_advance
+from radixlm.runtime.scheduler.step_isolation import (
+    ForwardFailures,
+    fail_forward_batch,
+    fail_request,
+    sample_and_advance,
+)
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_output import take_token_output
 from radixlm.runtime.server_args import ServerArgs
@@ -288,7 +294,8 @@ class Scheduler:
             self.counters.num_prefill_tokens += batch.num_input_tokens - (len(batch.reqs) - prefill)
             to_sample, rows = self._end_extend(batch, logits)
         elif batch.kind is BatchKind.MIXED:
-            to_sample, rows = batch.reqs, self.jump_forward.verify(batch, logits)
+            fail = functools.partial(fail_request, self)
+            to_sample, rows = self.jump_forward.verify(batch, logits, fail)
         else:  # a decode samples every row in order: its logits are used as they are, no copy
             to_sample, rows = batch.reqs, None
         if to_sample:

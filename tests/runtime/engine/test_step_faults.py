@@ -48,3 +48,52 @@ def test_a_failing_request_raises_and_its_batch_mates_complete(engine, monkeypat
     engine.check_kv_integrity()
     monkeypatch.undo()
     assert engine.generate("faulty no more", PARAMS, rid="faulty")["output_ids"]  # the rid is free
+
+
+def test_a_failing_jump_forward_check_fails_only_its_request(tiny_llama_dir, monkeypatch):
+    """Greedy constrained requests jump forward and verify their drafts after the forward; a check
+    that raises ends that request with an error, and its batch mates give their text alone."""
+    from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
+
+    regex = r'\{"name": "[a-z]{1,6}", "age": [1-9][0-9]?, "city": "[a-z]{1,6}"\}'
+    params = {"temperature": 0, "max_new_tokens": 48, "regex": regex}
+    engine = make_engine(tiny_llama_dir, enable_jump_forward=True, jump_forward_max_batch=1_000_000)
+    try:
+        alone = {p: engine.generate(p, params)["text"] for p in PROMPTS}
+        real_apply, real_check = JumpForwardStep.apply, JumpForwardStep._accepted_prefix
+        faulty_drafts: set[int] = set()
+        checked: list[int] = []
+
+        def apply(self, req):
+            jumped = real_apply(self, req)
+            if req.rid == "faulty" and req.jump_draft is not None:
+                faulty_drafts.add(id(req.jump_draft))
+            return jumped
+
+        def check(self, draft, logits):
+            checked.append(id(draft))
+            if id(draft) in faulty_drafts:
+                raise ArithmeticError("draft check exploded")
+            return real_check(self, draft, logits)
+
+        monkeypatch.setattr(JumpForwardStep, "apply", apply)
+        monkeypatch.setattr(JumpForwardStep, "_accepted_prefix", check)
+        errors: list[BaseException] = []
+
+        def run_faulty() -> None:
+            try:
+                engine.generate("the faulty one", params, rid="faulty")
+            except RuntimeError as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=run_faulty)
+        thread.start()
+        together = engine.generate(list(PROMPTS), params)
+        thread.join(60)
+        assert faulty_drafts & set(checked), "the faulty request's draft was never verified"
+        assert [o["text"] for o in together] == [alone[p] for p in PROMPTS]
+        assert len(errors) == 1 and "draft check exploded" in str(errors[0])
+        assert "jump-forward draft" in str(errors[0])
+        engine.check_kv_integrity()
+    finally:
+        engine.shutdown()
