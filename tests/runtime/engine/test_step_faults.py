@@ -20,6 +20,24 @@ def engine(tiny_llama_dir):
     engine.shutdown()
 
 
+def batched_with_a_faulty_request(engine, params: dict) -> list:
+    """Run rid ``faulty`` in a thread beside a batch of ``PROMPTS``: the errors the faulty request
+    raised, then (last) the batch's outputs."""
+    errors: list = []
+
+    def run_faulty() -> None:
+        try:
+            engine.generate("the faulty one", params, rid="faulty")
+        except RuntimeError as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=run_faulty)
+    thread.start()
+    together = engine.generate(list(PROMPTS), params)
+    thread.join(60)
+    return errors + [together]
+
+
 def test_a_failing_request_raises_and_its_batch_mates_complete(engine, monkeypatch):
     alone = {p: engine.generate(p, PARAMS)["output_ids"] for p in PROMPTS}
     real = sampler.apply_row_penalties
@@ -30,18 +48,8 @@ def test_a_failing_request_raises_and_its_batch_mates_complete(engine, monkeypat
         real(logits, i, req, eos)
 
     monkeypatch.setattr(sampler, "apply_row_penalties", faulty)
-    errors: list[BaseException] = []
-
-    def run_faulty() -> None:
-        try:
-            engine.generate("the faulty one", PARAMS, rid="faulty")
-        except RuntimeError as e:
-            errors.append(e)
-
-    thread = threading.Thread(target=run_faulty)
-    thread.start()
-    together = engine.generate(list(PROMPTS), PARAMS)
-    thread.join(60)
+    errors = batched_with_a_faulty_request(engine, PARAMS)
+    together = errors.pop()
     assert [o["output_ids"] for o in together] == [alone[p] for p in PROMPTS]
     assert len(errors) == 1 and "penalty table overflow" in str(errors[0])
     assert "sampling failed for this request" in str(errors[0])
@@ -78,18 +86,8 @@ def test_a_failing_jump_forward_check_fails_only_its_request(tiny_llama_dir, mon
 
         monkeypatch.setattr(JumpForwardStep, "apply", apply)
         monkeypatch.setattr(JumpForwardStep, "_accepted_prefix", check)
-        errors: list[BaseException] = []
-
-        def run_faulty() -> None:
-            try:
-                engine.generate("the faulty one", params, rid="faulty")
-            except RuntimeError as e:
-                errors.append(e)
-
-        thread = threading.Thread(target=run_faulty)
-        thread.start()
-        together = engine.generate(list(PROMPTS), params)
-        thread.join(60)
+        errors = batched_with_a_faulty_request(engine, params)
+        together = errors.pop()
         assert faulty_drafts & set(checked), "the faulty request's draft was never verified"
         assert [o["text"] for o in together] == [alone[p] for p in PROMPTS]
         assert len(errors) == 1 and "draft check exploded" in str(errors[0])
