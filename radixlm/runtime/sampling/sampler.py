@@ -50,13 +50,8 @@ def sample_row(logits: torch.Tensor, req: SamplingSequence) -> int:
     return int(torch.argmax(probs / noise))
 
 
-def apply_logit_bias(logits: torch.Tensor, reqs: list[SamplingSequence]) -> None:
-    """Add each request's ``logit_bias`` to its row in place (rows without one cost nothing)."""
-    for i, req in enumerate(reqs):
-        apply_row_logit_bias(logits, i, req)
-
-
 def apply_row_logit_bias(logits: torch.Tensor, i: int, req: SamplingSequence) -> None:
+    """Add the request's ``logit_bias`` to row ``i`` in place (a request without one costs nothing)."""
     bias = req.sampling_params.logit_bias_tensors
     if bias is not None:
         ids, values = bias

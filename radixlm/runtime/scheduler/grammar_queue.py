@@ -102,10 +102,12 @@ class GrammarQueue:
                 reqs[i].grammar.fill_bitmask(bitmask, j)
             except Exception as e:  # noqa: BLE001 - one matcher's failure is its request's
                 errors[i] = f"its grammar matcher failed to give the allowed tokens: {type(e).__name__}: {e}"
-        keep = [j for j, i in enumerate(rows) if i not in errors]
-        if keep:
-            indices = torch.tensor([rows[j] for j in keep], dtype=torch.int64, device=logits.device)
-            apply_token_bitmask(logits, bitmask[keep].to(logits.device), indices)
+        if errors:  # only then a copy of the bitmask without the failed rows
+            keep = [j for j, i in enumerate(rows) if i not in errors]
+            bitmask, rows = bitmask[keep], [rows[j] for j in keep]
+        if rows:
+            indices = torch.tensor(rows, dtype=torch.int64, device=logits.device)
+            apply_token_bitmask(logits, bitmask.to(logits.device), indices)
         return errors
 
     def shutdown(self) -> None:

@@ -83,8 +83,9 @@ class Scheduler:
         self.chunked: Optional[Req] = None
         self.pending_outputs: list[ReqTokenOut] = []
         self.requests = RequestIndex()
-        tp_size = getattr(server_args, "tp_size", 1)
-        self.forward_failures = ForwardFailures(1 if tp_size > 1 else server_args.max_forward_failures)
+        # under tensor parallelism one failed forward already leaves the ranks' collectives out of step
+        limit = 1 if server_args.tp_size > 1 else server_args.max_forward_failures
+        self.forward_failures = ForwardFailures(limit)
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self.counters = StepCounters()
@@ -300,7 +301,7 @@ class Scheduler:
             to_sample, rows = batch.reqs, None
         if to_sample:
             chosen = logits if rows is None else logits[torch.tensor(rows, device=logits.device)]
-            self._sample_and_advance(to_sample, chosen)
+            sample_and_advance(self, to_sample, chosen)
         if batch.kind is BatchKind.EXTEND:
             self.running.extend(r for r in to_sample if not r.finished)
         elif batch.kind is BatchKind.MIXED_CHUNK:  # the running decodes, then the newly started
@@ -337,9 +338,6 @@ class Scheduler:
             to_sample.append(req)
             rows.append(row)
         return to_sample, rows
-
-    def _sample_and_advance(self, reqs: list[Req], logits: torch.Tensor) -> None:
-        sample_and_advance(self, reqs, logits)
 
     def _finish(self, req: Req, reason: FinishReason) -> None:
         req.finish_reason = reason

@@ -22,6 +22,12 @@ GREEDY = {"max_new_tokens": 16, "temperature": 0, "ignore_eos": True}
 EXIT_TIMEOUT_S = 60
 
 
+def _start_first_node(model: str, addr: str):
+    """Node 0 of two (tp 2, one rank per node): the server, in this test's process tree."""
+    return launch_server(model, device="cpu", tp_size=2, nnodes=2, node_rank=0, dist_init_addr=addr,
+                         kv_cache_gb=0.05)
+
+
 def _start_second_node(model: str, addr: str) -> subprocess.Popen:
     """``radixlm serve --nnodes 2 --node-rank 1 ...``: runs rank 1 and waits for node 0."""
     args = ServerArgs(model=model, device="cpu", tp_size=2, nnodes=2, node_rank=1, dist_init_addr=addr,
@@ -55,8 +61,7 @@ def test_two_nodes_on_localhost_serve_what_one_rank_serves(tiny_llama_dir: str) 
     addr = f"127.0.0.1:{free_port()}"
     node1 = _start_second_node(tiny_llama_dir, addr)
     try:
-        with launch_server(tiny_llama_dir, device="cpu", tp_size=2, nnodes=2, node_rank=0,
-                           dist_init_addr=addr, kv_cache_gb=0.05) as server:
+        with _start_first_node(tiny_llama_dir, addr) as server:
             assert _generate(server.url) == expected
             info = requests.get(f"{server.url}/get_server_info", timeout=30).json()
             assert info["tp_size"] == 2 and info["nnodes"] == 2
@@ -70,8 +75,7 @@ def test_a_dead_second_node_takes_the_server_down(tiny_llama_dir: str) -> None:
     addr = f"127.0.0.1:{free_port()}"
     node1 = _start_second_node(tiny_llama_dir, addr)
     try:
-        with launch_server(tiny_llama_dir, device="cpu", tp_size=2, nnodes=2, node_rank=0,
-                           dist_init_addr=addr, kv_cache_gb=0.05) as server:
+        with _start_first_node(tiny_llama_dir, addr) as server:
             _generate(server.url)
             _stop(node1)  # the whole second machine, as far as node 0 can tell
             # the next batch finds the group broken: the client gets an error, the server stops
@@ -90,8 +94,7 @@ def test_a_killed_first_node_ends_the_second(tiny_llama_dir: str) -> None:
     addr = f"127.0.0.1:{free_port()}"
     node1 = _start_second_node(tiny_llama_dir, addr)
     try:
-        server = launch_server(tiny_llama_dir, device="cpu", tp_size=2, nnodes=2, node_rank=0,
-                               dist_init_addr=addr, kv_cache_gb=0.05)
+        server = _start_first_node(tiny_llama_dir, addr)
         try:
             _generate(server.url)
             server.process.kill()  # node 0 gone at once: its rank 0 follows its parent out
