@@ -3,13 +3,16 @@
 Sections (``--sections``, default all):
 
 - ``single``: one streaming chat, a ~300-token prompt, up to 128 greedy tokens: TTFT and decode
-  tok/s (median of ``--repeats``), radixlm and ``python -m llama_cpp.server``;
+  tok/s (median of ``--repeats``), radixlm, ``python -m llama_cpp.server`` and llama.cpp's native
+  ``llama-server --parallel 8``;
 - ``concurrent``: 8 and 32 streaming chat clients (``benchmarks/serving.py``'s client): aggregate
-  tok/s, TTFT and TPOT p50/p99, both servers;
+  tok/s, TTFT and TPOT p50/p99, all three servers;
 - ``long``: radixlm alone, 16 running streams, then one ~2,000-token prompt arrives: the streams'
   inter-token gaps and TPOT, p50/p99, with ``--enable-mixed-chunk`` and prefill-first.
 
-llama-cpp-python is installed on first use into a venv under RADIXLM_CACHE (``llama_cpp_peer.py``).
+llama-cpp-python is installed on first use into a venv under RADIXLM_CACHE, and ``llama-server``
+built there from the same version's vendored llama.cpp (``llama_cpp_peer.py``); ``--peers`` picks
+which servers run.
 
     python benchmarks/cpu_speed.py                          # everything (~15-25 min on 2 quiet cores)
     python benchmarks/cpu_speed.py --sections long --long-streams 4 --long-prompt-tokens 400  # smoke
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import httpx
-from llama_cpp_peer import cache_dir, launch_llama_cpp_server
+from llama_cpp_peer import cache_dir, launch_llama_cpp_server, launch_native_server
 from serving import percentile, run_level
 
 FACT = "Note {i}: the lighthouse keeper logged {n} ships passing the northern reef that week."
@@ -149,7 +152,9 @@ def main() -> None:
     ap.add_argument("--gguf", default=None, help="default: the Q4_1 file under RADIXLM_CACHE/gguf")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sections", default="single,concurrent,long")
-    ap.add_argument("--skip-llama-cpp", action="store_true")
+    ap.add_argument("--peers", default="radixlm,llama-cpp-python,llama-server",
+                    help="comma-separated servers for single/concurrent")
+    ap.add_argument("--parallel", type=int, default=8, help="llama-server's --parallel slots")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--levels", default="8,32")
@@ -165,12 +170,17 @@ def main() -> None:
     sections = set(args.sections.split(","))
     extra = parse_server_args(args.server_arg)
     results: dict[str, Any] = {"gguf": gguf, "threads": args.threads, "peers": []}
+    starters = {
+        "radixlm": lambda: radixlm_server(gguf, args.threads, extra),
+        "llama-cpp-python": lambda: launch_llama_cpp_server(gguf, args.threads),
+        "llama-server": lambda: launch_native_server(gguf, args.threads, args.parallel),
+    }
     if sections & {"single", "concurrent"}:
-        results["peers"].append(run_peer("radixlm", lambda: radixlm_server(gguf, args.threads, extra),
-                                         args, sections))
-        if not args.skip_llama_cpp:
-            results["peers"].append(run_peer(
-                "llama-cpp-python", lambda: launch_llama_cpp_server(gguf, args.threads), args, sections))
+        for name in args.peers.split(","):
+            if name not in starters:
+                raise SystemExit(f"unknown peer {name!r} (choose from {', '.join(starters)})")
+            label = f"{name} --parallel {args.parallel}" if name == "llama-server" else name
+            results["peers"].append(run_peer(label, starters[name], args, sections))
     if "long" in sections:
         results["long"] = {}
         for mixed in (True, False):

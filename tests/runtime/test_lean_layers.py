@@ -1,29 +1,48 @@
 """The CPU fast paths of the layers give the same numbers as the kernel references they replace."""
 from __future__ import annotations
 
+import pytest
 import torch
 
+from radixlm.kernels.cpu import build
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.rmsnorm import fused_add_rmsnorm_torch, rmsnorm_torch
 from radixlm.kernels.rotary import apply_rotary_torch
+from radixlm.runtime.attention import torch_decode
 from radixlm.runtime.attention.torch_decode import decode_attention_planned, plan_decode
+from radixlm.runtime.layers import rmsnorm as rmsnorm_layer
+from radixlm.runtime.layers import rotary as rotary_layer
 from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 
 
-def test_rmsnorm_fp32_matches_reference_bit_for_bit() -> None:
+@pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-fallback"])
+def test_rmsnorm_fp32_matches_reference(kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C++ kernel equals the reference up to the mean's summation order (an ulp or two); the
+    fallback (no compiler) is torch's ``F.rms_norm``, the same bits."""
+    if kernel and build.load_decode_kernels() is None:
+        pytest.skip("the CPU decode kernels cannot be built here")
+    if not kernel:
+        monkeypatch.setattr(rmsnorm_layer, "load_decode_kernels", lambda: None)
     torch.manual_seed(0)
     norm = RMSNorm(96, 1e-5)
     norm.weight.data.normal_()
     x, res = torch.randn(7, 96), torch.randn(7, 96)
-    assert torch.equal(norm(x), rmsnorm_torch(x, norm.weight, 1e-5))
+    close = torch.equal if not kernel else lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-6)
+    assert close(norm(x), rmsnorm_torch(x, norm.weight, 1e-5))
     out, h = norm.add_and_norm(x, res)
     ref_out, ref_h = fused_add_rmsnorm_torch(x, res, norm.weight, 1e-5)
-    assert torch.equal(out, ref_out) and torch.equal(h, ref_h)
+    assert close(out, ref_out) and torch.equal(h, ref_h)
 
 
-def test_rotary_matches_reference_and_follows_new_positions() -> None:
+@pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-ops"])
+def test_rotary_matches_reference_and_follows_new_positions(kernel: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    if kernel and build.load_decode_kernels() is None:
+        pytest.skip("the CPU decode kernels cannot be built here")
+    if not kernel:
+        monkeypatch.setattr(rotary_layer, "load_decode_kernels", lambda: None)
     torch.manual_seed(0)
     rotary = RotaryEmbedding(64, 512, 10000.0)
     qkv = torch.randn(5, (9 + 2 * 3) * 64)
@@ -40,7 +59,13 @@ def test_silu_and_mul() -> None:
     torch.testing.assert_close(silu_and_mul(x), torch.nn.functional.silu(x[:, :4]) * x[:, 4:])
 
 
-def test_planned_decode_attention_matches_reference_on_ragged_lengths() -> None:
+@pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-gather"])
+def test_planned_decode_attention_matches_reference_on_ragged_lengths(
+        kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if kernel and build.load_decode_kernels() is None:
+        pytest.skip("the CPU decode kernels cannot be built here")
+    if not kernel:
+        monkeypatch.setattr(torch_decode, "load_decode_kernels", lambda: None)
     torch.manual_seed(0)
     slots, heads_q, heads_kv, dim = 200, 6, 2, 16
     k_buf, v_buf = torch.randn(slots + 1, heads_kv, dim), torch.randn(slots + 1, heads_kv, dim)
@@ -53,3 +78,10 @@ def test_planned_decode_attention_matches_reference_on_ragged_lengths() -> None:
         out = decode_attention_planned(q, k_buf, v_buf, plan, 0.25)
         ref = decode_attention_torch(q, k_buf, v_buf, req_to_token, rows, seq_lens, 0.25)
         torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)
+
+
+def test_rotary_refuses_positions_outside_its_table() -> None:
+    rotary = RotaryEmbedding(16, 32, 10000.0)
+    q, k = torch.randn(2, 2, 16), torch.randn(2, 1, 16)
+    with pytest.raises(ValueError, match="positions"):
+        rotary(torch.tensor([3, 32]), q, k)

@@ -1,9 +1,11 @@
-"""Compile the C++ CPU kernels once (torch.utils.cpp_extension + ninja) and cache the build.
+"""Compile the C++ CPU kernels once (torch.utils.cpp_extension + ninja) and cache the builds.
 
-The build lands in ``$RADIXLM_CACHE/kernels/<name>-<torch version>`` and is reused by later processes.
-``load_gguf_kernels()`` returns the compiled module behind Python-side argument checks
-(``GGUFKernels``), or None (with one warning per process) when the
-CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 or fp32.
+Each extension module (``_MODULES``: its sources) builds into
+``$RADIXLM_CACHE/kernels/<name>-<torch version>-<hash>`` and is reused by later processes.
+``load_gguf_kernels()`` and ``load_decode_kernels()`` return a compiled module behind Python-side
+argument checks (``GGUFKernels``, ``DecodeKernels``), or None (with one warning per process) when the
+CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 or fp32 (GGUF
+weights) or to the torch ops (decode attention).
 """
 from __future__ import annotations
 
@@ -17,10 +19,15 @@ from types import ModuleType
 
 import torch
 
+from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.kernels.cpu.gguf_ops import GGUFKernels
 
 logger = logging.getLogger(__name__)
-_SOURCE = Path(__file__).with_name("gguf_linear.cpp")
+_HERE = Path(__file__).parent
+_MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
+    "gguf_linear": ["gguf_linear.cpp"],
+    "decode_kernels": ["decode_kernels.cpp", "decode_attention.cpp", "rmsnorm.cpp", "rotary.cpp"],
+}
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
 # takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)
 _FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-pthread", "-ffp-contract=off"]
@@ -56,26 +63,40 @@ def unavailable_reason() -> str | None:
 @functools.lru_cache(maxsize=1)
 def load_gguf_kernels() -> GGUFKernels | None:
     """The compiled ``gguf_linear`` kernels, or None (warned once) when they cannot be built."""
+    module = _load("gguf_linear", "GGUF CPU kernels unavailable (%s); falling back")
+    return None if module is None else GGUFKernels(module)
+
+
+@functools.lru_cache(maxsize=1)
+def load_decode_kernels() -> DecodeKernels | None:
+    """The compiled decode-step kernels (attention, RMSNorm, rotary), or None (warned once) when they
+    cannot be built."""
+    module = _load("decode_kernels", "CPU decode-step kernels unavailable (%s); using torch ops")
+    return None if module is None else DecodeKernels(module)
+
+
+def _load(name: str, warning: str) -> ModuleType | None:
     reason = unavailable_reason()
     if reason is None:
         try:
-            return GGUFKernels(_build())
+            return _build(name)
         except Exception as exc:  # a compiler error must not take the server down
-            reason = f"building {_SOURCE.name} failed: {exc}"
-    logger.warning("GGUF CPU kernels unavailable (%s); falling back", reason)
+            reason = f"building {name} failed: {exc}"
+    logger.warning(warning, reason)
     return None
 
 
-def _build() -> ModuleType:
+def _build(name: str) -> ModuleType:
     from torch.utils.cpp_extension import load
 
+    sources = [_HERE / file for file in _MODULES[name]]
     version = torch.__version__.replace("+", "_")
     # the source's hash in the name: processes running different versions of the kernel (two
     # checkouts, an upgrade under a running server) never rebuild over each other's cache
-    sources = sorted(_SOURCE.parent.glob("*.cpp")) + sorted(_SOURCE.parent.glob("*.h"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + " ".join(_FLAGS).encode())
+    inputs = [*sources, *sorted(_HERE.glob("*.h"))]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in inputs) + " ".join(_FLAGS).encode())
     digest = digest.hexdigest()[:12]
-    build_dir = _cache_root() / "kernels" / f"gguf_linear-{version}-{digest}"
+    build_dir = _cache_root() / "kernels" / f"{name}-{version}-{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    return load(name="radixlm_gguf_linear", sources=[str(_SOURCE)], extra_cflags=_FLAGS,
+    return load(name=f"radixlm_{name}", sources=[str(p) for p in sources], extra_cflags=_FLAGS,
                 extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)

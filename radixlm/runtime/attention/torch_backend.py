@@ -10,7 +10,12 @@ from radixlm.kernels.shared_prefix_attention import (
     extend_attention_shared_prefix_torch,
 )
 from radixlm.runtime.attention.backend import AttentionBackend
-from radixlm.runtime.attention.torch_decode import DecodePlan, decode_attention_planned, plan_decode
+from radixlm.runtime.attention.torch_decode import (
+    DecodePlan,
+    decode_attention_planned,
+    in_place_decode_available,
+    plan_decode,
+)
 from radixlm.runtime.forward_batch import ForwardBatch
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
@@ -46,9 +51,11 @@ class TorchAttentionBackend(AttentionBackend):
                                             fb.req_pool_indices[tail], fb.seq_lens[tail],
                                             fb.seq_lens_cpu[tail])
             return
-        # Keys every request has at the same slots, before any of this step's queries.
+        # Keys every request has at the same slots, before any of this step's queries. A decode
+        # that the in-place kernel serves skips the cascade: it measured 1-3x faster than it here.
         self._shared_len = 0
-        if len(fb.seq_lens_cpu) > 1:
+        in_place = fb.is_decode and in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
+        if len(fb.seq_lens_cpu) > 1 and not in_place:
             before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)

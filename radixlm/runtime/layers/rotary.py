@@ -1,9 +1,10 @@
 """Rotary position embeddings ("rotate half" layout, as in Hugging Face Llama/Qwen).
 
 Supports the default rope, linear position scaling and Llama 3 frequency scaling. On CUDA the
-rotation is ``radixlm.kernels.rotary.apply_rotary`` (Triton); elsewhere the cos/sin rows of a step's
-positions are gathered once and shared by every layer (the same ``positions`` tensor), and each
-rotation is four elementwise ops.
+rotation is ``radixlm.kernels.rotary.apply_rotary`` (Triton); fp32 on the CPU takes one C++ call for
+q and k (``radixlm/kernels/cpu/rotary.cpp``, the reference's bits); elsewhere the cos/sin rows of a
+step's positions are gathered once and shared by every layer (the same ``positions`` tensor), and
+each rotation is four elementwise ops.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 from radixlm.kernels import _launch
+from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.rotary import apply_rotary, build_cos_sin_cache
 
 
@@ -56,14 +58,29 @@ class RotaryEmbedding(nn.Module):
         # The step's positions and their (cos, sin) factors, reused by the layers after the first.
         self._positions: torch.Tensor | None = None
         self._factors: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._checked_positions: torch.Tensor | None = None
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor,
                 k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated ``(q, k)``; ``q`` ``[T, Hq, D]``, ``k`` ``[T, Hkv, D]``, ``positions`` ``[T]``."""
         if _launch.use_triton(q):
             return apply_rotary(q, k, positions, self.cos_sin_cache)
+        self._check_positions(positions)
+        kernels = load_decode_kernels() if q.dtype == k.dtype == torch.float32 else None
+        if kernels is not None and q.device.type == "cpu" and q.stride(2) == 1 and k.stride(2) == 1:
+            return kernels.rotary(q, k, positions.contiguous(), self.cos_sin_cache)
         cos, sin = self._step_factors(positions)
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+    def _check_positions(self, positions: torch.Tensor) -> None:
+        """Once per ``positions`` tensor (a forward passes one to all its layers): every position
+        has a row in the table."""
+        if positions is self._checked_positions:
+            return
+        limit = self.cos_sin_cache.shape[0]
+        if positions.numel() and not 0 <= int(positions.min()) <= int(positions.max()) < limit:
+            raise ValueError(f"positions must be in [0, {limit}) (the rotary table's length)")
+        self._checked_positions = positions
 
     def _step_factors(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``cos`` ``[T, 1, 2, D/2]`` (cos twice) and ``sin`` (``-sin`` then ``sin``), built once per

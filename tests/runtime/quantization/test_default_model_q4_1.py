@@ -7,7 +7,10 @@ their largest magnitude on these prompts (measured 2.7-5.7%; the kernel is deter
 of the parity prompts (``tests/runtime/models/test_smollm2.py``, ``tests/runtime/engine/
 test_real_model.py``), 6 of 192 positions picked another token (measured), each where fp32's own top
 two were within 0.25 logits. The test demands that: the same choice wherever fp32 is not nearly tied
-(margin >= 0.5 logits), at most 10% near-tie flips, and the user-visible answers unchanged.
+(margin >= 0.5 logits), at most 10% near-tie flips, and the user-visible answers unchanged where
+they are not near ties themselves. "What is the capital of France?" is one: its first token is a
+0.08-logit tie in fp32 ("The" over "L"), and llama.cpp on the same Q4_1 file answers "L'Étoile, la
+Cité, ..."; the answer asked for in one sentence has a clear margin at every token.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ pytestmark = [pytest.mark.real_model,
 QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
              "List three prime numbers and explain why they are prime."]
 COMPLETIONS = ["The quick brown fox", "def fibonacci(n):", "Once upon a time, in a small village,"]
+CLEAR_QUESTION = "What is the capital of France? Answer in one sentence."
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +84,9 @@ def test_greedy_choices_differ_only_on_near_ties(runners, chat_prompts) -> None:
             assert margin < 0.5, f"a clear fp32 choice flipped (margin {margin:.3f} logits) at {i}"
             flips += 1
     assert flips <= 0.1 * 32 * len(prompts)
-    answers = greedy_generate(native, chat_prompts[:1] + prompts[-1:], 12)
+    clear = list(tok.apply_chat_template([{"role": "user", "content": CLEAR_QUESTION}],
+                                         add_generation_prompt=True, tokenize=True,
+                                         return_dict=True)["input_ids"])
+    answers = greedy_generate(native, [clear, prompts[-1]], 12)
     assert tok.decode(answers[0]).startswith("The capital of France is Paris.")
     assert answers[1] == reference[-1][:12]

@@ -1,0 +1,97 @@
+"""The compiled CPU decode-attention kernel behind argument checks made in Python (as ``gguf_ops``:
+an exception thrown from a torch C++ extension crashed the process on one machine we ran on)."""
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+
+class DecodeKernels:
+    """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
+    pool, read in place (``decode_attention.cpp``); ``rmsnorm`` and ``add_rmsnorm`` over fp32 rows
+    (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``)."""
+
+    def __init__(self, compiled: ModuleType) -> None:
+        self._compiled = compiled
+
+    def paged_decode_attention(self, q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                               req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
+                               seq_lens: torch.Tensor, seq_lens_cpu: list[int], sm_scale: float,
+                               threads: int | None = None) -> torch.Tensor:
+        """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]`` fp32;
+        ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
+        ``seq_lens_cpu`` their values as a list. Returns ``[bs, Hq, D]`` fp32."""
+        threads = _check_threads(threads)
+        for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
+            if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous 3-D float32 CPU tensor, got "
+                                 f"{t.dim()}-D {t.dtype} on {t.device}")
+        bs, q_heads, head_dim = q.shape
+        if k_pool.shape != v_pool.shape or k_pool.shape[2] != head_dim or q_heads % k_pool.shape[1]:
+            raise ValueError(f"K/V pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)} do not fit q "
+                             f"{tuple(q.shape)} (same head_dim, q heads a multiple of kv heads)")
+        if req_to_token.dim() != 2 or req_to_token.dtype != torch.int64 or not req_to_token.is_contiguous():
+            raise ValueError("req_to_token must be a contiguous 2-D int64 tensor")
+        for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):
+            if t.shape != (bs,) or t.dtype != torch.int64 or not t.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous int64 tensor of shape ({bs},), "
+                                 f"got {tuple(t.shape)} {t.dtype}")
+        if len(seq_lens_cpu) != bs or (bs and not 1 <= min(seq_lens_cpu) <= max(seq_lens_cpu)
+                                       <= req_to_token.shape[1]):
+            raise ValueError(f"every sequence length must be in [1, {req_to_token.shape[1]}]")
+        return self._compiled.paged_decode_attention(q, k_pool, v_pool, req_to_token, req_pool_indices,
+                                                     seq_lens, float(sm_scale), threads)
+
+    def rmsnorm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                threads: int | None = None) -> torch.Tensor:
+        """``weight * (x * rsqrt(mean(x^2) + eps))`` per row of fp32 ``x`` ``[T, H]``."""
+        threads = _check_norm(x, weight, threads)
+        return self._compiled.rmsnorm(x, weight, float(eps), threads)
+
+    def add_rmsnorm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                    threads: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``h = x + residual``; returns ``(rmsnorm(h), h)``, fp32 ``[T, H]`` each."""
+        threads = _check_norm(x, weight, threads)
+        _check_norm(residual, weight, threads)
+        if residual.shape != x.shape:
+            raise ValueError(f"x {tuple(x.shape)} and residual {tuple(residual.shape)} differ in shape")
+        return self._compiled.add_rmsnorm(x, residual, weight, float(eps), threads)
+
+    def rotary(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
+               threads: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated copies of ``q`` ``[T, Hq, D]`` and ``k`` ``[T, Hkv, D]`` (fp32, unit stride in D)
+        at ``positions`` (int64 ``[T]``, each below ``len(cos_sin_cache)``; the caller checks their
+        range, once per step) from ``cos_sin_cache`` ``[max_positions, D]``."""
+        threads = _check_threads(threads)
+        for name, t in (("q", q), ("k", k)):
+            if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or t.stride(2) != 1:
+                raise ValueError(f"{name} must be a 3-D float32 CPU tensor with unit stride in its last "
+                                 f"dimension, got {t.dim()}-D {t.dtype} on {t.device}")
+        if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2] or q.shape[2] % 2:
+            raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)}: same tokens, same even head_dim")
+        if (positions.shape != (q.shape[0],) or positions.dtype != torch.int64
+                or not positions.is_contiguous()):
+            raise ValueError(f"positions must be a contiguous int64 tensor of shape ({q.shape[0]},)")
+        if (cos_sin_cache.dim() != 2 or cos_sin_cache.dtype != torch.float32
+                or cos_sin_cache.shape[1] != q.shape[2] or cos_sin_cache.stride(1) != 1):
+            raise ValueError(f"cos_sin_cache must be float32 [max_positions, {q.shape[2]}]")
+        return self._compiled.rotary(q, k, positions, cos_sin_cache, threads)
+
+
+def _check_threads(threads: int | None) -> int:
+    threads = torch.get_num_threads() if threads is None else threads
+    if not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise ValueError(f"threads must be an int in [1, 1024], got {threads!r}")
+    return threads
+
+
+def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> int:
+    if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
+        raise ValueError(f"x must be a contiguous 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} "
+                         f"on {x.device}")
+    if (weight.dim() != 1 or weight.dtype != torch.float32 or not weight.is_contiguous()
+            or weight.shape[0] != x.shape[1]):
+        raise ValueError(f"weight must be a contiguous float32 vector of {x.shape[1]}, got "
+                         f"{tuple(weight.shape)} {weight.dtype}")
+    return _check_threads(threads)
