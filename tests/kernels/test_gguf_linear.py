@@ -18,7 +18,8 @@ from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
 
 kernels = load_gguf_kernels()
 pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
-FORMATS = list(gguf_blocks.GGML_TYPES)
+# blocks of 32; the K-quants' super-blocks of 256 are tested in test_gguf_kquants.py
+FORMATS = [f for f in gguf_blocks.GGML_TYPES if gguf_blocks.BLOCK_ELEMENTS[f] == gguf_blocks.BLOCK]
 
 
 def _activation_error_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
