@@ -13,6 +13,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_py_dequantize
+from gguf.quants import quantize as gguf_py_quantize
 
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.kernels.cpu.build import load_gguf_kernels
@@ -116,6 +117,19 @@ def _random_blocks(fmt: str, n: int, k: int, seed: int) -> torch.Tensor:
     else:
         b[..., 208:210] = halves[..., 0:2]
     return blocks
+
+
+def test_q5_0_blocks_are_llama_cpps() -> None:
+    """Q5_0, which llama.cpp writes in a Q4_K_M file for rows that are not whole super-blocks: our
+    quantizer gives gguf-py's (llama.cpp's reference) bytes, our dequantizer its values."""
+    w = torch.randn(9, 160)
+    ours = gguf_blocks.quantize(w, "q5_0")
+    assert torch.equal(ours, torch.from_numpy(gguf_py_quantize(w.numpy(), GGMLQuantizationType.Q5_0)))
+    gen = torch.Generator().manual_seed(2)
+    blocks = torch.randint(0, 256, (9, gguf_blocks.row_bytes("q5_0", 160)), dtype=torch.uint8, generator=gen)
+    blocks.view(9, 5, 22)[..., 0:2] = (torch.rand(9, 5, 1, generator=gen) - 0.5).half().view(torch.uint8)
+    theirs = torch.from_numpy(gguf_py_dequantize(blocks.numpy(), GGMLQuantizationType.Q5_0))
+    assert torch.equal(gguf_blocks.dequantize(blocks, "q5_0"), theirs)
 
 
 @needs_kernels

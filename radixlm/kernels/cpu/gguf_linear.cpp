@@ -1,5 +1,5 @@
-// y = x @ W^T for W stored as GGUF blocks (Q4_0, Q4_1, Q8_0, and the K-quants Q4_K, Q6_K) in the
-// file's own byte layout (radixlm/kernels/cpu/gguf_blocks.py and gguf_kquants.py describe them).
+// y = x @ W^T for W stored as GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0, and the K-quants Q4_K, Q6_K) in
+// the file's own byte layout (radixlm/kernels/cpu/gguf_blocks.py and gguf_kquants.py describe them).
 //
 // Activations are quantized on the fly to int8 blocks of 32 with one float scale each (llama.cpp's
 // q8_0/q8_1 idea); each weight block is unpacked to 32 bytes once and dotted against the activation
@@ -39,11 +39,12 @@ constexpr int kSuperBlock = 256;
 constexpr int kTileRows = 16;
 constexpr int kRowsPerPass = 4;
 
-enum Format : int { kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };  // GGML type ids
+enum Format : int { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };  // GGML type ids
 
 constexpr bool is_kquant(int fmt) { return fmt == kQ4_K || fmt == kQ6_K; }
 constexpr int block_bytes(int fmt) {
-  return fmt == kQ4_0 ? 18 : fmt == kQ4_1 ? 20 : fmt == kQ8_0 ? 34 : fmt == kQ4_K ? 144 : 210;
+  return fmt == kQ4_0 ? 18 : fmt == kQ4_1 ? 20 : fmt == kQ5_0 ? 22 : fmt == kQ8_0 ? 34
+       : fmt == kQ4_K ? 144 : 210;
 }
 constexpr int block_elems(int fmt) { return is_kquant(fmt) ? kSuperBlock : kBlock; }
 
@@ -116,6 +117,19 @@ inline __m256i unpack(const uint8_t* qs) {
   }
 }
 
+// Q5_0's fifth bits: bit j of the little-endian uint32 at qh -> 0x10 in byte j (else 0).
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(  // byte j <- byte j / 8 of bits (both lanes hold all 4)
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                       2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));  // bit j % 8
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 // The block's 32 products w * x summed in eight int32 lanes, as floats.
 template <int FMT>
 inline __m256 dot_block(__m256i w, __m256i x) {
@@ -151,14 +165,17 @@ inline void unsigned_step(__m256i wv, float dw, float off, const Activations& x,
   }
 }
 
-// One Q4_0/Q4_1/Q8_0 weight block against MB activation rows.
+// One Q4_0/Q4_1/Q5_0/Q8_0 weight block against MB activation rows.
 template <int FMT, int MB>
 inline void block_step(const uint8_t* blk, const Activations& x, int64_t nblocks, int64_t b, __m256* acc,
                        float* offset) {
-  constexpr int qs_offset = FMT == kQ4_1 ? 4 : 2;
+  constexpr int qs_offset = FMT == kQ4_1 ? 4 : FMT == kQ5_0 ? 6 : 2;
   const float dw = half_to_float(blk);
   const __m256i wv = unpack<FMT>(blk + qs_offset);
-  if constexpr (FMT == kQ8_0) {
+  if constexpr (FMT == kQ5_0) {
+    const __m256i q = _mm256_or_si256(wv, fifth_bits(blk + 2));  // 0..31
+    unsigned_step<MB>(q, dw, -16.0f * dw, x, nblocks, b, acc, offset);
+  } else if constexpr (FMT == kQ8_0) {
     for (int i = 0; i < MB; ++i) {
       const float scale = dw * x.scale[i * nblocks + b];
       acc[i] = _mm256_fmadd_ps(dot_block<FMT>(wv, load_x(x, i, b)), _mm256_set1_ps(scale), acc[i]);
@@ -231,11 +248,13 @@ void row_dot(const uint8_t* w, const Activations& x, float* out, int64_t n) {
   for (int i = 0; i < MB; ++i) { acc[i] = _mm256_setzero_ps(); offset[i] = 0.0f; }
   constexpr int bytes = block_bytes(FMT);
   if constexpr (FMT == kQ4_K) {
-    for (int64_t sb = 0; sb < x.k / kSuperBlock; ++sb) q4_k_step<MB>(w + sb * bytes, x, nblocks, sb, acc, offset);
+    for (int64_t sb = 0; sb < x.k / kSuperBlock; ++sb) {
+      q4_k_step<MB>(w + sb * bytes, x, nblocks, sb, acc, offset);
+    }
   } else if constexpr (FMT == kQ6_K) {
     for (int64_t sb = 0; sb < x.k / kSuperBlock; ++sb) q6_k_step<MB>(w + sb * bytes, x, nblocks, sb, acc);
   } else {
-    for (int64_t b = 0; b < nblocks; ++b) block_step<FMT, MB>(w + b * block_bytes(FMT), x, nblocks, b, acc, offset);
+    for (int64_t b = 0; b < nblocks; ++b) block_step<FMT, MB>(w + b * bytes, x, nblocks, b, acc, offset);
   }
   for (int i = 0; i < MB; ++i) out[i * n] = hsum(acc[i]) + offset[i];
 }
@@ -275,7 +294,8 @@ void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* o
 torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, int64_t threads) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
-  TORCH_CHECK(fmt == kQ4_0 || fmt == kQ4_1 || fmt == kQ8_0 || is_kquant(static_cast<int>(fmt)),
+  TORCH_CHECK(fmt == kQ4_0 || fmt == kQ4_1 || fmt == kQ5_0 || fmt == kQ8_0 ||
+              is_kquant(static_cast<int>(fmt)),
               "unsupported GGML block type ", fmt);
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   x = x.contiguous();
@@ -308,6 +328,7 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
   switch (fmt) {
     case kQ4_0: gemm<kQ4_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     case kQ4_1: gemm<kQ4_1>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    case kQ5_0: gemm<kQ5_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     case kQ4_K: gemm<kQ4_K>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     case kQ6_K: gemm<kQ6_K>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     default: gemm<kQ8_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
@@ -316,5 +337,5 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
-  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q8_0/Q4_K/Q6_K blocks (AVX2, threaded)");
+  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2, threaded)");
 }

@@ -12,7 +12,7 @@ from radixlm.runtime.weights.gguf_mapping import hf_tensor_name, unpermute_rope
 from radixlm.runtime.weights.model_registry import ALIASES, KNOWN_MODELS, known_model_gguf
 
 # GGML type names our CPU kernel reads
-NATIVE_TYPES = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0", "Q4_K": "q4_k", "Q6_K": "q6_k"}
+NATIVE_TYPES = {name: name.lower() for name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K")}
 
 
 def gguf_path_of(model: str) -> Path | None:
