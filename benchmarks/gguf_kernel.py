@@ -2,13 +2,13 @@
 
 Shapes: SmolLM2-135M's layers (fused qkv, o, fused gate_up, down, the tied Q8_0 LM head) and a
 Llama-1B-sized 2048 -> 8192 layer in Q4_0 and in the K-quants Q4_K and Q6_K (the formats of a Q4_K_M
-file; SmolLM2's 576-wide rows are not whole 256-weight super-blocks). For each shape and batch:
-microseconds per call (median), the kernel's effective weight bandwidth (block bytes / time) and the
-ratio to fp32 (``> 1``: the kernel is faster). The roofline at batch 1 is block bytes / memory
-bandwidth (~25 GB/s on the 2-core EPYC; ``../shared/FACTS.md``), so GB/s near that is the goal and
-far below it means overhead. Every call reads its weight from memory (calls cycle through copies
-larger than the L3 cache together), as a decode step does: SmolLM2's 30 layers are ~66 MB of Q4_1
-blocks, twice the L3.
+file), and SmolLM2's gate_up in Q5_0 (llama.cpp's Q4_K_M fallback for its 576-wide rows, which are
+not whole 256-weight super-blocks). For each shape and batch: microseconds per call (median), the
+kernel's effective weight bandwidth (block bytes / time) and the ratio to fp32 (``> 1``: the kernel
+is faster). The roofline at batch 1 is block bytes / memory bandwidth (~25 GB/s on the 2-core EPYC;
+``../shared/FACTS.md``), so GB/s near that is the goal and far below it means overhead. Every call
+reads its weight from memory (calls cycle through copies larger than the L3 cache together), as a
+decode step does: SmolLM2's 30 layers are ~66 MB of Q4_1 blocks, twice the L3.
 
     python benchmarks/gguf_kernel.py [--batches 1,4,16] [--threads 2] [--iters 200] [--shapes 1b]
 """
@@ -40,6 +40,7 @@ SHAPES = [
     ("smollm2 down", 576, 1536, "q4_1"),
     ("smollm2 head", 49152, 576, "q8_0"),
     ("1b up", 8192, 2048, "q4_0"),
+    ("gate_up q5_0", 3072, 576, "q5_0"),  # SmolLM2's gate_up in a llama.cpp Q4_K_M file
     ("1b up q4_k", 8192, 2048, "q4_k"),
     ("1b up q6_k", 8192, 2048, "q6_k"),
 ]
