@@ -207,35 +207,49 @@ inline void q4_k_step(const uint8_t* blk, const Activations& x, int64_t nblocks,
   }
 }
 
+// Q6_K sub-block G (0..3) of a half: 32 weights from ql (low nibbles of ql0/ql1 for G < 2, high ones
+// after), bits 2G, 2G + 1 of qh on top, -32; scales: the half's eight int16 scales in both lanes,
+// of which 2G weights the first 16 weights and 2G + 1 the next 16.
+template <int G, int MB>
+inline void q6_k_sub(__m256i ql0, __m256i ql1, __m256i qh, __m256i scales, float d, const Activations& x,
+                     int64_t nblocks, int64_t b, __m256* acc) {
+  const __m256i src = G & 1 ? ql1 : ql0;
+  const __m256i low = _mm256_and_si256(G >= 2 ? _mm256_srli_epi16(src, 4) : src, _mm256_set1_epi8(0x0F));
+  const __m256i shifted = G == 0 ? _mm256_slli_epi16(qh, 4) : G == 1 ? _mm256_slli_epi16(qh, 2)
+                        : G == 2 ? qh : _mm256_srli_epi16(qh, 2);
+  const __m256i high = _mm256_and_si256(shifted, _mm256_set1_epi8(0x30));
+  const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));  // -32..31
+  const __m256i abs_q = _mm256_sign_epi8(q, q);
+  const __m256i pick =  // int16 element 2G in the low lane, 2G + 1 in the high lane
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((4 * G + 3) << 8) | (4 * G + 2))),
+                       _mm_set1_epi16(static_cast<int16_t>(((4 * G + 1) << 8) | (4 * G))));
+  const __m256i sub_scales = _mm256_shuffle_epi8(scales, pick);
+  for (int i = 0; i < MB; ++i) {
+    const __m256i pairs = _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_x(x, i, b), q));
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, sub_scales));
+    acc[i] = _mm256_fmadd_ps(dot, _mm256_set1_ps(d * x.scale[i * nblocks + b]), acc[i]);
+  }
+}
+
 // A Q6_K super-block (weight i: d * scale[i / 16] * (q - 32)) against MB activation rows. Each
 // sub-block of 32 is unpacked to signed bytes (-32..31) and multiplied with the sign trick
 // (|w| as u8 times x carrying w's sign); its two scales weight the halves' int16 pair sums.
 template <int MB>
 inline void q6_k_step(const uint8_t* blk, const Activations& x, int64_t nblocks, int64_t sb, __m256* acc) {
-  const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
   const float d = half_to_float(blk + 208);
-  const __m256i low_mask = _mm256_set1_epi8(0x0F), two_bits = _mm256_set1_epi8(0x03);
-  const __m256i bias = _mm256_set1_epi8(32);
-  for (int h = 0; h < 2; ++h) {  // halves of 128 weights: ql[64h..], qh[32h..]
+  const __m256i all_scales =  // int16: scales 0-7 (first half) in the low lane, 8-15 in the high one
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+  for (int h = 0; h < 2; ++h) {  // halves of 128 weights: ql[64h..], qh[32h..], scales[8h..]
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
     const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-    for (int g = 0; g < 4; ++g) {
-      const int j = 4 * h + g;
-      const __m256i src = g & 1 ? ql1 : ql0;
-      const __m256i low = _mm256_and_si256(g >= 2 ? _mm256_srli_epi16(src, 4) : src, low_mask);
-      const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), two_bits);
-      const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), bias);
-      const __m256i abs_q = _mm256_sign_epi8(q, q);
-      const __m256i sub_scales =
-          _mm256_set_m128i(_mm_set1_epi16(scales[2 * j + 1]), _mm_set1_epi16(scales[2 * j]));
-      const int64_t b = 8 * sb + j;
-      for (int i = 0; i < MB; ++i) {
-        const __m256i pairs = _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_x(x, i, b), q));
-        const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, sub_scales));
-        acc[i] = _mm256_fmadd_ps(dot, _mm256_set1_ps(d * x.scale[i * nblocks + b]), acc[i]);
-      }
-    }
+    const __m256i scales = h ? _mm256_permute2x128_si256(all_scales, all_scales, 0x11)
+                             : _mm256_permute2x128_si256(all_scales, all_scales, 0x00);
+    const int64_t b = 8 * sb + 4 * h;
+    q6_k_sub<0, MB>(ql0, ql1, qh, scales, d, x, nblocks, b, acc);
+    q6_k_sub<1, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 1, acc);
+    q6_k_sub<2, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 2, acc);
+    q6_k_sub<3, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 3, acc);
   }
 }
 
@@ -337,5 +351,6 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
-  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2, threaded)");
+  mod.def("gguf_linear", &gguf_linear,
+          "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2, threaded)");
 }
