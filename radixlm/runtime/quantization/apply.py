@@ -57,11 +57,11 @@ def _hf_names(name: str) -> list[str]:
     return [f"{prefix}.{p}.weight" if prefix else f"{p}.weight" for p in parts]
 
 
-def _float_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Linear:
-    layer = Linear(weight.shape[1], weight.shape[0], bias is not None)
-    layer.weight = nn.Parameter(weight.detach().contiguous(), requires_grad=False)
-    if bias is not None:
-        layer.bias = nn.Parameter(bias.detach().contiguous(), requires_grad=False)
+def _float_rows(weight: torch.Tensor) -> Linear:
+    """A bias-free float layer over these rows of a fused weight (copied: the fused weight's other
+    rows are served as blocks, so it is not kept)."""
+    layer = Linear(weight.shape[1], weight.shape[0])
+    layer.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
     return layer
 
 
@@ -97,7 +97,7 @@ def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
     for size, f in zip(sizes, found):
         rows = weight[start:start + size]
         start += size
-        parts.append(_float_linear(rows) if f is None else GGUFLinear(f[1], f[0], weight.shape[1]))
+        parts.append(_float_rows(rows) if f is None else GGUFLinear(f[1], f[0], weight.shape[1]))
     return StackedLinear(parts, bias)
 
 
