@@ -1,14 +1,16 @@
 """The GGUF CPU kernel per layer shape against fp32 ``F.linear``, at small batches, in one run.
 
 Shapes: SmolLM2-135M's layers (fused qkv, o, fused gate_up, down, the tied Q8_0 LM head) and a
-Llama-1B-sized 2048 -> 8192 layer. For each shape and batch: microseconds per call (median), the
+Llama-1B-sized 2048 -> 8192 layer in Q4_0 and in the K-quants Q4_K and Q6_K (the formats of a Q4_K_M
+file), and SmolLM2's gate_up in Q5_0 (llama.cpp's Q4_K_M fallback for its 576-wide rows, which are
+not whole 256-weight super-blocks). For each shape and batch: microseconds per call (median), the
 kernel's effective weight bandwidth (block bytes / time) and the ratio to fp32 (``> 1``: the kernel
 is faster). The roofline at batch 1 is block bytes / memory bandwidth (~25 GB/s on the 2-core EPYC;
 ``../shared/FACTS.md``), so GB/s near that is the goal and far below it means overhead. Every call
 reads its weight from memory (calls cycle through copies larger than the L3 cache together), as a
 decode step does: SmolLM2's 30 layers are ~66 MB of Q4_1 blocks, twice the L3.
 
-    python benchmarks/gguf_kernel.py [--batches 1,4,16] [--threads 2] [--iters 200]
+    python benchmarks/gguf_kernel.py [--batches 1,4,16] [--threads 2] [--iters 200] [--shapes 1b]
 """
 from __future__ import annotations
 
@@ -38,6 +40,9 @@ SHAPES = [
     ("smollm2 down", 576, 1536, "q4_1"),
     ("smollm2 head", 49152, 576, "q8_0"),
     ("1b up", 8192, 2048, "q4_0"),
+    ("gate_up q5_0", 3072, 576, "q5_0"),  # SmolLM2's gate_up in a llama.cpp Q4_K_M file
+    ("1b up q4_k", 8192, 2048, "q4_k"),
+    ("1b up q6_k", 8192, 2048, "q6_k"),
 ]
 
 
@@ -67,6 +72,8 @@ def main() -> None:
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--shapes", default="",
+                    help="only the shapes whose name contains one of these (comma-separated)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     kernels = load_gguf_kernels()
@@ -75,7 +82,10 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     print(f"{'shape':16s} {'batch':>5s} {'kernel us':>10s} {'GB/s':>6s} {'fp32 us':>9s} {'fp32/kernel':>11s}")
     totals = {}
+    wanted = [w for w in args.shapes.split(",") if w]
     for name, n, k, fmt in SHAPES:
+        if wanted and not any(w in name for w in wanted):
+            continue
         weight = torch.randn(n, k, generator=gen) * 0.02
         blocks = gguf_blocks.quantize(weight, fmt)
         ggml_type = gguf_blocks.GGML_TYPES[fmt]
@@ -88,8 +98,8 @@ def main() -> None:
                 ours = median_us(itertools.cycle(ours_calls), args.iters)
                 ref = median_us(itertools.cycle(ref_calls), args.iters)
             gbs = blocks.numel() / ours / 1e3
-            totals.setdefault(bs, [0.0, 0.0])
             if name.startswith("smollm2"):
+                totals.setdefault(bs, [0.0, 0.0])
                 mult = 1 if name.endswith("head") else 30
                 totals[bs][0] += mult * ours
                 totals[bs][1] += mult * ref

@@ -13,7 +13,7 @@ Dtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"
 AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
 # auto: a GGUF file in its own block format on CPU (when our kernel reads it), else none
-Quantization = Literal["auto", "none", "int8", "q4_0", "q4_1", "q8_0"]
+Quantization = Literal["auto", "none", "int8", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k"]
 GrammarBackendName = Literal["llguidance", "outlines"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 # auto: from the chat template (see runtime/server/function_call/registry.py)

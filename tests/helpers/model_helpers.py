@@ -278,8 +278,13 @@ def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path
         block_type = next((t for key, t in (block_types or {}).items() if key in name), None)
         if block_type is not None and array.ndim == 2:
             qtype = gguf.GGMLQuantizationType[block_type]
-            writer.add_tensor(gguf_name, gguf.quants.quantize(np.ascontiguousarray(array), qtype),
-                              raw_dtype=qtype)
+            if block_type in ("Q4_K", "Q6_K"):  # gguf-py only dequantizes these; ours writes them
+                from radixlm.kernels.cpu import gguf_blocks
+
+                data = gguf_blocks.quantize(torch.from_numpy(array), block_type.lower()).numpy()
+            else:
+                data = gguf.quants.quantize(np.ascontiguousarray(array), qtype)
+            writer.add_tensor(gguf_name, data, raw_dtype=qtype)
             continue
         writer.add_tensor(gguf_name, np.ascontiguousarray(array))
     writer.write_header_to_file()

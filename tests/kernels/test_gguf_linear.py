@@ -18,7 +18,8 @@ from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
 
 kernels = load_gguf_kernels()
 pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
-FORMATS = list(gguf_blocks.GGML_TYPES)
+# blocks of 32; the K-quants' super-blocks of 256 are tested in test_gguf_kquants.py
+FORMATS = [f for f in gguf_blocks.GGML_TYPES if gguf_blocks.BLOCK_ELEMENTS[f] == gguf_blocks.BLOCK]
 
 
 def _activation_error_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -81,16 +82,16 @@ def test_edge_inputs_zero_rows_and_empty_batch() -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantize_dequantize_error_is_within_half_a_step(fmt: str) -> None:
-    """Half a step, except Q4_0's clamped end: the largest magnitude maps to -8, its opposite to +7
-    (llama.cpp's rounding), a whole step off. Plus the fp16 rounding of the block's scale (and
-    minimum): a relative 2^-11 of the block's largest value each."""
+    """Half a step, except Q4_0's and Q5_0's clamped end: the largest magnitude maps to -8 (-16), its
+    opposite to +7 (+15) (llama.cpp's rounding), a whole step off. Plus the fp16 rounding of the
+    block's scale (and minimum): a relative 2^-11 of the block's largest value each."""
     w = torch.randn(20, 128)
     back = gguf_blocks.dequantize(gguf_blocks.quantize(w, fmt), fmt)
     blocks = w.reshape(20, 4, 32)
     step = {"q4_0": blocks.abs().amax(-1) / 8, "q4_1": (blocks.amax(-1) - blocks.amin(-1)) / 15,
-            "q8_0": blocks.abs().amax(-1) / 127}[fmt]
+            "q5_0": blocks.abs().amax(-1) / 16, "q8_0": blocks.abs().amax(-1) / 127}[fmt]
     err = (back - w).abs().reshape(20, 4, 32).amax(-1)
-    allowed = step * (1.0 if fmt == "q4_0" else 0.5)
+    allowed = step * (1.0 if fmt in ("q4_0", "q5_0") else 0.5)
     assert (err <= allowed * 1.01 + blocks.abs().amax(-1) * 2.0**-10 + 1e-6).all()
 
 

@@ -1,9 +1,13 @@
-// y = x @ W^T for W stored as GGUF blocks (Q4_0, Q4_1, Q8_0) in the file's own byte layout.
+// y = x @ W^T for W stored as GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0, and the K-quants Q4_K, Q6_K) in
+// the file's own byte layout (radixlm/kernels/cpu/gguf_blocks.py and gguf_kquants.py describe them).
 //
 // Activations are quantized on the fly to int8 blocks of 32 with one float scale each (llama.cpp's
 // q8_0/q8_1 idea); each weight block is unpacked to 32 bytes once and dotted against the activation
 // rows with _mm256_maddubs_epi16 (u8 x s8 -> s16 pairs) and _mm256_madd_epi16, then accumulated in
-// float with one fmadd per block.
+// float with one fmadd per block. A K-quant super-block of 256 weights is walked as eight sub-blocks
+// of 32 against the same activation blocks: Q4_K's 6-bit scale and minimum of each sub-block become
+// its float scale and offset (as Q4_1's), Q6_K's two int8 scales per 32 weights multiply the int16
+// pair sums in _mm256_madd_epi16.
 //
 // Each weight row is read front to back (one stream the hardware prefetcher follows) against up to
 // four activation rows. Rows of W are split over threads in tiles of kTileRows; within a tile
@@ -31,12 +35,18 @@
 namespace {
 
 constexpr int kBlock = 32;
+constexpr int kSuperBlock = 256;
 constexpr int kTileRows = 16;
 constexpr int kRowsPerPass = 4;
 
-enum Format : int { kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8 };  // GGML type ids
+enum Format : int { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };  // GGML type ids
 
-constexpr int block_bytes(int fmt) { return fmt == kQ4_0 ? 18 : fmt == kQ4_1 ? 20 : 34; }
+constexpr bool is_kquant(int fmt) { return fmt == kQ4_K || fmt == kQ6_K; }
+constexpr int block_bytes(int fmt) {
+  return fmt == kQ4_0 ? 18 : fmt == kQ4_1 ? 20 : fmt == kQ5_0 ? 22 : fmt == kQ8_0 ? 34
+       : fmt == kQ4_K ? 144 : 210;
+}
+constexpr int block_elems(int fmt) { return is_kquant(fmt) ? kSuperBlock : kBlock; }
 
 int64_t parallel_min_bytes() {
   static const int64_t value = [] {
@@ -107,6 +117,19 @@ inline __m256i unpack(const uint8_t* qs) {
   }
 }
 
+// Q5_0's fifth bits: bit j of the little-endian uint32 at qh -> 0x10 in byte j (else 0).
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(  // byte j <- byte j / 8 of bits (both lanes hold all 4)
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                       2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));  // bit j % 8
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 // The block's 32 products w * x summed in eight int32 lanes, as floats.
 template <int FMT>
 inline __m256 dot_block(__m256i w, __m256i x) {
@@ -126,21 +149,107 @@ struct Activations {
   int64_t k;
 };
 
-// One weight block against MB activation rows: acc[i] += dot * (dw * dx[i]), offset[i] += off * sx[i].
+inline __m256i load_x(const Activations& x, int i, int64_t b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
+}
+
+// 32 unsigned weights wv with values dw * q + off (activation block b) against MB activation rows:
+// acc[i] += dot * (dw * dx[i]), offset[i] += off * sx[i].
+template <int MB>
+inline void unsigned_step(__m256i wv, float dw, float off, const Activations& x, int64_t nblocks, int64_t b,
+                          __m256* acc, float* offset) {
+  for (int i = 0; i < MB; ++i) {
+    const float scale = dw * x.scale[i * nblocks + b];
+    acc[i] = _mm256_fmadd_ps(dot_block<kQ4_1>(wv, load_x(x, i, b)), _mm256_set1_ps(scale), acc[i]);
+    offset[i] = std::fma(off, x.sum[i * nblocks + b], offset[i]);
+  }
+}
+
+// One Q4_0/Q4_1/Q5_0/Q8_0 weight block against MB activation rows.
 template <int FMT, int MB>
 inline void block_step(const uint8_t* blk, const Activations& x, int64_t nblocks, int64_t b, __m256* acc,
                        float* offset) {
-  constexpr int qs_offset = FMT == kQ4_1 ? 4 : 2;
+  constexpr int qs_offset = FMT == kQ4_1 ? 4 : FMT == kQ5_0 ? 6 : 2;
   const float dw = half_to_float(blk);
   const __m256i wv = unpack<FMT>(blk + qs_offset);
-  float off = 0.0f;
-  if constexpr (FMT == kQ4_0) off = -8.0f * dw;
-  if constexpr (FMT == kQ4_1) off = half_to_float(blk + 2);
+  if constexpr (FMT == kQ5_0) {
+    const __m256i q = _mm256_or_si256(wv, fifth_bits(blk + 2));  // 0..31
+    unsigned_step<MB>(q, dw, -16.0f * dw, x, nblocks, b, acc, offset);
+  } else if constexpr (FMT == kQ8_0) {
+    for (int i = 0; i < MB; ++i) {
+      const float scale = dw * x.scale[i * nblocks + b];
+      acc[i] = _mm256_fmadd_ps(dot_block<FMT>(wv, load_x(x, i, b)), _mm256_set1_ps(scale), acc[i]);
+    }
+  } else {
+    const float off = FMT == kQ4_0 ? -8.0f * dw : half_to_float(blk + 2);
+    unsigned_step<MB>(wv, dw, off, x, nblocks, b, acc, offset);
+  }
+}
+
+// A Q4_K super-block (sub-block j: d * sc[j] * q - dmin * m[j]) against MB activation rows; its
+// sub-blocks are activation blocks 8 * sb .. 8 * sb + 7.
+template <int MB>
+inline void q4_k_step(const uint8_t* blk, const Activations& x, int64_t nblocks, int64_t sb, __m256* acc,
+                      float* offset) {
+  const float d = half_to_float(blk), dmin = half_to_float(blk + 2);
+  const uint8_t* s = blk + 4;  // 12 bytes of packed 6-bit scales and minimums
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles) and 2c + 1 (high) share 32 bytes
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+    for (int hi = 0; hi < 2; ++hi) {
+      const int j = 2 * c + hi;
+      const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+      const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      const __m256i wv = _mm256_and_si256(hi ? _mm256_srli_epi16(raw, 4) : raw, low_mask);
+      unsigned_step<MB>(wv, d * static_cast<float>(sc), -dmin * static_cast<float>(m), x, nblocks, 8 * sb + j,
+                        acc, offset);
+    }
+  }
+}
+
+// Q6_K sub-block G (0..3) of a half: 32 weights from ql (low nibbles of ql0/ql1 for G < 2, high ones
+// after), bits 2G, 2G + 1 of qh on top, -32; scales: the half's eight int16 scales in both lanes,
+// of which 2G weights the first 16 weights and 2G + 1 the next 16.
+template <int G, int MB>
+inline void q6_k_sub(__m256i ql0, __m256i ql1, __m256i qh, __m256i scales, float d, const Activations& x,
+                     int64_t nblocks, int64_t b, __m256* acc) {
+  const __m256i src = G & 1 ? ql1 : ql0;
+  const __m256i low = _mm256_and_si256(G >= 2 ? _mm256_srli_epi16(src, 4) : src, _mm256_set1_epi8(0x0F));
+  const __m256i shifted = G == 0 ? _mm256_slli_epi16(qh, 4) : G == 1 ? _mm256_slli_epi16(qh, 2)
+                        : G == 2 ? qh : _mm256_srli_epi16(qh, 2);
+  const __m256i high = _mm256_and_si256(shifted, _mm256_set1_epi8(0x30));
+  const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));  // -32..31
+  const __m256i abs_q = _mm256_sign_epi8(q, q);
+  const __m256i pick =  // int16 element 2G in the low lane, 2G + 1 in the high lane
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((4 * G + 3) << 8) | (4 * G + 2))),
+                       _mm_set1_epi16(static_cast<int16_t>(((4 * G + 1) << 8) | (4 * G))));
+  const __m256i sub_scales = _mm256_shuffle_epi8(scales, pick);
   for (int i = 0; i < MB; ++i) {
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i * x.k + b * kBlock));
-    const float scale = dw * x.scale[i * nblocks + b];
-    acc[i] = _mm256_fmadd_ps(dot_block<FMT>(wv, xv), _mm256_set1_ps(scale), acc[i]);
-    if constexpr (FMT != kQ8_0) offset[i] = std::fma(off, x.sum[i * nblocks + b], offset[i]);
+    const __m256i pairs = _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(load_x(x, i, b), q));
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, sub_scales));
+    acc[i] = _mm256_fmadd_ps(dot, _mm256_set1_ps(d * x.scale[i * nblocks + b]), acc[i]);
+  }
+}
+
+// A Q6_K super-block (weight i: d * scale[i / 16] * (q - 32)) against MB activation rows. Each
+// sub-block of 32 is unpacked to signed bytes (-32..31) and multiplied with the sign trick
+// (|w| as u8 times x carrying w's sign); its two scales weight the halves' int16 pair sums.
+template <int MB>
+inline void q6_k_step(const uint8_t* blk, const Activations& x, int64_t nblocks, int64_t sb, __m256* acc) {
+  const float d = half_to_float(blk + 208);
+  const __m256i all_scales =  // int16: scales 0-7 (first half) in the low lane, 8-15 in the high one
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+  for (int h = 0; h < 2; ++h) {  // halves of 128 weights: ql[64h..], qh[32h..], scales[8h..]
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+    const __m256i scales = h ? _mm256_permute2x128_si256(all_scales, all_scales, 0x11)
+                             : _mm256_permute2x128_si256(all_scales, all_scales, 0x00);
+    const int64_t b = 8 * sb + 4 * h;
+    q6_k_sub<0, MB>(ql0, ql1, qh, scales, d, x, nblocks, b, acc);
+    q6_k_sub<1, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 1, acc);
+    q6_k_sub<2, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 2, acc);
+    q6_k_sub<3, MB>(ql0, ql1, qh, scales, d, x, nblocks, b + 3, acc);
   }
 }
 
@@ -151,7 +260,16 @@ void row_dot(const uint8_t* w, const Activations& x, float* out, int64_t n) {
   __m256 acc[MB];
   float offset[MB];
   for (int i = 0; i < MB; ++i) { acc[i] = _mm256_setzero_ps(); offset[i] = 0.0f; }
-  for (int64_t b = 0; b < nblocks; ++b) block_step<FMT, MB>(w + b * block_bytes(FMT), x, nblocks, b, acc, offset);
+  constexpr int bytes = block_bytes(FMT);
+  if constexpr (FMT == kQ4_K) {
+    for (int64_t sb = 0; sb < x.k / kSuperBlock; ++sb) {
+      q4_k_step<MB>(w + sb * bytes, x, nblocks, sb, acc, offset);
+    }
+  } else if constexpr (FMT == kQ6_K) {
+    for (int64_t sb = 0; sb < x.k / kSuperBlock; ++sb) q6_k_step<MB>(w + sb * bytes, x, nblocks, sb, acc);
+  } else {
+    for (int64_t b = 0; b < nblocks; ++b) block_step<FMT, MB>(w + b * bytes, x, nblocks, b, acc, offset);
+  }
   for (int i = 0; i < MB; ++i) out[i * n] = hsum(acc[i]) + offset[i];
 }
 
@@ -166,7 +284,7 @@ void rows(const uint8_t* w, int64_t row_bytes, const Activations& x, int64_t m0,
 
 template <int FMT>
 void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads) {
-  const int64_t row_bytes = x.k / kBlock * block_bytes(FMT);
+  const int64_t row_bytes = x.k / block_elems(FMT) * block_bytes(FMT);
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
   const int helpers = n * row_bytes * m >= parallel_min_bytes() ? threads - 1 : 0;
   radixlm::WorkPool::instance().run(tiles, helpers, [&](int64_t t) {
@@ -190,13 +308,16 @@ void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* o
 torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, int64_t threads) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
-  TORCH_CHECK(fmt == kQ4_0 || fmt == kQ4_1 || fmt == kQ8_0, "unsupported GGML block type ", fmt);
+  TORCH_CHECK(fmt == kQ4_0 || fmt == kQ4_1 || fmt == kQ5_0 || fmt == kQ8_0 ||
+              is_kquant(static_cast<int>(fmt)),
+              "unsupported GGML block type ", fmt);
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   x = x.contiguous();
   weight = weight.contiguous();
   const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
-  TORCH_CHECK(k % kBlock == 0, "in_features must be a multiple of 32, got ", k);
-  TORCH_CHECK(weight.size(1) == k / kBlock * block_bytes(static_cast<int>(fmt)),
+  const int elems = block_elems(static_cast<int>(fmt));
+  TORCH_CHECK(k % elems == 0, "in_features must be a multiple of ", elems, ", got ", k);
+  TORCH_CHECK(weight.size(1) == k / elems * block_bytes(static_cast<int>(fmt)),
               "weight row bytes do not match in_features ", k);
   auto out = torch::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
@@ -221,11 +342,15 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
   switch (fmt) {
     case kQ4_0: gemm<kQ4_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     case kQ4_1: gemm<kQ4_1>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    case kQ5_0: gemm<kQ5_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    case kQ4_K: gemm<kQ4_K>(wp, n, acts, m, op, static_cast<int>(threads)); break;
+    case kQ6_K: gemm<kQ6_K>(wp, n, acts, m, op, static_cast<int>(threads)); break;
     default: gemm<kQ8_0>(wp, n, acts, m, op, static_cast<int>(threads)); break;
   }
   return out;
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
-  mod.def("gguf_linear", &gguf_linear, "x @ W^T for GGUF Q4_0/Q4_1/Q8_0 weight blocks (AVX2, threaded)");
+  mod.def("gguf_linear", &gguf_linear,
+          "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2, threaded)");
 }

@@ -11,20 +11,23 @@ from types import ModuleType
 
 import torch
 
-from radixlm.kernels.cpu.gguf_blocks import BLOCK, BLOCK_BYTES, GGML_TYPES
+from radixlm.kernels.cpu.gguf_blocks import BLOCK_BYTES, BLOCK_ELEMENTS, GGML_TYPES
 
 _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
+_ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
 
 
 class GGUFKernels:
-    """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0 blocks, on the CPU."""
+    """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0/Q4_K/Q6_K blocks,
+    on the CPU."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
 
     def gguf_linear(self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int,
                     threads: int | None = None) -> torch.Tensor:
-        """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k/32 * block bytes]``; float32 ``[m, n]``.
+        """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
+        elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's."""
         threads = torch.get_num_threads() if threads is None else threads
         if not isinstance(threads, int) or not 1 <= threads <= 1024:
@@ -37,10 +40,11 @@ class GGUFKernels:
         if ggml_type not in _BYTES_BY_TYPE:
             raise ValueError(f"unsupported GGML block type {ggml_type} "
                              f"(expected one of {sorted(_BYTES_BY_TYPE)})")
-        k = x.shape[1]
-        if k % BLOCK:
-            raise ValueError(f"in_features must be a multiple of {BLOCK}, got {k}")
-        if weight.shape[1] != k // BLOCK * _BYTES_BY_TYPE[ggml_type]:
+        k, elements = x.shape[1], _ELEMENTS_BY_TYPE[ggml_type]
+        if k % elements:
+            raise ValueError(f"in_features must be a multiple of {elements} for GGML block type "
+                             f"{ggml_type}, got {k}")
+        if weight.shape[1] != k // elements * _BYTES_BY_TYPE[ggml_type]:
             raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
                              f"for GGML block type {ggml_type}")
         return self._compiled.gguf_linear(x, weight, ggml_type, threads)

@@ -2,7 +2,7 @@
 
 - ``Int8Linear``: int8 weights per output channel, prepacked for FBGEMM; activations quantized per
   tensor on the fly (``torch.ops.quantized.linear_dynamic``).
-- ``GGUFLinear``: GGUF blocks (Q4_0, Q4_1, Q8_0) in the file's byte layout, multiplied by our C++
+- ``GGUFLinear``: GGUF blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) in the file's byte layout, multiplied by our C++
   kernel (``radixlm/kernels/cpu/gguf_linear.cpp``), activations quantized to int8 blocks of 32.
 - ``QuantizedEmbedding``: token rows from int8 or GGUF blocks, dequantized only for the ids looked
   up; it also serves as the tied LM head (``project``) from the same bytes.
@@ -93,7 +93,8 @@ class Int8Linear(nn.Module):
 
 
 class GGUFLinear(nn.Module):
-    """``y = x @ W^T (+ b)`` with ``W`` as GGUF blocks ``[N, K / 32 * block_bytes]`` of ``fmt``."""
+    """``y = x @ W^T (+ b)`` with ``W`` as GGUF blocks ``[N, K / block elements * block bytes]`` of
+    ``fmt`` (32 elements per block, 256 for the K-quants)."""
 
     def __init__(self, blocks: torch.Tensor, fmt: str, in_features: int,
                  bias: torch.Tensor | None = None) -> None:

@@ -1,11 +1,16 @@
 """Swap a loaded model's linear layers (and the embedding / LM head) for quantized ones.
 
-On the CPU the layers become ``Int8Linear`` (FBGEMM) or ``GGUFLinear`` (our kernel); a GGUF file's
-own blocks are used as they are when their format is the one served (or ``auto`` chose it), else the
-float weights are quantized. On CUDA the quantized values are dequantized back into the float
-weights (same numbers as the CPU path's weights, no memory saving).
+On the CPU the layers become ``Int8Linear`` (FBGEMM) or ``GGUFLinear`` (our kernel). A GGUF file
+served in its own format (``auto``, or that format asked for) keeps every tensor as stored: blocks our
+kernel reads are served as they are (a fused projection whose parts differ in format becomes a
+``StackedLinear``), and a tensor in a format without a kernel (Q5_K, Q2_K, F16...) keeps its
+dequantized float values. Otherwise the float weights are quantized to the method asked for. On CUDA
+the quantized values are dequantized back into the float weights (same numbers as the CPU path's
+weights, no memory saving).
 """
 from __future__ import annotations
+
+import logging
 
 import torch
 from torch import nn
@@ -18,8 +23,10 @@ from radixlm.runtime.layers.quantized_linear import (
     QuantizedEmbedding,
     quantize_int8_per_channel,
 )
+from radixlm.runtime.layers.stacked_linear import StackedLinear
 from radixlm.runtime.quantization.gguf_source import GGUFBlocks
 
+logger = logging.getLogger(__name__)
 # our fused projections -> the checkpoint tensors stacked in them, in row order
 FUSED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
@@ -28,8 +35,9 @@ FUSED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gat
 def quantize_model(model: nn.Module, method: str, gguf: GGUFBlocks | None = None) -> None:
     """Replace every ``Linear`` in ``model`` (and its embedding/LM head) per ``method``.
 
-    ``method`` is ``none``, ``int8`` or a block format (``q4_0``, ``q4_1``, ``q8_0``); ``gguf``
-    supplies the file's own blocks for native serving (any format our kernel reads, per tensor).
+    ``method`` is ``none``, ``int8`` or a block format (``q4_0``, ``q4_1``, ``q8_0``, ``q4_k``,
+    ``q6_k``); ``gguf`` supplies the file's own blocks for native serving (any format our kernel
+    reads, per tensor; other tensors stay float).
     """
     if method == "none":
         return
@@ -49,25 +57,56 @@ def _hf_names(name: str) -> list[str]:
     return [f"{prefix}.{p}.weight" if prefix else f"{p}.weight" for p in parts]
 
 
-def _own_blocks(hf_names: list[str], gguf: GGUFBlocks | None) -> tuple[str, torch.Tensor] | None:
-    """The file's blocks for these tensors stacked by rows, when all are in one native format."""
-    if gguf is None:
-        return None
-    found = [gguf.blocks(n) for n in hf_names]
-    if any(f is None for f in found) or len({f[0] for f in found if f is not None}) != 1:
-        return None
-    return found[0][0], torch.cat([f[1] for f in found if f is not None])  # type: ignore[index]
+def _float_rows(weight: torch.Tensor) -> Linear:
+    """A bias-free float layer over these rows of a fused weight (copied: the fused weight's other
+    rows are served as blocks, so it is not kept)."""
+    layer = Linear(weight.shape[1], weight.shape[0])
+    layer.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+    return layer
+
+
+def _requantized(name: str, weight: torch.Tensor, bias: torch.Tensor | None, method: str) -> GGUFLinear:
+    if not gguf_blocks.fits(method, weight.shape[1]):
+        raise ValueError(f"--quantization {method} needs in_features to be a multiple of "
+                         f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {weight.shape[1]}; "
+                         f"serve this model with q4_0, q4_1, q8_0, int8 or none")
+    return GGUFLinear(gguf_blocks.quantize(weight, method), method, weight.shape[1], bias)
+
+
+def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
+    """The layer served from the file's own tensors: blocks where our kernel reads their format,
+    the float weights (the file's values, dequantized) elsewhere."""
+    weight, bias = module.weight, module.bias
+    names = _hf_names(name)
+    sizes = list(getattr(module, "out_sizes", [weight.shape[0]]))
+    found = [gguf.blocks(n) for n in names]
+    mismatched = any(f is not None and f[1].shape[0] != size for f, size in zip(found, sizes))
+    if len(sizes) != len(names) or mismatched:
+        found = [None] * len(sizes)  # not the file's tensors as we know them: keep the float weights
+    formats = {f[0] if f is not None else None for f in found}
+    for hf_name, f in zip(names, found):
+        if f is None:
+            logger.info("%s: stored as %s, which our kernels do not read; served in float", hf_name,
+                        gguf.type_name(hf_name))
+    if len(formats) == 1:  # one format for the whole layer
+        fmt = formats.pop()
+        if fmt is None:
+            return module
+        return GGUFLinear(torch.cat([f[1] for f in found if f is not None]), fmt, weight.shape[1], bias)
+    parts, start = [], 0
+    for size, f in zip(sizes, found):
+        rows = weight[start:start + size]
+        start += size
+        parts.append(_float_rows(rows) if f is None else GGUFLinear(f[1], f[0], weight.shape[1]))
+    return StackedLinear(parts, bias)
 
 
 def _quantized_linear(name: str, module: Linear, method: str, gguf: GGUFBlocks | None) -> nn.Module:
-    weight = module.weight
-    bias = module.bias
     if method == "int8":
-        return Int8Linear(weight, bias)
-    own = _own_blocks(_hf_names(name), gguf)
-    if own is not None and own[1].shape[0] == weight.shape[0]:
-        return GGUFLinear(own[1], own[0], weight.shape[1], bias)
-    return GGUFLinear(gguf_blocks.quantize(weight, method), method, weight.shape[1], bias)
+        return Int8Linear(module.weight, module.bias)
+    if gguf is not None:
+        return _from_file(name, module, gguf)
+    return _requantized(name, module.weight, module.bias, method)
 
 
 def _quantize_embeddings(model: nn.Module, method: str, gguf: GGUFBlocks | None) -> None:
@@ -76,21 +115,31 @@ def _quantize_embeddings(model: nn.Module, method: str, gguf: GGUFBlocks | None)
     if not isinstance(embed, Embedding):
         return
     tied = getattr(model, "lm_head", None) is embed
-    weight = embed.weight
+    new = _quantized_embedding(embed.weight, method, gguf, tied)
+    if new is not None:
+        inner.embed_tokens = new
+        if tied:
+            model.lm_head = new
+    if not tied and isinstance(getattr(model, "lm_head", None), Linear):
+        model.lm_head = _quantized_linear("lm_head", model.lm_head, method, gguf)
+
+
+def _quantized_embedding(weight: torch.Tensor, method: str, gguf: GGUFBlocks | None,
+                         tied: bool) -> QuantizedEmbedding | None:
+    """The embedding (and tied head) quantized; None keeps the float one (a GGUF file's embedding
+    in a format without a kernel)."""
     if method == "int8":
         rows, scales = quantize_int8_per_channel(weight)
-        head = Int8Linear(weight) if tied else None
-        new = QuantizedEmbedding(rows, "int8", scales, head)
+        return QuantizedEmbedding(rows, "int8", scales, Int8Linear(weight) if tied else None)
+    if gguf is not None:
+        own = gguf.blocks("model.embed_tokens.weight")
+        if own is None:
+            return None
+        fmt, blocks = own
     else:
-        own = _own_blocks(["model.embed_tokens.weight"], gguf)
-        fmt, blocks = own if own is not None else (method, gguf_blocks.quantize(weight, method))
-        head = GGUFLinear(blocks, fmt, weight.shape[1]) if tied else None
-        new = QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
-    inner.embed_tokens = new
-    if tied:
-        model.lm_head = new
-    elif isinstance(getattr(model, "lm_head", None), Linear):
-        model.lm_head = _quantized_linear("lm_head", model.lm_head, method, gguf)
+        fmt, blocks = method, _requantized("model.embed_tokens", weight, None, method).blocks
+    head = GGUFLinear(blocks, fmt, weight.shape[1]) if tied else None
+    return QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
 
 
 def _roundtrip_weights(model: nn.Module, method: str) -> None:

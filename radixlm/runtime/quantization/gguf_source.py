@@ -12,7 +12,7 @@ from radixlm.runtime.weights.gguf_mapping import hf_tensor_name, unpermute_rope
 from radixlm.runtime.weights.model_registry import ALIASES, KNOWN_MODELS, known_model_gguf
 
 # GGML type names our CPU kernel reads
-NATIVE_TYPES = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}
+NATIVE_TYPES = {name: name.lower() for name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K")}
 
 
 def gguf_path_of(model: str) -> Path | None:
@@ -49,6 +49,11 @@ class GGUFBlocks:
         if not counts:
             return None
         return NATIVE_TYPES.get(max(counts, key=lambda k: counts[k]))
+
+    def type_name(self, hf_name: str) -> str | None:
+        """The GGML type a tensor is stored in (``Q4_K``, ``F32``...), None when the file lacks it."""
+        t = self._tensors.get(hf_name)
+        return None if t is None else t.tensor_type.name
 
     def blocks(self, hf_name: str) -> tuple[str, torch.Tensor] | None:
         """(format, uint8 blocks ``[out, row_bytes]``) for a weight stored in a native type, else None.

@@ -9,7 +9,7 @@ from radixlm.kernels.cpu.build import load_gguf_kernels
 
 logger = logging.getLogger(__name__)
 
-BLOCK_FORMATS = ("q4_0", "q4_1", "q8_0")
+BLOCK_FORMATS = ("q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "q5_0")
 QUANTIZATION_METHODS = ("none", "int8", *BLOCK_FORMATS)  # what ``resolve_method`` can return
 
 
