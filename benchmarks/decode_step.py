@@ -96,6 +96,29 @@ def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_count
         return median_ms(run, iters, clock)
 
 
+def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
+    """Median step time with the C++ decode kernels (attention, norm, rotary) and without them (the
+    torch ops they replace), alternating rounds so that a change in the machine's load hits both."""
+    import radixlm.runtime.attention.torch_decode as attention_mod
+    import radixlm.runtime.layers.rmsnorm as norm_mod
+    import radixlm.runtime.layers.rotary as rotary_mod
+
+    modules = (attention_mod, norm_mod, rotary_mod)
+    loaders = [m.load_decode_kernels for m in modules]
+    times: dict[bool, list[float]] = {True: [], False: []}
+    per_round = max(2, iters // rounds)
+    try:
+        for _ in range(rounds):
+            for use in (True, False):
+                for module, loader in zip(modules, loaders):
+                    module.load_decode_kernels = loader if use else (lambda: None)
+                times[use].append(median_ms(lambda: runner.forward(fb), per_round))
+    finally:
+        for module, loader in zip(modules, loaders):
+            module.load_decode_kernels = loader
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="smollm2-135m")
@@ -105,6 +128,8 @@ def main() -> None:
     ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
+    ap.add_argument("--ab", action="store_true",
+                    help="also time the step with the C++ decode kernels off (torch ops), interleaved")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile (inductor) the model's forward first; reports compile time")
     args = ap.parse_args()
@@ -127,6 +152,10 @@ def main() -> None:
         print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
               f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
               f"step/matmul {cpu_step / cpu_mm:.2f}", flush=True)
+        if args.ab:
+            with_kernels, torch_ops = ab_step_ms(runner, fb, args.iters)
+            print(f"batch {bs:3d}: A/B interleaved: step with C++ decode kernels {with_kernels:7.2f} ms, "
+                  f"with torch ops {torch_ops:7.2f} ms ({torch_ops / with_kernels:.2f}x)", flush=True)
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -10,10 +10,11 @@ then that last-bit difference puts an activation on the other side of an int8 ro
 next layer, and a token's K/V keeps the step: on these models q4_1 showed it in 2 of 4 generations,
 after which the logprobs of the rest of that generation stay within 1.4e-2 of tp 1's (measured; tp 1
 with o/down computed as two summed halves in one process gives exactly tp 2's numbers, so it is the
-sum order and not the sharding). Where the step falls depends on the model's last bits (it moved
-to a prompt's first token when the CPU norm kernel changed the norm's summation order). Hence:
-greedy tokens equal, every logprob within 3e-2, and at least half of the generations within 1e-5
-at every token, which a wrong block or scale (tens of percent everywhere) cannot pass.
+sum order and not the sharding). Where the step falls depends on the model's last bits: since the
+CPU decode-step kernels changed the norm's and the attention's summation order, 69-76% of the tokens
+stayed within 1e-5 (measured, q4_0 cases), some generations drifting from their first token. Hence:
+greedy tokens equal, every logprob within 3e-2, and at least half of all tokens within 1e-5, which a
+wrong block or scale (an error at every token, tens of percent) cannot pass.
 """
 from __future__ import annotations
 
@@ -53,13 +54,13 @@ def _run(engine) -> list[dict]:
 
 def _assert_same_generation(got: list[dict], expected: list[dict]) -> None:
     assert [o["output_ids"] for o in got] == [o["output_ids"] for o in expected]
-    exact_generations = 0
+    diffs = []
     for a, b in zip(got, expected):
         lp_a = [t[0] for t in a["meta_info"]["output_token_logprobs"]]
         lp_b = [t[0] for t in b["meta_info"]["output_token_logprobs"]]
         assert lp_a == pytest.approx(lp_b, abs=LOGPROB_TOL)
-        exact_generations += all(abs(x - y) <= CLOSE_TOL for x, y in zip(lp_a, lp_b))
-    assert exact_generations >= CLOSE_SHARE * len(got)
+        diffs += [abs(x - y) for x, y in zip(lp_a, lp_b)]
+    assert sum(d <= CLOSE_TOL for d in diffs) >= CLOSE_SHARE * len(diffs)
 
 
 def _tp1_and_tp2(model: str, quantization: str, **kwargs) -> tuple[list[dict], list[dict], dict]:
