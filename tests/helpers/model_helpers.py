@@ -193,6 +193,21 @@ class PagedSession:
         )
 
 
+# A byte-level token sequence for the tiny models' logit checks.
+TINY_SEQ = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 2, 40, 50, 60, 70]
+
+
+def prefill_then_decode_logits(runner: ModelRunner, seq: list[int], decodes: int = 3) -> list[torch.Tensor]:
+    """The prefill logits of ``seq[:-decodes]``, then the logits of each of ``decodes`` decode steps
+    feeding the rest of ``seq``, on a fresh row that is freed afterwards."""
+    s = PagedSession(runner)
+    row = s.open()
+    outs = [s.extend([row], [seq[:-decodes]], all_logits=True)[0]]
+    outs += [s.decode([row], [t])[0] for t in seq[-decodes:]]
+    s.close(row)
+    return outs
+
+
 def greedy_generate(runner: ModelRunner, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
     """Batched greedy decoding (no EOS stop): one extend of all prompts, then batched decode steps."""
     session = PagedSession(runner)

@@ -21,15 +21,17 @@ from radixlm.runtime.layers.stacked_linear import StackedLinear
 from radixlm.runtime.quantization import apply
 from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import (
+    TINY_SEQ,
     PagedSession,
     assert_logits_close,
     make_runner,
+    prefill_then_decode_logits,
     save_tiny_gguf,
     tiny_llama_config,
 )
 
 pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
-SEQ = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 2, 40, 50, 60, 70]
+SEQ = TINY_SEQ
 LOGIT_RTOL = 0.05
 # first match wins: the Q5_1 v_proj of layer 1 before the general v_proj rule
 Q4_K_M_LIKE = {"layers.1.self_attn.v_proj": "Q5_1", "v_proj": "Q6_K", "down_proj": "Q6_K", "proj": "Q4_K",
@@ -48,12 +50,8 @@ def kquant_gguf(tmp_path_factory):
 
 
 def _logits(runner) -> list[torch.Tensor]:
-    s = PagedSession(runner)
-    row = s.open()
-    outs = [s.extend([row], [SEQ[:-3]], all_logits=True)[0]]
-    outs += [s.decode([row], [t])[0] for t in SEQ[-3:]]
-    s.close(row)
-    return outs
+    """Prefill logits of SEQ[:-3], then three decode steps."""
+    return prefill_then_decode_logits(runner, SEQ)
 
 
 def test_each_tensor_is_served_from_its_own_blocks(kquant_gguf) -> None:

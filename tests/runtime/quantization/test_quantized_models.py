@@ -21,26 +21,22 @@ from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear, Quan
 from radixlm.runtime.quantization import apply, methods
 from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import (
-    PagedSession,
+    TINY_SEQ,
     assert_logits_close,
     make_runner,
+    prefill_then_decode_logits,
     save_tiny_gguf,
     save_tiny_model,
     tiny_llama_config,
 )
 
 pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
-SEQ = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 2, 40, 50, 60, 70]
+SEQ = TINY_SEQ
 
 
 def _logits(runner) -> list[torch.Tensor]:
     """Prefill logits of SEQ[:-3], then three decode steps."""
-    s = PagedSession(runner)
-    row = s.open()
-    outs = [s.extend([row], [SEQ[:-3]], all_logits=True)[0]]
-    outs += [s.decode([row], [t])[0] for t in SEQ[-3:]]
-    s.close(row)
-    return outs
+    return prefill_then_decode_logits(runner, SEQ)
 
 
 def _assert_same_model(quantized, reference, rtol: float = 0.02) -> None:
