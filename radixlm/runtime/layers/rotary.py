@@ -66,7 +66,8 @@ class RotaryEmbedding(nn.Module):
         if _launch.use_triton(q):
             return apply_rotary(q, k, positions, self.cos_sin_cache)
         self._check_positions(positions)
-        kernels = load_decode_kernels() if q.dtype == k.dtype == torch.float32 else None
+        fp32 = q.dtype == k.dtype == torch.float32 and positions.dtype == torch.int64
+        kernels = load_decode_kernels() if fp32 else None
         if kernels is not None and q.device.type == "cpu" and q.stride(2) == 1 and k.stride(2) == 1:
             return kernels.rotary(q, k, positions.contiguous(), self.cos_sin_cache)
         cos, sin = self._step_factors(positions)
