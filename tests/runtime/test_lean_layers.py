@@ -74,7 +74,7 @@ def test_planned_decode_attention_matches_reference_on_ragged_lengths(
     for lens in ([9, 40, 1], [12, 12, 12]):
         seq_lens = torch.tensor(lens)
         q = torch.randn(3, heads_q, dim)
-        plan = plan_decode(req_to_token, rows, seq_lens, lens)
+        plan = plan_decode(req_to_token, rows, seq_lens, lens, torch_decode.in_place_decode_available(k_buf))
         out = decode_attention_planned(q, k_buf, v_buf, plan, 0.25)
         ref = decode_attention_torch(q, k_buf, v_buf, req_to_token, rows, seq_lens, 0.25)
         torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-5)

@@ -6,6 +6,8 @@ from types import ModuleType
 
 import torch
 
+from radixlm.kernels.cpu.gguf_ops import check_threads
+
 
 class DecodeKernels:
     """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
@@ -22,7 +24,7 @@ class DecodeKernels:
         """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]`` fp32;
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
         ``seq_lens_cpu`` their values as a list. Returns ``[bs, Hq, D]`` fp32."""
-        threads = _check_threads(threads)
+        threads = check_threads(threads)
         for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
             if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
                 raise ValueError(f"{name} must be a contiguous 3-D float32 CPU tensor, got "
@@ -63,7 +65,7 @@ class DecodeKernels:
         """Rotated copies of ``q`` ``[T, Hq, D]`` and ``k`` ``[T, Hkv, D]`` (fp32, unit stride in D)
         at ``positions`` (int64 ``[T]``, each below ``len(cos_sin_cache)``; the caller checks their
         range, once per step) from ``cos_sin_cache`` ``[max_positions, D]``."""
-        threads = _check_threads(threads)
+        threads = check_threads(threads)
         for name, t in (("q", q), ("k", k)):
             if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or t.stride(2) != 1:
                 raise ValueError(f"{name} must be a 3-D float32 CPU tensor with unit stride in its last "
@@ -79,13 +81,6 @@ class DecodeKernels:
         return self._compiled.rotary(q, k, positions, cos_sin_cache, threads)
 
 
-def _check_threads(threads: int | None) -> int:
-    threads = torch.get_num_threads() if threads is None else threads
-    if not isinstance(threads, int) or not 1 <= threads <= 1024:
-        raise ValueError(f"threads must be an int in [1, 1024], got {threads!r}")
-    return threads
-
-
 def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> int:
     if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
         raise ValueError(f"x must be a contiguous 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} "
@@ -94,4 +89,4 @@ def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> i
             or weight.shape[0] != x.shape[1]):
         raise ValueError(f"weight must be a contiguous float32 vector of {x.shape[1]}, got "
                          f"{tuple(weight.shape)} {weight.dtype}")
-    return _check_threads(threads)
+    return check_threads(threads)

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <vector>
 
+#include "simd_math.h"
 #include "work_pool.h"
 
 namespace {
@@ -60,13 +61,6 @@ inline float half_to_float(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 inline int hsum_epi32(__m256i v) {
@@ -270,7 +264,7 @@ void row_dot(const uint8_t* w, const Activations& x, float* out, int64_t n) {
   } else {
     for (int64_t b = 0; b < nblocks; ++b) block_step<FMT, MB>(w + b * bytes, x, nblocks, b, acc, offset);
   }
-  for (int i = 0; i < MB; ++i) out[i * n] = hsum(acc[i]) + offset[i];
+  for (int i = 0; i < MB; ++i) out[i * n] = radixlm::hsum(acc[i]) + offset[i];
 }
 
 // Weight rows [r0, r1) against activation rows [m0, m0 + MB).

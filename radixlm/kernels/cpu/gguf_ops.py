@@ -17,6 +17,14 @@ _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 _ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
 
 
+def check_threads(threads: int | None) -> int:
+    """How many threads a kernel may use (the caller's included): ``threads``, default torch's."""
+    threads = torch.get_num_threads() if threads is None else threads
+    if not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise ValueError(f"threads must be an int in [1, 1024], got {threads!r}")
+    return threads
+
+
 class GGUFKernels:
     """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0/Q4_K/Q6_K blocks,
     on the CPU."""
@@ -29,9 +37,7 @@ class GGUFKernels:
         """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's."""
-        threads = torch.get_num_threads() if threads is None else threads
-        if not isinstance(threads, int) or not 1 <= threads <= 1024:
-            raise ValueError(f"threads must be an int in [1, 1024], got {threads!r}")
+        threads = check_threads(threads)
         if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu":
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
         if weight.dim() != 2 or weight.dtype != torch.uint8 or weight.device.type != "cpu":

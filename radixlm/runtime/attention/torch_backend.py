@@ -44,25 +44,25 @@ class TorchAttentionBackend(AttentionBackend):
                 fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
         self._decode_plan: DecodePlan | None = None
         self._decode_tail = 0 if fb.is_decode else _single_token_tail(fb.extend_seq_lens_cpu)
-        if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned gather
+        in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
+        if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned attention
             self._shared_len = 0
             tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)
             self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token,
                                             fb.req_pool_indices[tail], fb.seq_lens[tail],
-                                            fb.seq_lens_cpu[tail])
+                                            fb.seq_lens_cpu[tail], in_place)
             return
         # Keys every request has at the same slots, before any of this step's queries. A decode
         # that the in-place kernel serves skips the cascade: it measured 1-3x faster than it here.
         self._shared_len = 0
-        in_place = fb.is_decode and in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
-        if len(fb.seq_lens_cpu) > 1 and not in_place:
+        if len(fb.seq_lens_cpu) > 1 and not (fb.is_decode and in_place):
             before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)
             self._shared_len = shared if shared >= self.min_shared_prefix else 0
         if fb.is_decode and not self._shared_len:
             self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                                            fb.seq_lens, fb.seq_lens_cpu)
+                                            fb.seq_lens, fb.seq_lens_cpu, in_place)
 
     def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:

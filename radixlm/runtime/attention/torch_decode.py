@@ -20,14 +20,15 @@ from radixlm.kernels.cpu.build import load_decode_kernels
 
 @dataclass
 class DecodePlan:
-    """One decode step's requests: their ``req_to_token`` rows and lengths, and (built on first
-    use by the gather path) the flat slot list ``[bs * max_len]`` and mask ``[bs, 1, 1, max_len]``
-    (None when every request has ``max_len`` keys)."""
+    """One decode step's requests: their ``req_to_token`` rows and lengths, whether the in-place
+    kernel serves them, and (built on first use by the gather path) the flat slot list
+    ``[bs * max_len]`` and mask ``[bs, 1, 1, max_len]`` (None when every request has ``max_len`` keys)."""
 
     req_to_token: torch.Tensor
     req_pool_indices: torch.Tensor
     seq_lens: torch.Tensor
     seq_lens_cpu: list[int]
+    in_place: bool  # each layer reads K/V in place through the C++ kernel (fp32 q)
     _gather: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = field(default=None, repr=False)
 
     @property
@@ -52,34 +53,29 @@ class DecodePlan:
 
 
 def plan_decode(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
-                seq_lens_cpu: list[int]) -> DecodePlan:
-    """The step's plan; the gather path's slot list is built only if a layer needs it."""
-    return DecodePlan(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu)
+                seq_lens_cpu: list[int], in_place: bool = False) -> DecodePlan:
+    """The step's plan; ``in_place`` (``in_place_decode_available`` for the step's pool) lets the
+    layers take the kernel; the gather path's slot list is built only if a layer needs it."""
+    int64 = all(t.dtype == torch.int64 for t in (req_to_token, req_pool_indices, seq_lens))
+    return DecodePlan(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, in_place and int64)
 
 
 def decode_attention_planned(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor,
                              plan: DecodePlan, sm_scale: float) -> torch.Tensor:
     """``q`` ``[bs, Hq, D]`` over the planned requests' keys; returns ``[bs, Hq, D]`` (equal, within
     rounding, to ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
-    if _in_place_kernel_applies(q, k_buffer, plan):
-        kernels = load_decode_kernels()
-        if kernels is not None:
-            return kernels.paged_decode_attention(q.contiguous(), k_buffer, v_buffer, plan.req_to_token,
-                                                  plan.req_pool_indices, plan.seq_lens, plan.seq_lens_cpu,
-                                                  sm_scale)
+    kernels = load_decode_kernels() if plan.in_place and q.dtype == torch.float32 else None
+    if kernels is not None:
+        return kernels.paged_decode_attention(q.contiguous(), k_buffer, v_buffer, plan.req_to_token,
+                                              plan.req_pool_indices, plan.seq_lens, plan.seq_lens_cpu,
+                                              sm_scale)
     return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale)
 
 
 def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
     """Whether decodes over this pool run the in-place kernel (fp32 CPU K/V, and a compiler)."""
-    return (k_buffer.device.type == "cpu" and k_buffer.dtype == torch.float32
+    return (k_buffer.device.type == "cpu" and k_buffer.dtype == torch.float32 and k_buffer.is_contiguous()
             and load_decode_kernels() is not None)
-
-
-def _in_place_kernel_applies(q: torch.Tensor, k_buffer: torch.Tensor, plan: DecodePlan) -> bool:
-    return (q.device.type == "cpu" and q.dtype == torch.float32 and k_buffer.dtype == torch.float32
-            and plan.req_to_token.dtype == torch.int64 and plan.seq_lens.dtype == torch.int64
-            and plan.req_pool_indices.dtype == torch.int64 and k_buffer.is_contiguous())
 
 
 def _gather_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan,

@@ -18,6 +18,13 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
 
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor) -> "Linear":
+        """A bias-free layer over ``weight`` ``[out, in]`` (used as given: clone it to keep a copy)."""
+        layer = cls(weight.shape[1], weight.shape[0])
+        layer.weight = nn.Parameter(weight.detach(), requires_grad=False)
+        return layer
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
 

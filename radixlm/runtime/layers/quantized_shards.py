@@ -42,9 +42,7 @@ def quantized_rows(layer: nn.Module, blocks: Sequence[tuple[int, int]]) -> nn.Mo
     if isinstance(layer, StackedLinear):
         return StackedLinear(_stacked_pieces(layer, blocks), bias)
     if isinstance(layer, Linear):
-        part = Linear(layer.weight.shape[1], sum(count for _, count in blocks))  # a stacked part
-        part.weight = nn.Parameter(take_rows(layer.weight.data, blocks), requires_grad=False)
-        return part
+        return Linear.from_weight(take_rows(layer.weight.data, blocks))  # a stacked part
     if isinstance(layer, GGUFLinear):
         return GGUFLinear(take_rows(layer.blocks, blocks), layer.fmt, layer.in_features, bias)
     q, scales = layer.int8_weight()

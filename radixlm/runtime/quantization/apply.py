@@ -57,14 +57,6 @@ def _hf_names(name: str) -> list[str]:
     return [f"{prefix}.{p}.weight" if prefix else f"{p}.weight" for p in parts]
 
 
-def _float_rows(weight: torch.Tensor) -> Linear:
-    """A bias-free float layer over these rows of a fused weight (copied: the fused weight's other
-    rows are served as blocks, so it is not kept)."""
-    layer = Linear(weight.shape[1], weight.shape[0])
-    layer.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
-    return layer
-
-
 def _requantized(name: str, weight: torch.Tensor, bias: torch.Tensor | None, method: str) -> GGUFLinear:
     if not gguf_blocks.fits(method, weight.shape[1]):
         raise ValueError(f"--quantization {method} needs in_features to be a multiple of "
@@ -97,7 +89,10 @@ def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
     for size, f in zip(sizes, found):
         rows = weight[start:start + size]
         start += size
-        parts.append(_float_rows(rows) if f is None else GGUFLinear(f[1], f[0], weight.shape[1]))
+        if f is None:  # float rows, copied: the fused weight's other rows are blocks, it is not kept
+            parts.append(Linear.from_weight(rows.clone()))
+        else:
+            parts.append(GGUFLinear(f[1], f[0], weight.shape[1]))
     return StackedLinear(parts, bias)
 
 

@@ -4,10 +4,12 @@ as on two machines), serve what tp_size 1 serves; the second node's process exit
 stops or dies; inconsistent flags are refused naming the flag."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -37,6 +39,17 @@ def _start_second_node(model: str, addr: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
+@contextlib.contextmanager
+def _second_node(model: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """The second node started (and its process group killed at the end) with its init address."""
+    addr = f"127.0.0.1:{free_port()}"
+    node1 = _start_second_node(model, addr)
+    try:
+        yield node1, addr
+    finally:
+        _stop(node1)
+
+
 def _generate(url: str) -> list[list[int]]:
     out = []
     for prompt in PROMPTS:
@@ -58,23 +71,17 @@ def _stop(process: subprocess.Popen) -> None:
 def test_two_nodes_on_localhost_serve_what_one_rank_serves(tiny_llama_dir: str) -> None:
     with make_engine(tiny_llama_dir, device="cpu") as single:
         expected = [o["output_ids"] for o in single.generate(PROMPTS, GREEDY)]
-    addr = f"127.0.0.1:{free_port()}"
-    node1 = _start_second_node(tiny_llama_dir, addr)
-    try:
+    with _second_node(tiny_llama_dir) as (node1, addr):
         with _start_first_node(tiny_llama_dir, addr) as server:
             assert _generate(server.url) == expected
             info = requests.get(f"{server.url}/get_server_info", timeout=30).json()
             assert info["tp_size"] == 2 and info["nnodes"] == 2
         # node 0 told its ranks to stop: the second node's process ends by itself, cleanly
         assert node1.wait(EXIT_TIMEOUT_S) == 0
-    finally:
-        _stop(node1)
 
 
 def test_a_dead_second_node_takes_the_server_down(tiny_llama_dir: str) -> None:
-    addr = f"127.0.0.1:{free_port()}"
-    node1 = _start_second_node(tiny_llama_dir, addr)
-    try:
+    with _second_node(tiny_llama_dir) as (node1, addr):
         with _start_first_node(tiny_llama_dir, addr) as server:
             _generate(server.url)
             _stop(node1)  # the whole second machine, as far as node 0 can tell
@@ -86,14 +93,10 @@ def test_a_dead_second_node_takes_the_server_down(tiny_llama_dir: str) -> None:
             except requests.ConnectionError:
                 pass
             server.process.wait(EXIT_TIMEOUT_S)
-    finally:
-        _stop(node1)
 
 
 def test_a_killed_first_node_ends_the_second(tiny_llama_dir: str) -> None:
-    addr = f"127.0.0.1:{free_port()}"
-    node1 = _start_second_node(tiny_llama_dir, addr)
-    try:
+    with _second_node(tiny_llama_dir) as (node1, addr):
         server = _start_first_node(tiny_llama_dir, addr)
         try:
             _generate(server.url)
@@ -102,8 +105,6 @@ def test_a_killed_first_node_ends_the_second(tiny_llama_dir: str) -> None:
             server.shutdown()
         # rank 1, idle in its wait for the next batch, sees the group break and exits with an error
         assert node1.wait(EXIT_TIMEOUT_S) != 0
-    finally:
-        _stop(node1)
 
 
 @pytest.mark.parametrize("flags, named", [

@@ -31,6 +31,14 @@ def stats(client: httpx.Client) -> dict:
     return r.json()["stats"]
 
 
+def wait_in_flight(client: httpx.Client, count: int, timeout_s: float = 20) -> None:
+    """Until at least ``count`` requests (samples included) run or wait in the scheduler."""
+    deadline = time.time() + timeout_s
+    while stats(client)["num_running"] + stats(client)["num_queued"] < count:
+        assert time.time() < deadline
+        time.sleep(0.01)
+
+
 def assert_kv_idle(client: httpx.Client) -> None:
     """Every KV slot is free or cached (nothing leaked), waiting briefly for aborts to land."""
     for _ in range(50):
@@ -192,10 +200,7 @@ def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
                    "sampling_params": {**long, "max_new_tokens": 60}}))]
     for thread in threads:
         thread.start()
-    deadline = time.time() + 20
-    while stats(client)["num_running"] + stats(client)["num_queued"] < 3:
-        assert time.time() < deadline
-        time.sleep(0.01)
+    wait_in_flight(client, 3)
     r = client.post("/generate", json={"text": "x", "rid": "grp", "sampling_params": GREEDY})
     assert r.status_code == 400 and "'grp'" in r.json()["error"]["message"], r.text
     bad = client.post("/generate", json={"text": "x", "rid": "grp\x1f0", "sampling_params": GREEDY})
@@ -264,10 +269,7 @@ def test_openai_n3_abort_by_rid_ends_its_choices_only(client, server):
     before = stats(client)["num_generated_tokens"]
     for thread in threads:
         thread.start()
-    deadline = time.time() + 20
-    while stats(client)["num_running"] + stats(client)["num_queued"] < 4:
-        assert time.time() < deadline
-        time.sleep(0.01)
+    wait_in_flight(client, 4)
     assert client.post("/abort_request", json={"rid": "oa"}).json()["success"]
     for thread in threads:
         thread.join(30)
