@@ -16,9 +16,9 @@ from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
-import torch.nn.functional as F
 
 from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.layers.linear import linear
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
 from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
@@ -78,11 +78,12 @@ def linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
 
 def matmul_calls(model: torch.nn.Module) -> list[tuple[Callable[[torch.Tensor], torch.Tensor], int]]:
     """``(product, in_features)`` for every matrix product of a decode step, LM head included once:
-    the quantized layers themselves on a quantized model (their own kernels), else ``F.linear``."""
+    the quantized layers themselves on a quantized model (their own kernels), else the fp32 products
+    as the model makes them (``layers.linear.linear``: the small-batch kernel or ``F.linear``)."""
     quantized = [(m, m.in_features) for m in model.modules() if isinstance(m, (GGUFLinear, Int8Linear))]
     if quantized:
         return quantized
-    return [(functools.partial(F.linear, weight=w), w.shape[1]) for w in linear_weights(model)]
+    return [(functools.partial(linear, weight=w), w.shape[1]) for w in linear_weights(model)]
 
 
 def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
@@ -97,13 +98,15 @@ def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_count
 
 
 def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
-    """Median step time with the C++ decode kernels (attention, norm, rotary) and without them (the
-    torch ops they replace), alternating rounds so that a change in the machine's load hits both."""
+    """Median step time with the C++ decode kernels (attention, norm, rotary, small-batch fp32
+    products) and without them (the torch ops they replace), alternating rounds so that a change in
+    the machine's load hits both."""
     import radixlm.runtime.attention.torch_decode as attention_mod
+    import radixlm.runtime.layers.linear as linear_mod
     import radixlm.runtime.layers.rmsnorm as norm_mod
     import radixlm.runtime.layers.rotary as rotary_mod
 
-    modules = (attention_mod, norm_mod, rotary_mod)
+    modules = (attention_mod, norm_mod, rotary_mod, linear_mod)
     loaders = [m.load_decode_kernels for m in modules]
     times: dict[bool, list[float]] = {True: [], False: []}
     per_round = max(2, iters // rounds)

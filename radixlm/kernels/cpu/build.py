@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
 _MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
     "gguf_linear": ["gguf_linear.cpp"],
-    "decode_kernels": ["decode_kernels.cpp", "decode_attention.cpp", "rmsnorm.cpp", "rotary.cpp"],
+    "decode_kernels": ["decode_kernels.cpp", "decode_attention.cpp", "rmsnorm.cpp", "rotary.cpp",
+                       "small_batch_linear.cpp"],
 }
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
 # takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)
@@ -69,8 +70,8 @@ def load_gguf_kernels() -> GGUFKernels | None:
 
 @functools.lru_cache(maxsize=1)
 def load_decode_kernels() -> DecodeKernels | None:
-    """The compiled decode-step kernels (attention, RMSNorm, rotary), or None (warned once) when they
-    cannot be built."""
+    """The compiled decode-step kernels (attention, RMSNorm, rotary, small-batch fp32 products), or
+    None (warned once) when they cannot be built."""
     module = _load("decode_kernels", "CPU decode-step kernels unavailable (%s); using torch ops")
     return None if module is None else DecodeKernels(module)
 

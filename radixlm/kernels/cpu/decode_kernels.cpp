@@ -1,4 +1,5 @@
-// Python bindings of the decode-step kernels (decode_attention.cpp, rmsnorm.cpp, rotary.cpp).
+// Python bindings of the decode-step kernels (decode_attention.cpp, rmsnorm.cpp, rotary.cpp,
+// small_batch_linear.cpp).
 #include "decode_kernels.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
@@ -7,4 +8,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("rmsnorm", &rmsnorm, "RMSNorm of fp32 rows, one pass each");
   mod.def("rotary", &rotary, "rotate-half rotary embedding of fp32 q and k (strided views in, contiguous out)");
   mod.def("add_rmsnorm", &add_rmsnorm, "h = x + residual and RMSNorm(h) of fp32 rows, one pass each");
+  mod.def("small_batch_linear", &small_batch_linear,
+          "x @ W^T (+ b) for a few fp32 rows, the weight rows split across threads");
 }

@@ -15,3 +15,6 @@ std::tuple<torch::Tensor, torch::Tensor> add_rmsnorm(torch::Tensor x, torch::Ten
 
 std::tuple<torch::Tensor, torch::Tensor> rotary(torch::Tensor q, torch::Tensor k, torch::Tensor positions,
                                                 torch::Tensor cos_sin_cache, int64_t threads);
+
+torch::Tensor small_batch_linear(torch::Tensor x, torch::Tensor weight, c10::optional<torch::Tensor> bias,
+                                 int64_t threads);

@@ -12,7 +12,8 @@ from radixlm.kernels.cpu.gguf_ops import check_threads
 class DecodeKernels:
     """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
     pool, read in place (``decode_attention.cpp``); ``rmsnorm`` and ``add_rmsnorm`` over fp32 rows
-    (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``)."""
+    (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``); ``small_batch_linear``, the fp32
+    products of a few rows split across threads (``small_batch_linear.cpp``)."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
@@ -79,6 +80,23 @@ class DecodeKernels:
                 or cos_sin_cache.shape[1] != q.shape[2] or cos_sin_cache.stride(1) != 1):
             raise ValueError(f"cos_sin_cache must be float32 [max_positions, {q.shape[2]}]")
         return self._compiled.rotary(q, k, positions, cos_sin_cache, threads)
+
+    def small_batch_linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                           threads: int | None = None) -> torch.Tensor:
+        """``x @ weight^T (+ bias)`` for contiguous fp32 ``x`` ``[m, k]`` and ``weight`` ``[n, k]``;
+        returns fp32 ``[m, n]``. Meant for small ``m`` (each weight row is read once for all rows); a
+        row's result does not depend on ``m``."""
+        threads = check_threads(threads)
+        for name, t in (("x", x), ("weight", weight)):
+            if t.dim() != 2 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous 2-D float32 CPU tensor, got {t.dim()}-D "
+                                 f"{t.dtype} on {t.device}")
+        if weight.shape[1] != x.shape[1]:
+            raise ValueError(f"x {tuple(x.shape)} and weight {tuple(weight.shape)}: in_features differ")
+        if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != torch.float32
+                                 or bias.device.type != "cpu" or not bias.is_contiguous()):
+            raise ValueError(f"bias must be a contiguous float32 CPU vector of {weight.shape[0]}")
+        return self._compiled.small_batch_linear(x, weight, bias, threads)
 
 
 def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> int:

@@ -2,12 +2,36 @@
 
 ``MergedLinear`` fuses several projections of the same input (q/k/v, gate/up) into one matmul; the
 checkpoint's separate tensors are copied into row blocks of its parameters by ``load_shard``.
+
+Every product goes through ``linear``: fp32 products of up to ``SMALL_BATCH_MAX_ROWS`` rows on the
+CPU take our threaded kernel (``kernels/cpu/small_batch_linear.cpp``; torch runs a one-row product
+on one thread and measured 1.5-5x slower up to 16 rows, ``benchmarks/README.md``), others
+``F.linear``.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from radixlm.kernels.cpu.build import load_decode_kernels
+
+SMALL_BATCH_MAX_ROWS = 16
+_TORCH_LINEAR = F.linear
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``; a few fp32 rows on the CPU take the threaded kernel."""
+    rows = x.numel() // max(x.shape[-1], 1)
+    # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins
+    if (0 < rows <= SMALL_BATCH_MAX_ROWS and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
+            and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and (bias is None or bias.dtype == torch.float32)):
+        kernels = load_decode_kernels()
+        if kernels is not None and weight.is_contiguous():
+            out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), weight, bias)
+            return out.reshape(*x.shape[:-1], weight.shape[0])
+    return F.linear(x, weight, bias)
 
 
 class Linear(nn.Module):
@@ -26,11 +50,11 @@ class Linear(nn.Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """As the LM head: ``x @ W^T`` (quantized heads provide the same method)."""
-        return F.linear(x, self.weight)
+        return linear(x, self.weight)
 
 
 class MergedLinear(Linear):
@@ -60,7 +84,7 @@ class Embedding(nn.Module):
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """As the tied LM head: ``x @ E^T``."""
-        return F.linear(x, self.weight)
+        return linear(x, self.weight)
 
 
 def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
