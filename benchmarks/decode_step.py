@@ -1,7 +1,7 @@
 """Time and profile the engine's decode step (``ModelRunner.forward`` on paged decode batches).
 
 For each batch size: the median step time, the time of the step's matrix products alone (the same
-``F.linear`` calls, or on a quantized model its quantized layers, on inputs of the step's shape), and
+products, or on a quantized model its quantized layers, on inputs of the step's shape), and
 optionally the torch profiler's top ops (the GGUF kernels show there as the rest, not as ``aten::mm``).
 
     python benchmarks/decode_step.py --batch-sizes 1,8,64 --context 32 --profile

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.runtime.deterministic import batch_invariant_linear, padded_linear
 from radixlm.runtime.layers import linear as linear_module
-from radixlm.runtime.layers.linear import SMALL_BATCH_MAX_ROWS, Embedding, Linear
+from radixlm.runtime.layers.linear import HEAD_MAX_ROWS, SMALL_BATCH_MAX_ROWS, Embedding, Linear
 
 kernels = load_decode_kernels()
 pytestmark = pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
@@ -85,6 +85,10 @@ def test_linear_layers_take_the_kernel_for_a_few_rows(monkeypatch: pytest.Monkey
     assert len(calls) == 2
     layer(torch.randn(SMALL_BATCH_MAX_ROWS + 1, 64))  # more rows: torch's GEMM
     assert len(calls) == 2
+    embed.project(torch.randn(HEAD_MAX_ROWS, 64))  # an LM head takes it for more rows
+    assert len(calls) == 3
+    layer.project(torch.randn(HEAD_MAX_ROWS + 1, 64))
+    assert len(calls) == 3
 
 
 def test_rebound_f_linear_wins_over_the_kernel() -> None:

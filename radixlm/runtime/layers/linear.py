@@ -4,9 +4,10 @@
 checkpoint's separate tensors are copied into row blocks of its parameters by ``load_shard``.
 
 Every product goes through ``linear``: fp32 products of up to ``SMALL_BATCH_MAX_ROWS`` rows on the
-CPU take our threaded kernel (``kernels/cpu/small_batch_linear.cpp``; torch runs a one-row product
-on one thread and measured 1.5-5x slower up to 16 rows, ``benchmarks/README.md``), others
-``F.linear``.
+CPU (``HEAD_MAX_ROWS`` for an LM head) take our threaded kernel
+(``kernels/cpu/small_batch_linear.cpp``), others ``F.linear``. Measured (``benchmarks/README.md``):
+torch runs a one-row product on one thread and was 1.5-5x slower up to 16 rows on the model's
+shapes; on LM heads (vocabularies of 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows.
 """
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ from torch import nn
 from radixlm.kernels.cpu.build import load_decode_kernels
 
 SMALL_BATCH_MAX_ROWS = 16
+HEAD_MAX_ROWS = 128
 _TORCH_LINEAR = F.linear
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``; a few fp32 rows on the CPU take the threaded kernel."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           max_rows: int = SMALL_BATCH_MAX_ROWS) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``; up to ``max_rows`` fp32 rows on the CPU take the threaded kernel."""
     rows = x.numel() // max(x.shape[-1], 1)
     # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins
-    if (0 < rows <= SMALL_BATCH_MAX_ROWS and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
+    if (0 < rows <= max_rows and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
             and x.dtype == torch.float32 and weight.dtype == torch.float32
             and (bias is None or bias.dtype == torch.float32)):
         kernels = load_decode_kernels()
@@ -54,7 +57,7 @@ class Linear(nn.Module):
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """As the LM head: ``x @ W^T`` (quantized heads provide the same method)."""
-        return linear(x, self.weight)
+        return linear(x, self.weight, max_rows=HEAD_MAX_ROWS)
 
 
 class MergedLinear(Linear):
@@ -84,7 +87,7 @@ class Embedding(nn.Module):
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """As the tied LM head: ``x @ E^T``."""
-        return linear(x, self.weight)
+        return linear(x, self.weight, max_rows=HEAD_MAX_ROWS)
 
 
 def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
