@@ -78,17 +78,27 @@ def test_linear_layers_take_the_kernel_for_a_few_rows(monkeypatch: pytest.Monkey
     monkeypatch.setattr(kernels, "small_batch_linear",
                         lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
     x = torch.randn(2, 3, 64)  # six rows, any leading shape
-    out = layer(x)
-    assert out.shape == (2, 3, 300) and calls == [(6, 64)]
-    torch.testing.assert_close(out, F.linear(x, layer.weight), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(embed.project(x[0]), F.linear(x[0], embed.weight), atol=1e-5, rtol=1e-5)
-    assert len(calls) == 2
-    layer(torch.randn(SMALL_BATCH_MAX_ROWS + 1, 64))  # more rows: torch's GEMM
-    assert len(calls) == 2
-    embed.project(torch.randn(HEAD_MAX_ROWS, 64))  # an LM head takes it for more rows
-    assert len(calls) == 3
-    layer.project(torch.randn(HEAD_MAX_ROWS + 1, 64))
-    assert len(calls) == 3
+    with torch.inference_mode():  # as the engine runs its forward passes
+        out = layer(x)
+        assert out.shape == (2, 3, 300) and calls == [(6, 64)]
+        torch.testing.assert_close(out, F.linear(x, layer.weight), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(embed.project(x[0]), F.linear(x[0], embed.weight), atol=1e-5, rtol=1e-5)
+        assert len(calls) == 2
+        layer(torch.randn(SMALL_BATCH_MAX_ROWS + 1, 64))  # more rows: torch's GEMM
+        assert len(calls) == 2
+        embed.project(torch.randn(HEAD_MAX_ROWS, 64))  # an LM head takes it for more rows
+        assert len(calls) == 3
+        layer.project(torch.randn(HEAD_MAX_ROWS + 1, 64))
+        assert len(calls) == 3
+
+
+def test_products_autograd_tracks_stay_differentiable() -> None:
+    layer = Linear.from_weight(torch.randn(30, 16))
+    layer.weight.requires_grad_()
+    x = torch.randn(2, 16, requires_grad=True)
+    layer(x).sum().backward()
+    torch.testing.assert_close(x.grad, layer.weight.detach().sum(0).expand(2, 16))
+    torch.testing.assert_close(layer.weight.grad, x.detach().sum(0).expand(30, 16))
 
 
 def test_rebound_f_linear_wins_over_the_kernel() -> None:

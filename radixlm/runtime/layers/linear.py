@@ -26,12 +26,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            max_rows: int = SMALL_BATCH_MAX_ROWS) -> torch.Tensor:
     """``F.linear(x, weight, bias)``; up to ``max_rows`` fp32 rows on the CPU take the threaded kernel."""
     rows = x.numel() // max(x.shape[-1], 1)
-    # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins
-    if (0 < rows <= max_rows and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
+    # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins;
+    # the kernel has no backward, so a product autograd would track stays torch's
+    tracked = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+    if (0 < rows <= max_rows and not tracked and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
             and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and (bias is None or bias.dtype == torch.float32)):
+            and weight.device.type == "cpu" and (bias is None or bias.dtype == torch.float32)):
         kernels = load_decode_kernels()
-        if kernels is not None and weight.is_contiguous():
+        if kernels is not None and weight.is_contiguous() and (bias is None or bias.is_contiguous()):
             out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), weight, bias)
             return out.reshape(*x.shape[:-1], weight.shape[0])
     return F.linear(x, weight, bias)
