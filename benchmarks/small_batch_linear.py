@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy, huge pages, before torch)  # isort: skip
 import torch
 import torch.nn.functional as F
+from decode_step import median_ms
 
 from radixlm.kernels.cpu.build import load_decode_kernels
 
@@ -23,25 +22,15 @@ HEAD_SHAPES = [(49152, 576), (32000, 2048), (151936, 896)]
 MODEL_BYTES = 538_000_000
 
 
-def median_s(fn: Callable[[], object], reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def compare(n: int, k: int, rows: int, kernels) -> str:
     w, x = torch.randn(n, k), torch.randn(rows, k)
     reps = max(5, int(2e8 / (n * k * 4)))
     ours, theirs = [], []
     for _ in range(3):  # alternate, so a change in the machine's load hits both
-        theirs.append(median_s(lambda: F.linear(x, w), reps))
-        ours.append(median_s(lambda: kernels.small_batch_linear(x, w), reps))
+        theirs.append(median_ms(lambda: F.linear(x, w), reps))
+        ours.append(median_ms(lambda: kernels.small_batch_linear(x, w), reps))
     a, b = statistics.median(theirs), statistics.median(ours)
-    return f"| {n}x{k} | {rows} | {a * 1e3:.3f} | {b * 1e3:.3f} | {a / b:.2f}x |"
+    return f"| {n}x{k} | {rows} | {a:.3f} | {b:.3f} | {a / b:.2f}x |"
 
 
 def main() -> None:
@@ -65,7 +54,7 @@ def main() -> None:
     x = torch.randn(1, 576)
     for name, fn in (("sum", w.sum), ("F.linear, 1 row", lambda: F.linear(x, w)),
                      ("small_batch_linear, 1 row", lambda: kernels.small_batch_linear(x, w))):
-        print(f"{name} over {w.numel() * 4 / 1e6:.0f} MB: {w.numel() * 4 / median_s(fn, 7) / 1e9:.1f} GB/s")
+        print(f"{name} over {w.numel() * 4 / 1e6:.0f} MB: {w.numel() * 4 / median_ms(fn, 7) / 1e6:.1f} GB/s")
 
 
 if __name__ == "__main__":
