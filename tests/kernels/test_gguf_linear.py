@@ -64,6 +64,21 @@ def test_kernel_on_random_block_bytes(fmt: str) -> None:
     _check(x, blocks, fmt)
 
 
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+def test_matrix_vector_chunks_cover_every_row_once(fmt: str) -> None:
+    """A matrix-vector product big enough to be cut into chunks of ~256 KB of blocks (227 rows of a
+    2048-wide Q4_0 row, the last chunk ragged): every row computed, on any number of threads."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(2000, 2048, generator=gen) * 0.05
+    blocks = gguf_blocks.quantize(w, fmt)
+    for m in (1, 4):
+        x = torch.randn(m, 2048, generator=gen)
+        _check(x, blocks, fmt)
+        one = kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES[fmt], 1)
+        for threads in (2, 3):
+            assert torch.equal(kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES[fmt], threads), one)
+
+
 def test_edge_inputs_zero_rows_and_empty_batch() -> None:
     blocks = gguf_blocks.quantize(torch.randn(10, 64), "q4_0")
     assert kernels.gguf_linear(torch.zeros(3, 64), blocks, 2).abs().max() == 0
