@@ -45,6 +45,19 @@ def make_prompts(n: int, seed: int) -> list[tuple[str, int]]:
 
 
 async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_tokens: int) -> RequestResult:
+    """One streamed chat completion. A pooled keep-alive connection the server has just closed fails
+    with "disconnected without sending a response" (seen with llama-server): that request was never
+    served, so it is sent once more on a fresh connection."""
+    try:
+        return await _streamed_request(client, model, prompt, max_tokens)
+    except httpx.RemoteProtocolError as exc:
+        if "without sending a response" not in str(exc):
+            raise
+        return await _streamed_request(client, model, prompt, max_tokens)
+
+
+async def _streamed_request(client: httpx.AsyncClient, model: str, prompt: str,
+                            max_tokens: int) -> RequestResult:
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     start = time.perf_counter()
