@@ -6,7 +6,9 @@ imports this module first.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Iterator, Optional
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch's CPU allocator puts allocations of 2 MB and more on transparent huge pages (where the
@@ -24,3 +26,34 @@ def limit_threads_for_helper_process() -> None:
     """
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = "1"
+
+
+_HUGE_PAGE_MALLOC = "glibc.malloc.hugetlb=1"
+
+
+def with_huge_page_malloc(tunables: Optional[str]) -> str:
+    """A ``GLIBC_TUNABLES`` value: ``tunables`` plus glibc.malloc.hugetlb=1, unless it sets that itself.
+
+    glibc's malloc then asks for transparent huge pages for its large blocks (glibc >= 2.35 reads it
+    when a process starts; older ones ignore it). torch's own allocations already get them
+    (``THP_MEM_ALLOC_ENABLE`` above), but FBGEMM's prepacked int8 weights come from malloc: batch-1
+    int8 products over 400 MB of them read 23.7-26.3 GB/s on 4 KB pages, 28.0-28.3 on huge pages
+    (benchmarks/README.md)."""
+    if tunables and "glibc.malloc.hugetlb" in tunables:
+        return tunables
+    return ":".join(t for t in (tunables, _HUGE_PAGE_MALLOC) if t)
+
+
+@contextlib.contextmanager
+def huge_page_malloc_in_children() -> Iterator[None]:
+    """Processes started inside this block (the ones that load model weights) get
+    ``with_huge_page_malloc``; this process's environment is restored after."""
+    saved = os.environ.get("GLIBC_TUNABLES")
+    os.environ["GLIBC_TUNABLES"] = with_huge_page_malloc(saved)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = saved

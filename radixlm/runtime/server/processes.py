@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from radixlm._env import huge_page_malloc_in_children
 from radixlm.runtime.detokenizer.process import run_detokenizer_process
 from radixlm.runtime.ipc import IpcAddrs, IpcDir
 from radixlm.runtime.scheduler.process import run_scheduler_process
@@ -66,7 +67,8 @@ def start_processes(
     )
     procs = RuntimeProcesses(ipc_dir, addrs, scheduler, None, {})
     try:
-        scheduler.start()
+        with huge_page_malloc_in_children():
+            scheduler.start()
         ready_send.close()
         while not ready_recv.poll(STARTUP_POLL_S):
             if scheduler.exitcode is not None:

@@ -1,8 +1,8 @@
 """The output-identity checks of ``test_consistency`` on the quantized paths (GGUF Q4_0 blocks and
-FBGEMM int8): scheduling (radix cache off, chunk sizes, retraction) and batch shape (1 vs 16) must
-not change a greedy token. Both kernels are batch-invariant by construction: activations are
-quantized per row (per row block for Q4_0), and each output's sum runs in the same order whatever
-the batch (int32 accumulation is exact in FBGEMM)."""
+FBGEMM int8): scheduling (radix cache off, chunk sizes, retraction, mixed prefill+decode chunks)
+and batch shape (1 vs 16) must not change a greedy token. Both kernels are batch-invariant by
+construction: activations are quantized per row (per row block for Q4_0), and each output's sum
+runs in the same order whatever the batch (int32 accumulation is exact in FBGEMM)."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ from tests.helpers.engines import make_engine
 from tests.runtime.engine.test_consistency import GREEDY, PROMPTS, VARIANTS
 
 METHODS = ["q4_0", "int8"]
-CHECKED = ["no_radix_cache", "chunk_8", "chunk_100", "small_kv_pool"]
+CHECKED = ["no_radix_cache", "chunk_8", "chunk_100", "small_kv_pool", "mixed_chunk"]
 pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
 
 

@@ -41,6 +41,12 @@ def workers_of(pid: int) -> list[int]:
     return sorted(p for p in children_of(pid) if "spawn_main" in cmdline(p))
 
 
+def environ_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        items = f.read().decode(errors="replace").split("\0")
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -81,6 +87,9 @@ def test_signal_stops_all_processes_and_removes_sockets(tiny_llama_dir, sig):
     while "radixlm: serving" not in handle.log():  # printed right after the port opens
         assert time.time() < deadline, handle.log()
         time.sleep(0.05)
+    tunables = environ_of(kids[0]).get("GLIBC_TUNABLES", "")  # the one process that holds the weights
+    assert "glibc.malloc.hugetlb=1" in tunables, tunables
+    assert "glibc.malloc.hugetlb" not in environ_of(kids[1]).get("GLIBC_TUNABLES", "")  # the detokenizer
     handle.process.send_signal(sig)
     handle.process.wait(30)
     wait_gone(kids)
