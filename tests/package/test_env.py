@@ -1,5 +1,5 @@
 """The process environment radixlm sets up (``radixlm/_env.py``): huge pages for the malloc of the
-processes that hold model weights, only for them."""
+processes that hold int8 model weights, only for them."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixlm._env import huge_page_malloc_in_children, with_huge_page_malloc
+from radixlm._env import huge_page_malloc_in_children, wants_huge_page_malloc, with_huge_page_malloc
 
 
 def test_huge_page_tunable_is_added_once_and_keeps_the_users_own() -> None:
@@ -33,6 +33,16 @@ def test_children_started_in_the_block_get_it_and_this_process_is_restored(monke
         inside = subprocess.run(show, capture_output=True, text=True, check=True).stdout.strip()
     assert inside == with_huge_page_malloc(before)
     assert os.environ.get("GLIBC_TUNABLES") == before
+
+
+def test_only_int8_weights_want_it(monkeypatch) -> None:
+    assert wants_huge_page_malloc("int8")
+    assert not any(wants_huge_page_malloc(m) for m in ("none", "auto", "q4_0", "q4_1", "q4_k_m"))
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
+    show = [sys.executable, "-c", "import os; print(os.environ.get('GLIBC_TUNABLES', ''))"]
+    with huge_page_malloc_in_children(enabled=False):
+        inside = subprocess.run(show, capture_output=True, text=True, check=True).stdout.strip()
+    assert inside == "glibc.malloc.arena_max=2"
 
 
 def _thp_mode() -> str:

@@ -67,9 +67,9 @@ def ipc_dirs(server_pid: int | str = "*") -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), f"radixlm-ipc-{server_pid}-*")))
 
 
-def start(tiny_llama_dir: str):
+def start(tiny_llama_dir: str, **server_args):
     handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                           context_length=512)
+                           context_length=512, **server_args)
     workers = workers_of(handle.pid)
     assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
     kids = workers + [p for p in children_of(handle.pid) if p not in workers]
@@ -87,9 +87,8 @@ def test_signal_stops_all_processes_and_removes_sockets(tiny_llama_dir, sig):
     while "radixlm: serving" not in handle.log():  # printed right after the port opens
         assert time.time() < deadline, handle.log()
         time.sleep(0.05)
-    tunables = environ_of(kids[0]).get("GLIBC_TUNABLES", "")  # the one process that holds the weights
-    assert "glibc.malloc.hugetlb=1" in tunables, tunables
-    assert "glibc.malloc.hugetlb" not in environ_of(kids[1]).get("GLIBC_TUNABLES", "")  # the detokenizer
+    # fp32 weights: the scheduler keeps the user's malloc (only int8's want huge-page malloc)
+    assert "glibc.malloc.hugetlb" not in environ_of(kids[0]).get("GLIBC_TUNABLES", "")
     handle.process.send_signal(sig)
     handle.process.wait(30)
     wait_gone(kids)
@@ -97,7 +96,10 @@ def test_signal_stops_all_processes_and_removes_sockets(tiny_llama_dir, sig):
 
 
 def test_killed_server_leaves_no_orphans(tiny_llama_dir):
-    handle, kids, ipc_dir = start(tiny_llama_dir)
+    handle, kids, ipc_dir = start(tiny_llama_dir, quantization="int8")
+    tunables = environ_of(kids[0]).get("GLIBC_TUNABLES", "")  # the process that holds the int8 weights
+    assert "glibc.malloc.hugetlb=1" in tunables, tunables
+    assert "glibc.malloc.hugetlb" not in environ_of(kids[1]).get("GLIBC_TUNABLES", "")  # the detokenizer
     handle.process.kill()
     handle.process.wait(10)
     wait_gone(kids)  # the children watch their parent
