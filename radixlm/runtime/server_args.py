@@ -50,9 +50,9 @@ class ServerArgs:
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
     # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
-    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk; on by
-    # default here: measured, docs/architecture.md "Mixed chunks"). --no-enable-mixed-chunk: prefill-first.
-    enable_mixed_chunk: bool = True
+    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). Off
+    # by default: it costs batch throughput (measured, docs/architecture.md "Mixed chunks").
+    enable_mixed_chunk: bool = False
     mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
