@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radixlm._env import wants_huge_page_malloc, with_huge_page_malloc  # noqa: E402
+from radixlm._env import weight_process_env  # noqa: E402
 
 LLAMA_1B = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2048,
                 intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
@@ -142,9 +142,7 @@ def main() -> None:
     for method in VARIANTS:
         cmd = [sys.executable, __file__, "--variant", method, "--layers", str(args.layers),
                "--steps", str(args.steps), "--threads", str(args.threads)]
-        env = dict(os.environ)  # the variant's malloc as the server would start it
-        if wants_huge_page_malloc(method):
-            env["GLIBC_TUNABLES"] = with_huge_page_malloc(os.environ.get("GLIBC_TUNABLES"))
+        env = weight_process_env(method, os.environ)  # the variant's malloc as the server would start it
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             print(f"{method} failed (exit {out.returncode}):\n{out.stderr[-2000:]}", file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Optional
+from typing import Iterator, Mapping, Optional
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch's CPU allocator puts allocations of 2 MB and more on transparent huge pages (where the
@@ -52,15 +52,23 @@ def wants_huge_page_malloc(quantization: str) -> bool:
     return quantization == "int8"
 
 
+def weight_process_env(quantization: str, env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` for a process that will load weights quantized by ``quantization``:
+    with huge-page malloc where ``wants_huge_page_malloc``."""
+    out = dict(env)
+    if wants_huge_page_malloc(quantization):
+        out["GLIBC_TUNABLES"] = with_huge_page_malloc(out.get("GLIBC_TUNABLES"))
+    return out
+
+
 @contextlib.contextmanager
-def huge_page_malloc_in_children(enabled: bool = True) -> Iterator[None]:
-    """Processes started inside this block get ``with_huge_page_malloc`` when ``enabled``; this
-    process's environment is restored after."""
-    if not enabled:
-        yield
-        return
+def huge_page_malloc_in_children(quantization: str) -> Iterator[None]:
+    """Processes started inside this block (multiprocessing's spawn takes this process's
+    environment) get ``weight_process_env(quantization, ...)``; the environment is restored after."""
     saved = os.environ.get("GLIBC_TUNABLES")
-    os.environ["GLIBC_TUNABLES"] = with_huge_page_malloc(saved)
+    wanted = weight_process_env(quantization, os.environ).get("GLIBC_TUNABLES")
+    if wanted is not None:
+        os.environ["GLIBC_TUNABLES"] = wanted
     try:
         yield
     finally:

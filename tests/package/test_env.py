@@ -29,7 +29,7 @@ def test_children_started_in_the_block_get_it_and_this_process_is_restored(monke
     else:
         monkeypatch.setenv("GLIBC_TUNABLES", before)
     show = [sys.executable, "-c", "import os; print(os.environ.get('GLIBC_TUNABLES', ''))"]
-    with huge_page_malloc_in_children():
+    with huge_page_malloc_in_children("int8"):
         inside = subprocess.run(show, capture_output=True, text=True, check=True).stdout.strip()
     assert inside == with_huge_page_malloc(before)
     assert os.environ.get("GLIBC_TUNABLES") == before
@@ -40,7 +40,7 @@ def test_only_int8_weights_want_it(monkeypatch) -> None:
     assert not any(wants_huge_page_malloc(m) for m in ("none", "auto", "q4_0", "q4_1", "q4_k_m"))
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
     show = [sys.executable, "-c", "import os; print(os.environ.get('GLIBC_TUNABLES', ''))"]
-    with huge_page_malloc_in_children(enabled=False):
+    with huge_page_malloc_in_children("none"):
         inside = subprocess.run(show, capture_output=True, text=True, check=True).stdout.strip()
     assert inside == "glibc.malloc.arena_max=2"
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from radixlm._env import wants_huge_page_malloc, with_huge_page_malloc
+from radixlm._env import weight_process_env
 from radixlm.runtime.distributed import comm
 from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, send_stop
 from radixlm.runtime.distributed.partition import TPShard
@@ -181,10 +181,8 @@ def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen
     ranks = node_ranks(server_args)
     # The ranks import the same radixlm as this process, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[3])  # holds radixlm/
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(weight_process_env(server_args.quantization, os.environ), PYTHONPATH=os.pathsep.join(
         p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
-    if wants_huge_page_malloc(server_args.quantization):
-        env["GLIBC_TUNABLES"] = with_huge_page_malloc(os.environ.get("GLIBC_TUNABLES"))
     procs = []
     for rank in range(max(first_rank, ranks.start), ranks.stop):
         proc = subprocess.Popen([sys.executable, "-m", "radixlm.runtime.distributed.tp_worker"],

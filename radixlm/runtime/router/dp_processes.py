@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from radixlm._env import huge_page_malloc_in_children, wants_huge_page_malloc
+from radixlm._env import huge_page_malloc_in_children
 from radixlm.runtime.detokenizer.process import run_detokenizer_process
 from radixlm.runtime.ipc import IpcAddrs, IpcDir
 from radixlm.runtime.router.dp_controller import run_dp_controller
@@ -63,7 +63,7 @@ def start_dp_processes(server_args: Any, thread_env: dict[str, Optional[str]],
             proc = ctx.Process(target=run_scheduler_process, name=f"radixlm-scheduler-dp{i}", daemon=True,
                                args=(server_args, replica_addrs, os.getpid(), ready_send, thread_env,
                                      scheduler_factory))
-            with huge_page_malloc_in_children(wants_huge_page_malloc(server_args.quantization)):
+            with huge_page_malloc_in_children(server_args.quantization):
                 proc.start()
             ready_send.close()
             procs.replicas.append(proc)

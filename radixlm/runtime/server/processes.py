@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from radixlm._env import huge_page_malloc_in_children, wants_huge_page_malloc
+from radixlm._env import huge_page_malloc_in_children
 from radixlm.runtime.detokenizer.process import run_detokenizer_process
 from radixlm.runtime.ipc import IpcAddrs, IpcDir
 from radixlm.runtime.scheduler.process import run_scheduler_process
@@ -67,7 +67,7 @@ def start_processes(
     )
     procs = RuntimeProcesses(ipc_dir, addrs, scheduler, None, {})
     try:
-        with huge_page_malloc_in_children(wants_huge_page_malloc(server_args.quantization)):
+        with huge_page_malloc_in_children(server_args.quantization):
             scheduler.start()
         ready_send.close()
         while not ready_recv.poll(STARTUP_POLL_S):
