@@ -9,11 +9,14 @@ weights) or to the torch ops (decode attention).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -87,17 +90,38 @@ def _load(name: str, warning: str) -> ModuleType | None:
     return None
 
 
-def _build(name: str) -> ModuleType:
-    from torch.utils.cpp_extension import load
-
+def build_directory(name: str) -> Path:
+    """Where extension module ``name`` is built and cached for this torch and these sources."""
     sources = [_HERE / file for file in _MODULES[name]]
     version = torch.__version__.replace("+", "_")
     # the source's hash in the name: processes running different versions of the kernel (two
     # checkouts, an upgrade under a running server) never rebuild over each other's cache
     inputs = [*sources, *sorted(_HERE.glob("*.h"))]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in inputs) + " ".join(_FLAGS).encode())
-    digest = digest.hexdigest()[:12]
-    build_dir = _cache_root() / "kernels" / f"{name}-{version}-{digest}"
+    return _cache_root() / "kernels" / f"{name}-{version}-{digest.hexdigest()[:12]}"
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an advisory lock on ``path`` (released by the kernel if this process dies)."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(name: str) -> ModuleType:
+    from torch.utils.cpp_extension import load
+
+    build_dir = build_directory(name)
     build_dir.mkdir(parents=True, exist_ok=True)
-    return load(name=f"radixlm_{name}", sources=[str(p) for p in sources], extra_cflags=_FLAGS,
-                extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)
+    with _exclusive(build_dir / "radixlm-build.lock"):
+        # torch marks a build in progress with a plain file, "lock", that a killed build leaves
+        # behind, and every later load then waits on it forever. Builds here go through this
+        # flock, so while it is held such a file can only be stale.
+        (build_dir / "lock").unlink(missing_ok=True)
+        return load(name=f"radixlm_{name}", sources=[str(_HERE / f) for f in _MODULES[name]],
+                    extra_cflags=_FLAGS, extra_ldflags=["-pthread"], build_directory=str(build_dir),
+                    verbose=False)

@@ -1,0 +1,34 @@
+"""The compiled-kernel cache survives a build that was killed part way."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from radixlm.kernels.cpu.build import build_directory, load_decode_kernels, unavailable_reason
+
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+
+def test_load_after_a_killed_build_left_torchs_lock_file() -> None:
+    # torch's cpp_extension marks a build with a plain "lock" file; a build killed part way (a
+    # session's end, Ctrl-C) leaves it, and torch's own load then waits for it forever
+    assert load_decode_kernels() is not None  # built (or found) in this cache
+    stale = build_directory("decode_kernels") / "lock"
+    stale.touch()
+    code = "from radixlm.kernels.cpu.build import load_decode_kernels; assert load_decode_kernels()"
+    done = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not stale.exists()
+
+
+def test_concurrent_loads_share_one_build() -> None:
+    assert load_decode_kernels() is not None
+    code = "from radixlm.kernels.cpu.build import load_decode_kernels; assert load_decode_kernels()"
+    loads = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    for load in loads:
+        _, err = load.communicate(timeout=120)
+        assert load.returncode == 0, err
+    assert not (build_directory("decode_kernels") / "lock").exists()
