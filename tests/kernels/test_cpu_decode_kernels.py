@@ -38,14 +38,18 @@ def test_paged_decode_attention_matches_gather_and_sdpa(heads_q: int, heads_kv: 
 
 
 def test_paged_decode_attention_peaked_scores() -> None:
-    """Scores hundreds apart (a peaked softmax: most weights underflow) stay exact."""
+    """Scores hundreds apart (a peaked softmax: most weights underflow) stay exact to fp32 rounding."""
     k, v, req_to_token = _pool(500, 2, 32, rows=2, ctx=400)
-    q = torch.randn(2, 4, 32) * 40
-    lens = [400, 333]
-    out = kernels.paged_decode_attention(q, k, v, req_to_token, torch.tensor([0, 1]), torch.tensor(lens),
-                                         lens, 1.0)
-    ref = decode_attention_torch(q, k, v, req_to_token, torch.tensor([0, 1]), torch.tensor(lens), 1.0)
-    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    rows, lens = torch.tensor([0, 1]), [400, 333]
+    for seed in range(5):
+        q = torch.randn(2, 4, 32, generator=torch.Generator().manual_seed(seed)) * 40
+        out = kernels.paged_decode_attention(q, k, v, req_to_token, rows, torch.tensor(lens), lens, 1.0)
+        # fp32 scores of magnitude ~500 carry ~3e-5 of rounding each (the fp32 torch reference is off
+        # from float64 by as much), so the kernel is held to float64 at a bound that allows for it
+        ref = decode_attention_torch(q.double(), k.double(), v.double(), req_to_token, rows,
+                                     torch.tensor(lens), 1.0)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-5)
 
 
 def test_paged_decode_attention_is_batch_and_thread_invariant() -> None:

@@ -45,10 +45,19 @@ void attend_chunk(const float* q, const float* k_pool, const float* v_pool, cons
   thread_local std::vector<float> scores;  // [q_heads, len]
   scores.resize(static_cast<size_t>(s.q_heads * len));
   const int64_t row = s.kv_heads * s.head_dim;  // floats from one slot to the next
-  for (int64_t t = 0; t < len; ++t) {
-    const float* k = k_pool + slots[t] * row;
+  const __m128 scale4 = _mm_set1_ps(scale);
+  // Four key rows at a time (the last group repeats its last row; those scores are dropped): each
+  // row is read once from memory for every query head.
+  for (int64_t t = 0; t < len; t += 4) {
+    const int64_t n = std::min<int64_t>(4, len - t);
+    const float* k[4];
+    for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, n - 1)] * row;
     for (int64_t h = 0; h < s.q_heads; ++h) {
-      scores[h * len + t] = radixlm::dot(q + h * s.head_dim, k + (h / s.group) * s.head_dim, s.head_dim) * scale;
+      const int64_t off = (h / s.group) * s.head_dim;
+      alignas(16) float four[4];
+      _mm_store_ps(four, _mm_mul_ps(radixlm::dot4(q + h * s.head_dim, k[0] + off, k[1] + off, k[2] + off,
+                                                  k[3] + off, s.head_dim), scale4));
+      std::copy(four, four + n, scores.data() + h * len + t);
     }
   }
   for (int64_t h = 0; h < s.q_heads; ++h) {
@@ -58,10 +67,15 @@ void attend_chunk(const float* q, const float* k_pool, const float* v_pool, cons
     part.l[h] = radixlm::exp_shift_sum(sc, len, m);  // sc[t] = exp(sc[t] - m)
   }
   std::fill(part.acc, part.acc + s.q_heads * s.head_dim, 0.0f);
-  for (int64_t t = 0; t < len; ++t) {
-    const float* v = v_pool + slots[t] * row;
+  for (int64_t t = 0; t < len; t += 4) {
+    const int64_t n = std::min<int64_t>(4, len - t);
+    const float* v[4];
+    for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, n - 1)] * row;
     for (int64_t h = 0; h < s.q_heads; ++h) {
-      radixlm::axpy(scores[h * len + t], v + (h / s.group) * s.head_dim, part.acc + h * s.head_dim, s.head_dim);
+      const int64_t off = (h / s.group) * s.head_dim;
+      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // weight 0 for the repeated rows: adds exactly nothing
+      std::copy(scores.data() + h * len + t, scores.data() + h * len + t + n, p);
+      radixlm::axpy4(p, v[0] + off, v[1] + off, v[2] + off, v[3] + off, part.acc + h * s.head_dim, s.head_dim);
     }
   }
 }
@@ -84,21 +98,26 @@ void merge(const std::vector<Partial>& parts, const Shapes& s, float* out) {
   }
 }
 
-}  // namespace
+// The attention already computed over the keys before key_start, as torch's flash attention
+// returns it: out [Hkv, bs * group, D] normalised, lse [Hkv, bs * group] (log-sum-exp of the scaled
+// scores). It joins the merge as one more chunk: m = lse, l = 1, acc = out.
+struct Prefix {
+  const float* out = nullptr;
+  const float* lse = nullptr;
+};
 
-// q: float32 [bs, Hq, D]; k_pool, v_pool: float32 [slots, Hkv, D]; req_to_token: int64 [rows, ctx];
-// req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1). Returns float32 [bs, Hq, D].
-// Callers check the arguments first (radixlm/kernels/cpu/decode_ops.py); the checks here are a backstop.
-torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
-                                     torch::Tensor req_to_token, torch::Tensor req_pool_indices,
-                                     torch::Tensor seq_lens, double sm_scale, int64_t threads) {
+// Keys [key_start, seq_len) of each request (and `prefix`, when given, for the keys before);
+// out: float32 [bs, Hq, D].
+void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Tensor& v_pool,
+            const torch::Tensor& req_to_token, const torch::Tensor& req_pool_indices,
+            const torch::Tensor& seq_lens, double sm_scale, int64_t threads, int64_t key_start,
+            const Prefix& prefix, torch::Tensor& out) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q: contiguous [bs, Hq, D] fp32");
   TORCH_CHECK(k_pool.scalar_type() == torch::kFloat32 && k_pool.is_contiguous(), "k_pool: contiguous fp32");
   TORCH_CHECK(v_pool.scalar_type() == torch::kFloat32 && v_pool.is_contiguous(), "v_pool: contiguous fp32");
   TORCH_CHECK(req_to_token.scalar_type() == torch::kInt64 && req_to_token.is_contiguous(), "req_to_token: int64");
   const Shapes s{q.size(1), k_pool.size(1), q.size(2), q.size(1) / k_pool.size(1)};
   const int64_t bs = q.size(0), ctx = req_to_token.size(1);
-  auto out = torch::empty_like(q);
   const int64_t* rows = req_pool_indices.data_ptr<int64_t>();
   const int64_t* lens = seq_lens.data_ptr<int64_t>();
   const int64_t* r2t = req_to_token.data_ptr<int64_t>();
@@ -107,13 +126,13 @@ torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torc
   int64_t keys = 0;
   for (int64_t b = 0; b < bs; ++b) {
     TORCH_CHECK(rows[b] >= 0 && rows[b] < pool_rows, "req_pool_indices out of range");
-    TORCH_CHECK(lens[b] >= 1 && lens[b] <= ctx, "seq_lens out of range");
-    for (int64_t t = 0; t < lens[b]; ++t) {
+    TORCH_CHECK(lens[b] > key_start && lens[b] <= ctx, "seq_lens out of range (or no key past key_start)");
+    for (int64_t t = key_start; t < lens[b]; ++t) {
       const int64_t slot = r2t[rows[b] * ctx + t];
       TORCH_CHECK(slot >= 0 && slot < pool_slots, "a KV slot is outside the pool");
     }
-    keys += lens[b];
-    first_chunk[b + 1] = first_chunk[b] + (lens[b] + kChunk - 1) / kChunk;
+    keys += lens[b] - key_start;
+    first_chunk[b + 1] = first_chunk[b] + (lens[b] - key_start + kChunk - 1) / kChunk;
   }
   const int64_t chunks = first_chunk[bs];
   const int64_t per_part = s.q_heads * (s.head_dim + 2);
@@ -135,13 +154,56 @@ torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torc
   const float scale = static_cast<float>(sm_scale);
   const int helpers = keys * s.kv_heads * s.head_dim * 8 >= kParallelMinBytes ? static_cast<int>(threads) - 1 : 0;
   radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t c) {
-    const int64_t b = owner[c], t0 = (c - first_chunk[b]) * kChunk;
+    const int64_t b = owner[c], t0 = key_start + (c - first_chunk[b]) * kChunk;
     attend_chunk(qp + b * step, kp, vp, r2t + rows[b] * ctx + t0, std::min(kChunk, lens[b] - t0), s, scale,
                  parts[c]);
   });
+  std::vector<float> prefix_part(prefix.out == nullptr ? 0 : static_cast<size_t>(per_part));
   for (int64_t b = 0; b < bs; ++b) {
-    const std::vector<Partial> mine(parts.begin() + first_chunk[b], parts.begin() + first_chunk[b + 1]);
+    std::vector<Partial> mine(parts.begin() + first_chunk[b], parts.begin() + first_chunk[b + 1]);
+    if (prefix.out != nullptr) {
+      const Partial p{prefix_part.data(), prefix_part.data() + s.q_heads, prefix_part.data() + 2 * s.q_heads};
+      for (int64_t h = 0; h < s.q_heads; ++h) {
+        const int64_t src = (h / s.group * bs + b) * s.group + h % s.group;  // [Hkv, bs, group] order
+        p.m[h] = prefix.lse[src];
+        p.l[h] = 1.0f;
+        std::copy(prefix.out + src * s.head_dim, prefix.out + (src + 1) * s.head_dim, p.acc + h * s.head_dim);
+      }
+      mine.insert(mine.begin(), p);
+    }
     merge(mine, s, op + b * step);
   }
+}
+
+}  // namespace
+
+// q: float32 [bs, Hq, D]; k_pool, v_pool: float32 [slots, Hkv, D]; req_to_token: int64 [rows, ctx];
+// req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1). Returns float32 [bs, Hq, D].
+// Callers check the arguments first (radixlm/kernels/cpu/decode_ops.py); the checks here are a backstop.
+torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
+                                     torch::Tensor req_to_token, torch::Tensor req_pool_indices,
+                                     torch::Tensor seq_lens, double sm_scale, int64_t threads) {
+  auto out = torch::empty_like(q);
+  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, 0, Prefix{}, out);
+  return out;
+}
+
+// The same over keys [key_start, seq_len) (seq_lens > key_start), merged with the attention over
+// the keys before key_start that the caller computed (a prefix the batch shares, read once for all
+// requests: radixlm/kernels/shared_prefix_attention.py): prefix_out float32 [Hkv, bs * group, D],
+// prefix_lse float32 [Hkv, bs * group], contiguous.
+torch::Tensor paged_decode_attention_after_prefix(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
+                                                  torch::Tensor req_to_token, torch::Tensor req_pool_indices,
+                                                  torch::Tensor seq_lens, double sm_scale, int64_t key_start,
+                                                  torch::Tensor prefix_out, torch::Tensor prefix_lse,
+                                                  int64_t threads) {
+  TORCH_CHECK(key_start >= 0, "key_start must be >= 0");
+  TORCH_CHECK(prefix_out.scalar_type() == torch::kFloat32 && prefix_out.is_contiguous() &&
+              prefix_out.numel() == q.numel(), "prefix_out: contiguous fp32 [Hkv, bs * group, D]");
+  TORCH_CHECK(prefix_lse.scalar_type() == torch::kFloat32 && prefix_lse.is_contiguous() &&
+              prefix_lse.numel() == q.size(0) * q.size(1), "prefix_lse: contiguous fp32 [Hkv, bs * group]");
+  auto out = torch::empty_like(q);
+  const Prefix prefix{prefix_out.data_ptr<float>(), prefix_lse.data_ptr<float>()};
+  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, key_start, prefix, out);
   return out;
 }

@@ -5,6 +5,8 @@
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("paged_decode_attention", &paged_decode_attention,
           "one query token per request against its paged fp32 K/V, read in place (AVX2, threaded)");
+  mod.def("paged_decode_attention_after_prefix", &paged_decode_attention_after_prefix,
+          "the same over keys [key_start, seq_len), merged with a shared prefix's attention");
   mod.def("rmsnorm", &rmsnorm, "RMSNorm of fp32 rows, one pass each");
   mod.def("rotary", &rotary, "rotate-half rotary embedding of fp32 q and k (strided views in, contiguous out)");
   mod.def("add_rmsnorm", &add_rmsnorm, "h = x + residual and RMSNorm(h) of fp32 rows, one pass each");

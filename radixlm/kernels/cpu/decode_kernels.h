@@ -7,6 +7,11 @@
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
                                      torch::Tensor req_to_token, torch::Tensor req_pool_indices,
                                      torch::Tensor seq_lens, double sm_scale, int64_t threads);
+torch::Tensor paged_decode_attention_after_prefix(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
+                                                  torch::Tensor req_to_token, torch::Tensor req_pool_indices,
+                                                  torch::Tensor seq_lens, double sm_scale, int64_t key_start,
+                                                  torch::Tensor prefix_out, torch::Tensor prefix_lse,
+                                                  int64_t threads);
 
 torch::Tensor rmsnorm(torch::Tensor x, torch::Tensor weight, double eps, int64_t threads);
 

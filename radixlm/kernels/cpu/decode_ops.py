@@ -26,25 +26,34 @@ class DecodeKernels:
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
         ``seq_lens_cpu`` their values as a list. Returns ``[bs, Hq, D]`` fp32."""
         threads = check_threads(threads)
-        for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
-            if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
-                raise ValueError(f"{name} must be a contiguous 3-D float32 CPU tensor, got "
-                                 f"{t.dim()}-D {t.dtype} on {t.device}")
-        bs, q_heads, head_dim = q.shape
-        if k_pool.shape != v_pool.shape or k_pool.shape[2] != head_dim or q_heads % k_pool.shape[1]:
-            raise ValueError(f"K/V pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)} do not fit q "
-                             f"{tuple(q.shape)} (same head_dim, q heads a multiple of kv heads)")
-        if req_to_token.dim() != 2 or req_to_token.dtype != torch.int64 or not req_to_token.is_contiguous():
-            raise ValueError("req_to_token must be a contiguous 2-D int64 tensor")
-        for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):
-            if t.shape != (bs,) or t.dtype != torch.int64 or not t.is_contiguous():
-                raise ValueError(f"{name} must be a contiguous int64 tensor of shape ({bs},), "
-                                 f"got {tuple(t.shape)} {t.dtype}")
-        if len(seq_lens_cpu) != bs or (bs and not 1 <= min(seq_lens_cpu) <= max(seq_lens_cpu)
-                                       <= req_to_token.shape[1]):
-            raise ValueError(f"every sequence length must be in [1, {req_to_token.shape[1]}]")
+        _check_decode_arguments(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, 0)
         return self._compiled.paged_decode_attention(q, k_pool, v_pool, req_to_token, req_pool_indices,
                                                      seq_lens, float(sm_scale), threads)
+
+    def paged_decode_attention_after_prefix(self, q: torch.Tensor, k_pool: torch.Tensor,
+                                            v_pool: torch.Tensor, req_to_token: torch.Tensor,
+                                            req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
+                                            seq_lens_cpu: list[int], sm_scale: float, key_start: int,
+                                            prefix_out: torch.Tensor, prefix_lse: torch.Tensor,
+                                            threads: int | None = None) -> torch.Tensor:
+        """As ``paged_decode_attention`` over each request's keys ``[key_start, seq_len)`` (every
+        ``seq_len > key_start``), merged with the attention over the keys before ``key_start`` that
+        the caller computed: ``prefix_out`` ``[Hkv, bs * group, D]`` normalised and ``prefix_lse``
+        ``[Hkv, bs * group]`` the log-sum-exp of the scaled scores (torch's flash-attention layout,
+        queries ``q.view(bs, Hkv, group, D).transpose(0, 1)``)."""
+        threads = check_threads(threads)
+        _check_decode_arguments(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu,
+                                key_start)
+        bs, q_heads, head_dim = q.shape
+        kv_heads = k_pool.shape[1]
+        for name, t, shape in (("prefix_out", prefix_out, (kv_heads, bs * q_heads // kv_heads, head_dim)),
+                               ("prefix_lse", prefix_lse, (kv_heads, bs * q_heads // kv_heads))):
+            if tuple(t.shape) != shape or t.dtype != torch.float32 or not t.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous float32 tensor of shape {shape}, got "
+                                 f"{tuple(t.shape)} {t.dtype}")
+        return self._compiled.paged_decode_attention_after_prefix(
+            q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, float(sm_scale), int(key_start),
+            prefix_out, prefix_lse, threads)
 
     def rmsnorm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
                 threads: int | None = None) -> torch.Tensor:
@@ -108,3 +117,27 @@ def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> i
         raise ValueError(f"weight must be a contiguous float32 vector of {x.shape[1]}, got "
                          f"{tuple(weight.shape)} {weight.dtype}")
     return check_threads(threads)
+
+
+def _check_decode_arguments(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                            req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
+                            seq_lens: torch.Tensor, seq_lens_cpu: list[int], key_start: int) -> None:
+    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
+        if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous 3-D float32 CPU tensor, got "
+                             f"{t.dim()}-D {t.dtype} on {t.device}")
+    bs, q_heads, head_dim = q.shape
+    if k_pool.shape != v_pool.shape or k_pool.shape[2] != head_dim or q_heads % k_pool.shape[1]:
+        raise ValueError(f"K/V pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)} do not fit q "
+                         f"{tuple(q.shape)} (same head_dim, q heads a multiple of kv heads)")
+    if req_to_token.dim() != 2 or req_to_token.dtype != torch.int64 or not req_to_token.is_contiguous():
+        raise ValueError("req_to_token must be a contiguous 2-D int64 tensor")
+    for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):
+        if t.shape != (bs,) or t.dtype != torch.int64 or not t.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous int64 tensor of shape ({bs},), "
+                             f"got {tuple(t.shape)} {t.dtype}")
+    if key_start < 0:
+        raise ValueError(f"key_start must be >= 0, got {key_start}")
+    if len(seq_lens_cpu) != bs or (bs and not key_start + 1 <= min(seq_lens_cpu) <= max(seq_lens_cpu)
+                                   <= req_to_token.shape[1]):
+        raise ValueError(f"every sequence length must be in [{key_start + 1}, {req_to_token.shape[1]}]")

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
+    TokenQueries,
     common_slot_prefix_len,
     decode_attention_shared_prefix_torch,
     extend_attention_shared_prefix_torch,
@@ -20,6 +22,11 @@ from radixlm.runtime.forward_batch import ForwardBatch
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
 MIN_SHARED_PREFIX = 32
+# A decode that the in-place C++ kernel serves takes the cascade only from this many shared key reads
+# (shared keys x requests) on: below it, the fixed cost of the flash call and its copies outweighs
+# what reading the prefix once saves (measured, 40 private keys each: 301 shared at batch 64 1.13x
+# faster, at batch 32 0.93x; 1,000 shared at batch 16 1.20x, at batch 8 0.81x; benchmarks/README.md).
+MIN_SHARED_READS_IN_PLACE = 16384
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -43,8 +50,9 @@ class TorchAttentionBackend(AttentionBackend):
             if fb.extend_seq_lens_cpu is None:
                 fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
         self._decode_plan: DecodePlan | None = None
+        self._token_queries: TokenQueries | None = None
         self._decode_tail = 0 if fb.is_decode else _single_token_tail(fb.extend_seq_lens_cpu)
-        in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
+        in_place = self._in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
         if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned attention
             self._shared_len = 0
             tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)
@@ -52,14 +60,15 @@ class TorchAttentionBackend(AttentionBackend):
                                             fb.req_pool_indices[tail], fb.seq_lens[tail],
                                             fb.seq_lens_cpu[tail], in_place)
             return
-        # Keys every request has at the same slots, before any of this step's queries. A decode
-        # that the in-place kernel serves skips the cascade: it measured 1-3x faster than it here.
+        # Keys every request has at the same slots, before any of this step's queries.
         self._shared_len = 0
-        if len(fb.seq_lens_cpu) > 1 and not (fb.is_decode and in_place):
+        if len(fb.seq_lens_cpu) > 1:
             before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
             shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             before_queries)
             self._shared_len = shared if shared >= self.min_shared_prefix else 0
+            if fb.is_decode and in_place and shared * len(fb.seq_lens_cpu) < MIN_SHARED_READS_IN_PLACE:
+                self._shared_len = 0
         if fb.is_decode and not self._shared_len:
             self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             fb.seq_lens, fb.seq_lens_cpu, in_place)
@@ -70,9 +79,14 @@ class TorchAttentionBackend(AttentionBackend):
         if self._decode_tail:
             return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale)
         if self._shared_len:
+            kernels = load_decode_kernels() if self._in_place and q.dtype == torch.float32 else None
+            if kernels is not None and self._token_queries is None:  # once per step, not per layer
+                self._token_queries = TokenQueries.of(fb.req_pool_indices, fb.extend_prefix_lens_cpu,
+                                                      fb.extend_seq_lens_cpu)
             return extend_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len)
+                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len, kernels,
+                self._token_queries)
         return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
                                       fb.req_pool_indices, fb.extend_prefix_lens_cpu,
                                       fb.extend_seq_lens_cpu, sm_scale)
@@ -98,9 +112,10 @@ class TorchAttentionBackend(AttentionBackend):
                        sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._shared_len:
+            kernels = load_decode_kernels() if self._in_place and q.dtype == torch.float32 else None
             return decode_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len)
+                fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len, kernels, fb.seq_lens_cpu)
         assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
         return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
 
