@@ -76,18 +76,42 @@ def peak_rss_mb() -> float:
 
 
 # ---- children -----------------------------------------------------------------------------------
+def time_forward_passes() -> dict[str, list[float]]:
+    """Wrap ``ModelRunner.forward`` to add up its wall time by step kind: ``"DECODE bs=64"`` ->
+    ``[steps, seconds, tokens]`` (filled while the engine runs; cleared by the caller)."""
+    from radixlm.runtime.model_runner import ModelRunner
+
+    totals: dict[str, list[float]] = {}
+    forward = ModelRunner.forward
+
+    def timed(self: ModelRunner, fb: Any) -> Any:
+        start = time.perf_counter()
+        out = forward(self, fb)
+        entry = totals.setdefault(f"{fb.mode.name} bs={fb.batch_size}", [0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - start
+        entry[2] += fb.input_ids.numel()
+        return out
+
+    ModelRunner.forward = timed
+    return totals
+
+
 def run_engine(model_dir: str, disable_radix_cache: bool) -> dict[str, Any]:
     from radixlm.runtime.engine import Engine
 
+    forward_times = time_forward_passes()
     prompts = build_prompts()
     params = {"temperature": 0, "max_new_tokens": NEW_TOKENS, "ignore_eos": True}
     engine = Engine(model=model_dir, disable_radix_cache=disable_radix_cache)
     try:
         engine.generate("warm up the kernels", {"temperature": 0, "max_new_tokens": 4})
         engine.flush_cache()
+        forward_times.clear()
         start = time.perf_counter()
         outs = engine.generate(prompts, params)
         elapsed = time.perf_counter() - start
+        forward_split = {kind: list(v) for kind, v in forward_times.items()}
         info = engine.get_server_info()
         result = {
             "seconds": elapsed,
@@ -96,6 +120,7 @@ def run_engine(model_dir: str, disable_radix_cache: bool) -> dict[str, Any]:
             "cached_tokens": sum(o["meta_info"]["cached_tokens"] for o in outs),
             "hit_rate": info["cache_hit_rate"],
             "outputs": [o["output_ids"] for o in outs],
+            "forward_split": forward_split,
         }
         if not disable_radix_cache:
             result.update(decode_floor(engine))
@@ -214,6 +239,10 @@ def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int,
         f"bandwidth floor {a['floor_ms']:.1f} ms = {a['weight_mb']:.0f} MB fp32 weights / "
         f"{a['copy_gbs']:.1f} GB/s measured copy bandwidth (read + write) -> "
         f"{a['decode_step_ms'] / a['floor_ms']:.1f}x the floor.",
+        "- Where (a)'s wall time went (`ModelRunner.forward` timed by step kind): " + "; ".join(
+            f"{kind}: {n} x {secs / n * 1e3:.1f} ms ({tokens} tokens)"
+            for kind, (n, secs, tokens) in sorted(a["forward_split"].items(), key=lambda kv: -kv[1][1]))
+        + f"; the rest {a['seconds'] - sum(v[1] for v in a['forward_split'].values()):.2f} s.",
         f"- 1-minute load average before the run {load:.2f}, after each variant in the table "
         "(2 cores, a machine "
         "shared with other engineers: the ratios move with the load).",

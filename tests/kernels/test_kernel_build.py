@@ -1,11 +1,16 @@
-"""The compiled-kernel cache survives a build that was killed part way."""
+"""The compiled-kernel cache: it survives a build killed part way, serves concurrent loads, and is
+reused by any checkout of the same sources."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+import radixlm.kernels.cpu
 from radixlm.kernels.cpu.build import build_directory, load_decode_kernels, unavailable_reason
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
@@ -32,3 +37,17 @@ def test_concurrent_loads_share_one_build() -> None:
         _, err = load.communicate(timeout=120)
         assert load.returncode == 0, err
     assert not (build_directory("decode_kernels") / "lock").exists()
+
+
+def test_a_checkout_with_newer_file_times_reuses_the_build() -> None:
+    # a clean clone or a worktree has the same sources with new mtimes: ninja must not rebuild
+    assert load_decode_kernels() is not None
+    library = build_directory("decode_kernels") / "radixlm_decode_kernels.so"
+    built = library.stat().st_mtime_ns
+    source = Path(radixlm.kernels.cpu.__file__).parent / "decode_attention.cpp"
+    later = time.time() + 60
+    os.utime(source, (later, later))
+    code = "from radixlm.kernels.cpu.build import load_decode_kernels; assert load_decode_kernels()"
+    done = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert library.stat().st_mtime_ns == built

@@ -90,14 +90,17 @@ def _load(name: str, warning: str) -> ModuleType | None:
     return None
 
 
+def _inputs(name: str) -> list[Path]:
+    """The sources of ``name`` and every header of this folder."""
+    return [*(_HERE / file for file in _MODULES[name]), *sorted(_HERE.glob("*.h"))]
+
+
 def build_directory(name: str) -> Path:
     """Where extension module ``name`` is built and cached for this torch and these sources."""
-    sources = [_HERE / file for file in _MODULES[name]]
     version = torch.__version__.replace("+", "_")
-    # the source's hash in the name: processes running different versions of the kernel (two
+    # the sources' hash in the name: processes running different versions of the kernel (two
     # checkouts, an upgrade under a running server) never rebuild over each other's cache
-    inputs = [*sources, *sorted(_HERE.glob("*.h"))]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in inputs) + " ".join(_FLAGS).encode())
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _inputs(name)) + " ".join(_FLAGS).encode())
     return _cache_root() / "kernels" / f"{name}-{version}-{digest.hexdigest()[:12]}"
 
 
@@ -122,6 +125,15 @@ def _build(name: str) -> ModuleType:
         # behind, and every later load then waits on it forever. Builds here go through this
         # flock, so while it is held such a file can only be stale.
         (build_dir / "lock").unlink(missing_ok=True)
-        return load(name=f"radixlm_{name}", sources=[str(_HERE / f) for f in _MODULES[name]],
+        # Compiled from copies inside the build directory: ninja decides by paths and mtimes, so the
+        # checkout's own files would make every other checkout of the same sources (a clean CI
+        # clone, a worktree) rebuild the cache, and the next one rebuild it back.
+        sources = build_dir / "src"
+        sources.mkdir(exist_ok=True)
+        for path in _inputs(name):
+            copy = sources / path.name
+            if not copy.exists() or copy.read_bytes() != path.read_bytes():
+                shutil.copyfile(path, copy)
+        return load(name=f"radixlm_{name}", sources=[str(sources / f) for f in _MODULES[name]],
                     extra_cflags=_FLAGS, extra_ldflags=["-pthread"], build_directory=str(build_dir),
                     verbose=False)
