@@ -45,5 +45,6 @@ def test_quantized_greedy_batch_of_16_equals_batch_of_1(quantized_reference, tin
             assert engine.get_server_info()["num_retractions"] > 0
         warm = engine.generate(PROMPTS[::-1], GREEDY)  # served from the cache where enabled
         assert [o["output_ids"] for o in warm] == reference[::-1]
+        engine.check_kv_integrity()
     finally:
         engine.shutdown()
