@@ -1,4 +1,4 @@
-// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot, axpy, max, and
+// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4, axpy, max, and
 // softmax numerators (exp(x - m)) with a vectorised exp.
 #pragma once
 #include <immintrin.h>
@@ -15,15 +15,6 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  float s = hsum(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
 }
 
 // q . k_j for four vectors k_0..k_3 at once: four independent FMA chains, one load of q per step,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
     TokenQueries,
@@ -52,7 +53,9 @@ class TorchAttentionBackend(AttentionBackend):
         self._decode_plan: DecodePlan | None = None
         self._token_queries: TokenQueries | None = None
         self._decode_tail = 0 if fb.is_decode else _single_token_tail(fb.extend_seq_lens_cpu)
-        in_place = self._in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
+        in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
+        # a cascade's private keys are read in place by the C++ kernel where it serves this pool
+        self._suffix_kernels = load_decode_kernels() if in_place else None
         if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned attention
             self._shared_len = 0
             tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)
@@ -72,6 +75,9 @@ class TorchAttentionBackend(AttentionBackend):
         if fb.is_decode and not self._shared_len:
             self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
                                             fb.seq_lens, fb.seq_lens_cpu, in_place)
+        elif not fb.is_decode and self._shared_len and self._suffix_kernels is not None:
+            self._token_queries = TokenQueries.of(fb.req_pool_indices, fb.extend_prefix_lens_cpu,
+                                                  fb.extend_seq_lens_cpu)
 
     def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
                        sm_scale: float) -> torch.Tensor:
@@ -79,14 +85,10 @@ class TorchAttentionBackend(AttentionBackend):
         if self._decode_tail:
             return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale)
         if self._shared_len:
-            kernels = load_decode_kernels() if self._in_place and q.dtype == torch.float32 else None
-            if kernels is not None and self._token_queries is None:  # once per step, not per layer
-                self._token_queries = TokenQueries.of(fb.req_pool_indices, fb.extend_prefix_lens_cpu,
-                                                      fb.extend_seq_lens_cpu)
             return extend_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len, kernels,
-                self._token_queries)
+                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len,
+                self._kernels_for(q), self._token_queries)
         return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
                                       fb.req_pool_indices, fb.extend_prefix_lens_cpu,
                                       fb.extend_seq_lens_cpu, sm_scale)
@@ -112,12 +114,17 @@ class TorchAttentionBackend(AttentionBackend):
                        sm_scale: float) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._shared_len:
-            kernels = load_decode_kernels() if self._in_place and q.dtype == torch.float32 else None
             return decode_attention_shared_prefix_torch(
                 q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len, kernels, fb.seq_lens_cpu)
+                fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len, self._kernels_for(q),
+                fb.seq_lens_cpu)
         assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
         return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
+
+
+    def _kernels_for(self, q: torch.Tensor) -> DecodeKernels | None:
+        """The C++ kernels for a cascade's private keys, when they serve this step and fp32 ``q``."""
+        return self._suffix_kernels if q.dtype == torch.float32 else None
 
 
 def _single_token_tail(extend_seq_lens: list[int]) -> int:
