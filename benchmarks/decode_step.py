@@ -9,7 +9,6 @@ optionally the torch profiler's top ops (the GGUF kernels show there as the rest
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import time
 from typing import Callable
@@ -18,10 +17,12 @@ import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 
 from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
-from radixlm.runtime.layers.linear import linear
+from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
 from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
+
+MATMUL_OPS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
 
 
 def decode_batch(runner: ModelRunner, bs: int, context: int) -> ForwardBatch:
@@ -65,25 +66,17 @@ def median_ms(fn, iters: int, clock=time.perf_counter) -> float:
     return 1000 * statistics.median(times)
 
 
-def linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
-    """Every matrix a decode step multiplies by, LM head included (once)."""
-    weights = [m.weight for name, m in model.named_modules()
-               if hasattr(m, "weight") and m.weight is not None and m.weight.dim() == 2
-               and not name.endswith("embed_tokens")]
-    head = model.lm_head.weight
-    if all(w is not head for w in weights):
-        weights.append(head)
-    return weights
-
-
 def matmul_calls(model: torch.nn.Module) -> list[tuple[Callable[[torch.Tensor], torch.Tensor], int]]:
     """``(product, in_features)`` for every matrix product of a decode step, LM head included once:
-    the quantized layers themselves on a quantized model (their own kernels), else the fp32 products
-    as the model makes them (``layers.linear.linear``: the small-batch kernel or ``F.linear``)."""
+    the quantized layers themselves on a quantized model (their own kernels), else the float layers
+    as the model calls them (``layers.linear.linear``: the small-batch kernel, the packed product or
+    ``F.linear``)."""
     quantized = [(m, m.in_features) for m in model.modules() if isinstance(m, (GGUFLinear, Int8Linear))]
     if quantized:
         return quantized
-    return [(functools.partial(linear, weight=w), w.shape[1]) for w in linear_weights(model)]
+    head = model.lm_head
+    layers = [(m, m.weight.shape[1]) for m in model.modules() if isinstance(m, Linear) and m is not head]
+    return [*layers, (head.project, head.weight.shape[1])]
 
 
 def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
@@ -166,7 +159,7 @@ def main() -> None:
                     runner.forward(fb)
             events = prof.key_averages()
             total = sum(e.self_cpu_time_total for e in events) / 5000
-            mm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm")) / 5000
+            mm = sum(e.self_cpu_time_total for e in events if e.key in MATMUL_OPS) / 5000
             print(events.table(sort_by="self_cpu_time_total", row_limit=14), flush=True)
             print(f"batch {bs:3d} profile: ops {total:.2f} ms a step, matmuls {mm:.2f}, "
                   f"the rest {total - mm:.2f} ms", flush=True)

@@ -12,6 +12,7 @@ from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.distributed.comm import agree_min, destroy_group
 from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_rank
 from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.quantization.apply import serve_quantized
@@ -76,6 +77,9 @@ class ModelRunner:
         self.num_kv_heads = self.loaded.num_kv_heads  # this rank's share under tensor parallelism
         if self.tp is not None:
             self.num_kv_heads = self.tp.shard_model(self.model, self.quantization)
+        # deterministic inference reroutes every product through F.linear: a packed copy would idle
+        if not (server_args.disable_weight_packing or server_args.enable_deterministic_inference):
+            pack_model_weights(self.model)
         model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
         if self.context_length > model_max:
             logger.warning("context_length %d exceeds the model's max positions %d",
