@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu.build import load_decode_kernels
-from radixlm.runtime.layers.packed_weights import pack_weight, packed_linear
+from radixlm.runtime.layers.linear import packed_linear
+from radixlm.runtime.layers.packed_weights import pack_weight
 
 LAYERS = 30
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]

@@ -9,13 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.runtime.layers import linear as linear_module
-from radixlm.runtime.layers.linear import PACKED_KERNEL_MAX_ROWS, Embedding, Linear
-from radixlm.runtime.layers.packed_weights import (
-    pack_model_weights,
-    pack_weight,
-    packed_linear,
-    packing_supported,
-)
+from radixlm.runtime.layers.linear import PACKED_KERNEL_MAX_ROWS, Embedding, Linear, packed_linear
+from radixlm.runtime.layers.packed_weights import pack_model_weights, pack_weight, packing_supported
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config
 
 pytestmark = pytest.mark.skipif(not packing_supported(torch.device("cpu"), torch.float32),

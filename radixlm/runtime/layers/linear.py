@@ -19,12 +19,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from radixlm.kernels.cpu.build import load_decode_kernels
-from radixlm.runtime.layers.packed_weights import packed_linear
 
 SMALL_BATCH_MAX_ROWS = 16
 HEAD_MAX_ROWS = 128
 PACKED_KERNEL_MAX_ROWS = 12
 _TORCH_LINEAR = F.linear
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+                  out_features: int) -> torch.Tensor:
+    """``x @ W^T (+ bias)`` by oneDNN's matmul, with ``packed = packed_weights.pack_weight(W)``;
+    ``x`` ``[..., in]`` fp32."""
+    rows = x.numel() // max(x.shape[-1], 1)
+    flat = x.reshape(rows, x.shape[-1]).contiguous()
+    out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
+    return out.reshape(*x.shape[:-1], out_features)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,

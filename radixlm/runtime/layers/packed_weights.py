@@ -3,8 +3,8 @@
 ``F.linear`` on the CPU hands a plain ``[out, in]`` weight to the BLAS, which repacks it into its
 kernel's blocked layout on every call. At decode batch sizes that repacking is a large share of the
 product: at 64 rows the model's layers ran 1.5-1.6x faster with the weights packed once at load
-(``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by oneDNN's matmul
-(``torch.ops.mkldnn._linear_pointwise``), 1.7-2.2x at 32 rows, 1.2-1.3x at 331 (a prefill), and
+(``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by oneDNN's matmul (``packed_linear``
+in ``linear.py``), 1.7-2.2x at 32 rows, 1.2-1.3x at 331 (a prefill), and
 LM heads 1.9x at 64 rows and about even at 1 (``benchmarks/packed_linear.py``). One to eight rows stay
 faster on our own small-batch kernel, which reads the plain weight, so a packed layer keeps both
 copies (the memory of its weights doubles; ``--disable-weight-packing`` keeps only the plain one).
@@ -18,6 +18,8 @@ import logging
 
 import torch
 from torch import nn
+
+from radixlm.runtime.layers.linear import Embedding, Linear
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +36,8 @@ def packing_supported(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` ``[out, in]`` (fp32, CPU) in oneDNN's layout for ``packed_linear``."""
+    """``weight`` ``[out, in]`` (fp32, CPU) in oneDNN's layout for ``linear.packed_linear``."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS_HINT)
-
-
-def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
-                  out_features: int) -> torch.Tensor:
-    """``x @ W^T (+ bias)`` with ``packed = pack_weight(W)``; ``x`` ``[..., in]`` fp32."""
-    rows = x.numel() // max(x.shape[-1], 1)
-    flat = x.reshape(rows, x.shape[-1]).contiguous()
-    out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
-    return out.reshape(*x.shape[:-1], out_features)
 
 
 def pack_model_weights(model: nn.Module) -> int:
@@ -52,10 +45,8 @@ def pack_model_weights(model: nn.Module) -> int:
     included) a packed copy of its weight, used for products of many rows; returns the bytes added.
 
     Call it once the weights are final (after quantization and tensor-parallel sharding): a packed
-    copy does not follow later changes to ``weight``.
+    copy does not follow later changes to ``weight`` (``repack_weights`` renews the copies).
     """
-    from radixlm.runtime.layers.linear import Embedding, Linear
-
     targets = [m for m in model.modules() if isinstance(m, Linear)]
     lm_head = getattr(model, "lm_head", None)
     lm_head = getattr(lm_head, "part", lm_head)  # this rank's rows of a vocabulary-parallel head
@@ -71,3 +62,10 @@ def pack_model_weights(model: nn.Module) -> int:
     if added:
         logger.info("weights packed for oneDNN: %.0f MB more", added / 1e6)
     return added
+
+
+def repack_weights(model: nn.Module) -> None:
+    """Renew the packed copy of every module in ``model`` that has one, after its weight changed."""
+    for module in model.modules():
+        if getattr(module, "packed", None) is not None:
+            module.packed = pack_weight(module.weight)

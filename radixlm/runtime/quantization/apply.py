@@ -17,6 +17,7 @@ from torch import nn
 
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear
+from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.layers.quantized_linear import (
     GGUFLinear,
     Int8Linear,
@@ -148,6 +149,7 @@ def _roundtrip_weights(model: nn.Module, method: str) -> None:
             else:
                 values = gguf_blocks.dequantize(gguf_blocks.quantize(w, method), method)
             w.copy_(values.to(w.device, w.dtype))
+    repack_weights(model)
 
 
 def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
