@@ -1,7 +1,8 @@
 """Time and profile the engine's decode step (``ModelRunner.forward`` on paged decode batches).
 
 For each batch size: the median step time, the time of the step's matrix products alone (the same
-products, or on a quantized model its quantized layers, on inputs of the step's shape), and
+products, or on a quantized model its quantized layers, on inputs of the step's shape; the two timed
+in alternating rounds, so their ratio holds on a machine whose speed drifts), and
 optionally the torch profiler's top ops (the GGUF kernels show there as the rest, not as ``aten::mm``).
 
     python benchmarks/decode_step.py --batch-sizes 1,8,64 --context 32 --profile
@@ -79,27 +80,41 @@ def matmul_calls(model: torch.nn.Module) -> list[tuple[Callable[[torch.Tensor], 
     return [*layers, (head.project, head.weight.shape[1])]
 
 
-def matmul_ms(model: torch.nn.Module, bs: int, iters: int, clock=time.perf_counter) -> float:
+def matmul_fn(model: torch.nn.Module, bs: int) -> Callable[[], None]:
+    """One decode step's matrix products alone, on random inputs of ``bs`` rows."""
     calls = matmul_calls(model)
     inputs = [torch.randn(bs, k) for _, k in calls]
 
     def run() -> None:
-        for (product, _), x in zip(calls, inputs):
-            product(x)
-    with torch.inference_mode():
-        return median_ms(run, iters, clock)
+        with torch.inference_mode():
+            for (product, _), x in zip(calls, inputs):
+                product(x)
+    return run
+
+
+def interleaved_ms(fns: list[Callable[[], object]], iters: int, clock=time.perf_counter,
+                   rounds: int = 5) -> list[float]:
+    """The median of per-round medians of each of ``fns``, run in alternating rounds so that a change
+    in the machine's load hits all of them (their ratio is what we compare)."""
+    per_round = max(2, iters // rounds)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, out in zip(fns, times):
+            out.append(median_ms(fn, per_round, clock))
+    return [statistics.median(t) for t in times]
 
 
 def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
     """Median step time with the C++ decode kernels (attention, norm, rotary, small-batch fp32
-    products) and without them (the torch ops they replace), alternating rounds so that a change in
-    the machine's load hits both."""
+    products, silu_and_mul) and without them (the torch ops they replace), alternating rounds so
+    that a change in the machine's load hits both."""
     import radixlm.runtime.attention.torch_decode as attention_mod
+    import radixlm.runtime.layers.activation as activation_mod
     import radixlm.runtime.layers.linear as linear_mod
     import radixlm.runtime.layers.rmsnorm as norm_mod
     import radixlm.runtime.layers.rotary as rotary_mod
 
-    modules = (attention_mod, norm_mod, rotary_mod, linear_mod)
+    modules = (attention_mod, norm_mod, rotary_mod, linear_mod, activation_mod)
     loaders = [m.load_decode_kernels for m in modules]
     times: dict[bool, list[float]] = {True: [], False: []}
     per_round = max(2, iters // rounds)
@@ -122,7 +137,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
     ap.add_argument("--ab", action="store_true",
                     help="also time the step with the C++ decode kernels off (torch ops), interleaved")
@@ -141,10 +156,9 @@ def main() -> None:
             t0 = time.perf_counter()
             runner.forward(fb)
             print(f"batch {bs:3d}: compiled in {time.perf_counter() - t0:.1f} s", flush=True)
-        step = median_ms(lambda fb=fb: runner.forward(fb), args.iters)
-        mm = matmul_ms(runner.model, bs, args.iters)
-        cpu_step = median_ms(lambda fb=fb: runner.forward(fb), args.iters, time.process_time)
-        cpu_mm = matmul_ms(runner.model, bs, args.iters, time.process_time)
+        fns = [lambda fb=fb: runner.forward(fb), matmul_fn(runner.model, bs)]
+        step, mm = interleaved_ms(fns, args.iters)
+        cpu_step, cpu_mm = interleaved_ms(fns, args.iters, time.process_time)
         print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
               f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
               f"step/matmul {cpu_step / cpu_mm:.2f}", flush=True)

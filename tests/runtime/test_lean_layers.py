@@ -10,6 +10,7 @@ from radixlm.kernels.rmsnorm import fused_add_rmsnorm_torch, rmsnorm_torch
 from radixlm.kernels.rotary import apply_rotary_torch
 from radixlm.runtime.attention import torch_decode
 from radixlm.runtime.attention.torch_decode import decode_attention_planned, plan_decode
+from radixlm.runtime.layers import activation
 from radixlm.runtime.layers import rmsnorm as rmsnorm_layer
 from radixlm.runtime.layers import rotary as rotary_layer
 from radixlm.runtime.layers.activation import silu_and_mul
@@ -54,9 +55,26 @@ def test_rotary_matches_reference_and_follows_new_positions(kernel: bool,
         assert torch.equal(out_q, ref_q) and torch.equal(out_k, ref_k)
 
 
-def test_silu_and_mul() -> None:
-    x = torch.randn(3, 8)
-    torch.testing.assert_close(silu_and_mul(x), torch.nn.functional.silu(x[:, :4]) * x[:, 4:])
+@pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-ops"])
+@pytest.mark.parametrize("rows,width", [(1, 16), (3, 8), (64, 3072), (5, 2 * 13)])
+def test_silu_and_mul_matches_reference(kernel: bool, rows: int, width: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ragged widths (a vector tail), one row to a decode batch's 64 (threaded), and inputs from
+    large negative to large positive gates: within a few ulp of torch's ``silu(gate) * up``."""
+    if kernel and build.load_decode_kernels() is None:
+        pytest.skip("the CPU decode kernels cannot be built here")
+    if not kernel:
+        monkeypatch.setattr(activation, "load_decode_kernels", lambda: None)
+    torch.manual_seed(0)
+    x = torch.randn(rows, width) * 8
+    edges = torch.tensor([-100.0, -87.5, 0.0, -0.0, 1e-6, 90.0])  # exp's clamp, signs of zero, overflow
+    x[0, : min(6, width // 2)] = edges[: width // 2]
+    out = silu_and_mul(x)
+    ref = torch.nn.functional.silu(x[:, : width // 2]) * x[:, width // 2:]
+    assert out.shape == (rows, width // 2)
+    torch.testing.assert_close(out, ref, rtol=6e-7, atol=1e-30)  # ~5 ulp
+    if rows > 1:  # a row's result does not depend on the rows beside it
+        assert torch.equal(silu_and_mul(x[1:2].contiguous())[0], out[1])
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-gather"])

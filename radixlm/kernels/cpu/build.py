@@ -30,7 +30,7 @@ _HERE = Path(__file__).parent
 _MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
     "gguf_linear": ["gguf_linear.cpp"],
     "decode_kernels": ["decode_kernels.cpp", "decode_attention.cpp", "rmsnorm.cpp", "rotary.cpp",
-                       "small_batch_linear.cpp"],
+                       "small_batch_linear.cpp", "silu_and_mul.cpp"],
 }
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
 # takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)

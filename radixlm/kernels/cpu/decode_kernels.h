@@ -23,3 +23,5 @@ std::tuple<torch::Tensor, torch::Tensor> rotary(torch::Tensor q, torch::Tensor k
 
 torch::Tensor small_batch_linear(torch::Tensor x, torch::Tensor weight, c10::optional<torch::Tensor> bias,
                                  int64_t threads);
+
+torch::Tensor silu_and_mul(torch::Tensor gate_up, int64_t threads);

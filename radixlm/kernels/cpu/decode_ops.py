@@ -13,7 +13,8 @@ class DecodeKernels:
     """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
     pool, read in place (``decode_attention.cpp``); ``rmsnorm`` and ``add_rmsnorm`` over fp32 rows
     (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``); ``small_batch_linear``, the fp32
-    products of a few rows split across threads (``small_batch_linear.cpp``)."""
+    products of a few rows split across threads (``small_batch_linear.cpp``); ``silu_and_mul``, the
+    gated MLP activation (``silu_and_mul.cpp``)."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
@@ -106,6 +107,16 @@ class DecodeKernels:
                                  or bias.device.type != "cpu" or not bias.is_contiguous()):
             raise ValueError(f"bias must be a contiguous float32 CPU vector of {weight.shape[0]}")
         return self._compiled.small_batch_linear(x, weight, bias, threads)
+
+    def silu_and_mul(self, gate_up: torch.Tensor, threads: int | None = None) -> torch.Tensor:
+        """``silu(gate) * up`` of contiguous fp32 rows ``gate_up`` ``[T, 2d]`` = ``[gate | up]``;
+        returns fp32 ``[T, d]``, within a few ulp of torch's ``F.silu(gate) * up``."""
+        threads = check_threads(threads)
+        if (gate_up.dim() != 2 or gate_up.dtype != torch.float32 or gate_up.device.type != "cpu"
+                or not gate_up.is_contiguous() or gate_up.shape[1] % 2):
+            raise ValueError(f"gate_up must be a contiguous 2-D float32 CPU tensor with an even number of "
+                             f"columns, got {tuple(gate_up.shape)} {gate_up.dtype} on {gate_up.device}")
+        return self._compiled.silu_and_mul(gate_up, threads)
 
 
 def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> int:

@@ -116,7 +116,6 @@ class Embedding(nn.Module):
         return linear(x, self.weight, max_rows=HEAD_MAX_ROWS, packed=self.packed)
 
 
-
 def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
     """``dst.copy_(src)`` after checking the shapes agree (casting dtype and device)."""
     if tuple(dst.shape) != tuple(src.shape):

@@ -10,7 +10,7 @@ faster on our own small-batch kernel, which reads the plain weight, so a packed 
 copies (the memory of its weights doubles; ``--disable-weight-packing`` keeps only the plain one).
 
 A packed product gives each row the same bits whatever the number of rows (checked by
-``tests/runtime/layers/test_packed_weights.py``); it differs from ``F.linear`` by rounding only.
+``tests/runtime/test_packed_weights.py``); it differs from ``F.linear`` by rounding only.
 """
 from __future__ import annotations
 

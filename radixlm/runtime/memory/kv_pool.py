@@ -74,6 +74,10 @@ class KVPool:
         return self.k_buffers[layer_id], self.v_buffers[layer_id]
 
     def store(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write the new tokens' ``k``/``v`` ``[T, Hkv, D]`` of layer ``layer_id`` into slots ``loc``."""
-        self.k_buffers[layer_id][loc] = k.to(self.dtype)
-        self.v_buffers[layer_id][loc] = v.to(self.dtype)
+        """Write the new tokens' ``k``/``v`` ``[T, Hkv, D]`` of layer ``layer_id`` into slots ``loc``
+        (int64, distinct)."""
+        # index_copy_ rather than ``buf[loc] = k``: on the CPU the indexed assignment opens an OpenMP
+        # parallel region, which under OMP_WAIT_POLICY=PASSIVE costs ~60 us to wake the team for a
+        # copy of a few KB (~55 us of 62 measured; 60 such writes a decode step on SmolLM2).
+        self.k_buffers[layer_id].index_copy_(0, loc, k.to(self.dtype))
+        self.v_buffers[layer_id].index_copy_(0, loc, v.to(self.dtype))
