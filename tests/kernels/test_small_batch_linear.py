@@ -12,28 +12,18 @@ from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.runtime.deterministic import batch_invariant_linear, padded_linear
 from radixlm.runtime.layers import linear as linear_module
 from radixlm.runtime.layers.linear import HEAD_MAX_ROWS, SMALL_BATCH_MAX_ROWS, Embedding, Linear
+from tests.helpers.float_products import assert_matches_float64, random_product
 
 kernels = load_decode_kernels()
 pytestmark = pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
-
-
-def _reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    out = x.double() @ w.double().T
-    return (out if b is None else out + b.double()).float()
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 16, 40])
 @pytest.mark.parametrize("n,k", [(1, 8), (5, 3), (576, 576), (963, 129), (4099, 37), (130, 1536)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_small_batch_linear_matches_float64_reference(rows: int, n: int, k: int, bias: bool) -> None:
-    g = torch.Generator().manual_seed(rows * 7919 + n * 31 + k)
-    x = torch.randn(rows, k, generator=g)
-    w = torch.randn(n, k, generator=g)
-    b = torch.randn(n, generator=g) if bias else None
-    out = kernels.small_batch_linear(x, w, b)
-    assert out.shape == (rows, n) and out.dtype == torch.float32
-    # fp32 sums of k products of unit normals: error grows like sqrt(k) ulps of the magnitude
-    torch.testing.assert_close(out, _reference(x, w, b), atol=2e-6 * k ** 0.5 * 4, rtol=1e-5)
+    x, w, b = random_product(rows, n, k, bias)
+    assert_matches_float64(kernels.small_batch_linear(x, w, b), x, w, b)
 
 
 def test_small_batch_linear_rows_do_not_depend_on_batch_or_threads() -> None:

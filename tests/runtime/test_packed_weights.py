@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from radixlm.runtime.layers import linear as linear_module
 from radixlm.runtime.layers.linear import PACKED_KERNEL_MAX_ROWS, Embedding, Linear, packed_linear
 from radixlm.runtime.layers.packed_weights import pack_model_weights, pack_weight, packing_supported
+from tests.helpers.float_products import assert_matches_float64, random_product
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config
 
 pytestmark = pytest.mark.skipif(not packing_supported(torch.device("cpu"), torch.float32),
@@ -26,15 +27,10 @@ def tiny_dir(tmp_path_factory):
 @pytest.mark.parametrize("n,k", [(1, 8), (5, 3), (576, 576), (963, 129), (4099, 37), (130, 1536)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_packed_product_matches_float64_reference(rows: int, n: int, k: int, bias: bool) -> None:
-    g = torch.Generator().manual_seed(rows * 7919 + n * 31 + k)
-    x = torch.randn(rows, k, generator=g)
-    w = torch.randn(n, k, generator=g)
-    b = torch.randn(n, generator=g) if bias else None
+    x, w, b = random_product(rows, n, k, bias)
     with torch.inference_mode():
         out = packed_linear(x, pack_weight(w), b, n)
-    reference = x.double() @ w.double().T + (0 if b is None else b.double())
-    assert out.shape == (rows, n) and out.dtype == torch.float32
-    torch.testing.assert_close(out, reference.float(), atol=2e-6 * k ** 0.5 * 4, rtol=1e-5)
+    assert_matches_float64(out, x, w, b)
 
 
 def test_packed_product_rows_do_not_depend_on_the_row_count() -> None:
