@@ -137,6 +137,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="as radixlm serve's --kv-cache-dtype")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
     ap.add_argument("--ab", action="store_true",
@@ -146,7 +147,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
-                                    quantization=args.quantization, max_running_requests=max(sizes) + 1,
+                                    quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+                                    max_running_requests=max(sizes) + 1,
                                     max_total_tokens=max(sizes) * (args.context + 2) + 16))
     eager_forward = runner.model.forward
     for bs in sizes:

@@ -42,10 +42,20 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return _DTYPES[name]
 
 
+def resolve_kv_dtype(name: str, model_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """``auto`` -> the model's dtype. Another dtype is CPU-only: the CUDA attention kernels read the
+    cache in the model's dtype."""
+    dtype = model_dtype if name == "auto" else resolve_dtype(name, device)
+    if dtype != model_dtype and device.type != "cpu":
+        raise ValueError(f"kv_cache_dtype {name!r} differs from the model's {model_dtype}: on {device.type} "
+                         f"the KV cache holds the model's dtype (use kv_cache_dtype='auto')")
+    return dtype
+
+
 class ModelRunner:
     """Loads the model and sizes the KV cache from ``server_args``; ``forward(fb)`` returns logits.
 
-    Attributes: ``device``, ``dtype``, ``loaded`` (LoadedModel), ``model``, ``context_length``,
+    Attributes: ``device``, ``dtype``, ``kv_dtype``, ``loaded`` (LoadedModel), ``model``, ``context_length``,
     ``vocab_size``, ``req_to_token_pool``, ``kv_pool``, ``attn_backend``.
     """
 
@@ -87,11 +97,12 @@ class ModelRunner:
 
         self.req_to_token_pool = ReqToTokenPool(server_args.max_running_requests, self.context_length,
                                                 device=self.device)
+        self.kv_dtype = resolve_kv_dtype(server_args.kv_cache_dtype, self.dtype, self.device)
         num_slots = self._num_kv_slots()
         if self.tp is not None:
             num_slots = agree_min(num_slots, self.device)
         self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.num_kv_heads,
-                              self.loaded.head_dim, self.dtype, device=self.device)
+                              self.loaded.head_dim, self.kv_dtype, device=self.device)
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
         # Decode replays captured CUDA graphs; prefill runs eagerly.
         if server_args.enable_deterministic_inference:
@@ -129,6 +140,7 @@ class ModelRunner:
             "architecture": loaded.architecture,
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
+            "kv_cache_dtype": str(self.kv_dtype).replace("torch.", ""),
             "quantization": self.quantization,
         }
 
@@ -158,7 +170,7 @@ class ModelRunner:
         args, loaded = self.server_args, self.loaded
         if args.max_total_tokens:
             return int(args.max_total_tokens)
-        per_slot = KVPool.bytes_per_slot(loaded.num_layers, self.num_kv_heads, loaded.head_dim, self.dtype)
+        per_slot = KVPool.bytes_per_slot(loaded.num_layers, self.num_kv_heads, loaded.head_dim, self.kv_dtype)
         if self.device.type == "cuda":
             budget = self._cuda_kv_budget()
         else:

@@ -37,6 +37,10 @@ class ServerArgs:
     tokenizer: Optional[str] = None
     device: Device = "auto"
     dtype: Dtype = "auto"
+    # The KV cache's element type; auto: the model's dtype. float16/bfloat16 halve the bytes a decode
+    # step reads from the cache (on the CPU the decode kernel widens them to fp32 as it reads) and
+    # double the tokens it holds, at the cost of rounding K and V. CUDA: the model's dtype only.
+    kv_cache_dtype: Dtype = "auto"
     attention_backend: AttentionBackendName = "auto"
     quantization: Quantization = "auto"  # weights served as: see radixlm/runtime/quantization
     # fp32 weights on the CPU also get a copy packed for oneDNN (runtime/layers/packed_weights.py):

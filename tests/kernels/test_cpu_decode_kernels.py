@@ -37,6 +37,28 @@ def test_paged_decode_attention_matches_gather_and_sdpa(heads_q: int, heads_kv: 
     torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("pool_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("heads_q,heads_kv,dim", [(9, 3, 64), (8, 2, 40), (6, 1, 12)])
+def test_16_bit_pools_read_as_their_fp32_values(pool_dtype: torch.dtype, heads_q: int, heads_kv: int,
+                                                dim: int) -> None:
+    """A 16-bit pool is widened exactly as it is read: the result has the bits of the fp32 kernel on
+    the same values in an fp32 pool (rows whose width is not a multiple of 8 included), and is
+    attention over those values (the reference on the widened pool)."""
+    k, v, req_to_token = _pool(3000, heads_kv, dim, rows=6, ctx=1024)
+    k16, v16 = k.to(pool_dtype), v.to(pool_dtype)
+    lens = [1, 129, 1000, 256, 7]
+    rows, seq_lens = torch.randperm(6)[: len(lens)], torch.tensor(lens)
+    q = torch.randn(len(lens), heads_q, dim)
+    out = kernels.paged_decode_attention(q, k16, v16, req_to_token, rows, seq_lens, lens, dim ** -0.5)
+    widened = kernels.paged_decode_attention(q, k16.float(), v16.float(), req_to_token, rows, seq_lens,
+                                             lens, dim ** -0.5)
+    assert torch.equal(out, widened)
+    ref = decode_attention_torch(q, k16, v16, req_to_token, rows, seq_lens, dim ** -0.5)
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="v_pool"):  # K and V of different dtypes are refused
+        kernels.paged_decode_attention(q, k16, v, req_to_token, rows, seq_lens, lens, dim ** -0.5)
+
+
 def test_paged_decode_attention_peaked_scores() -> None:
     """Scores hundreds apart (a peaked softmax: most weights underflow) stay exact to fp32 rounding."""
     k, v, req_to_token = _pool(500, 2, 32, rows=2, ctx=400)

@@ -51,11 +51,14 @@ def test_cascade_equals_plain_decode(hkv, group, shared, suffixes):
 
 
 @pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("hkv,group,dim", [(1, 1, 16), (3, 3, 64), (2, 4, 40)])
 @pytest.mark.parametrize("shared,suffixes", [(32, [1, 1]), (40, [1, 7, 3, 12]), (300, [2, 130, 1, 40, 257])])
-def test_cascade_with_in_place_suffixes_equals_plain_decode(hkv, group, dim, shared, suffixes):
-    # the suffixes read in place by the C++ kernel (chunks of 128 keys), merged there with the prefix
+def test_cascade_with_in_place_suffixes_equals_plain_decode(hkv, group, dim, shared, suffixes, pool_dtype):
+    # the suffixes read in place by the C++ kernel (chunks of 128 keys), merged there with the prefix;
+    # an fp16 pool (--kv-cache-dtype float16) against the reference on the same fp16 values
     q, k, v, table, rows, seq_lens = _batch_with_shared_prefix(shared, suffixes, hkv, group, dim, seed=dim)
+    k, v = k.to(pool_dtype), v.to(pool_dtype)
     scale = dim ** -0.5
     ref = decode_attention_torch(q, k, v, table, rows, seq_lens, scale)
     out = decode_attention_shared_prefix_torch(q, k, v, table, rows, seq_lens, scale, shared,

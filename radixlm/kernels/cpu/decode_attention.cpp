@@ -11,6 +11,12 @@
 //
 // Batch invariance: chunk bounds depend only on the request's own length, and the merge walks its
 // chunks in order, so a token's result does not depend on the batch, the padding or the thread count.
+//
+// fp16 and bf16 pools (--kv-cache-dtype) hold half the bytes: their rows are widened to fp32 as
+// they are loaded (exactly: every fp16 and bf16 value is an fp32 value), and the arithmetic is the
+// fp32 pool's, operation for operation.
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -40,17 +46,33 @@ struct Partial {
   float* acc;  // [q_heads, head_dim]
 };
 
-void attend_chunk(const float* q, const float* k_pool, const float* v_pool, const int64_t* slots,
-                  int64_t len, const Shapes& s, float scale, const Partial& part) {
+// Asks for the pool rows of keys [t, t + 4) of a chunk (of len keys) to be brought into the cache.
+// A request's slots are wherever the allocator put them, often not adjacent, so the hardware's
+// stream prefetcher cannot see them coming; fetched two groups ahead, they arrive while the current
+// group is being computed (measured: 1.3-1.6x at batch 64 and 301 keys, where the rows come from
+// memory).
+template <typename T>
+inline void prefetch_rows(const T* pool, const int64_t* slots, int64_t t, int64_t len, int64_t row) {
+  const int64_t bytes = row * static_cast<int64_t>(sizeof(T));
+  for (int64_t j = t; j < std::min(t + 4, len); ++j) {
+    const char* p = reinterpret_cast<const char*>(pool + slots[j] * row);
+    for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+  }
+}
+
+template <typename T>
+void attend_chunk(const float* q, const T* k_pool, const T* v_pool, const int64_t* slots, int64_t len,
+                  const Shapes& s, float scale, const Partial& part) {
   thread_local std::vector<float> scores;  // [q_heads, len]
   scores.resize(static_cast<size_t>(s.q_heads * len));
-  const int64_t row = s.kv_heads * s.head_dim;  // floats from one slot to the next
+  const int64_t row = s.kv_heads * s.head_dim;  // values from one slot to the next
   const __m128 scale4 = _mm_set1_ps(scale);
   // Four key rows at a time (the last group repeats its last row; those scores are dropped): each
   // row is read once from memory for every query head.
   for (int64_t t = 0; t < len; t += 4) {
+    prefetch_rows(k_pool, slots, t + 8, len, row);
     const int64_t n = std::min<int64_t>(4, len - t);
-    const float* k[4];
+    const T* k[4];
     for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, n - 1)] * row;
     for (int64_t h = 0; h < s.q_heads; ++h) {
       const int64_t off = (h / s.group) * s.head_dim;
@@ -68,8 +90,9 @@ void attend_chunk(const float* q, const float* k_pool, const float* v_pool, cons
   }
   std::fill(part.acc, part.acc + s.q_heads * s.head_dim, 0.0f);
   for (int64_t t = 0; t < len; t += 4) {
+    prefetch_rows(v_pool, slots, t + 8, len, row);
     const int64_t n = std::min<int64_t>(4, len - t);
-    const float* v[4];
+    const T* v[4];
     for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, n - 1)] * row;
     for (int64_t h = 0; h < s.q_heads; ++h) {
       const int64_t off = (h / s.group) * s.head_dim;
@@ -113,8 +136,10 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
             const torch::Tensor& seq_lens, double sm_scale, int64_t threads, int64_t key_start,
             const Prefix& prefix, torch::Tensor& out) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q: contiguous [bs, Hq, D] fp32");
-  TORCH_CHECK(k_pool.scalar_type() == torch::kFloat32 && k_pool.is_contiguous(), "k_pool: contiguous fp32");
-  TORCH_CHECK(v_pool.scalar_type() == torch::kFloat32 && v_pool.is_contiguous(), "v_pool: contiguous fp32");
+  const auto pool_type = k_pool.scalar_type();
+  TORCH_CHECK((pool_type == torch::kFloat32 || pool_type == torch::kHalf || pool_type == torch::kBFloat16) &&
+              k_pool.is_contiguous(), "k_pool: contiguous fp32, fp16 or bf16");
+  TORCH_CHECK(v_pool.scalar_type() == pool_type && v_pool.is_contiguous(), "v_pool: contiguous, k_pool's dtype");
   TORCH_CHECK(req_to_token.scalar_type() == torch::kInt64 && req_to_token.is_contiguous(), "req_to_token: int64");
   const Shapes s{q.size(1), k_pool.size(1), q.size(2), q.size(1) / k_pool.size(1)};
   const int64_t bs = q.size(0), ctx = req_to_token.size(1);
@@ -147,16 +172,26 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
     }
   }
   const float* qp = q.data_ptr<float>();
-  const float* kp = k_pool.data_ptr<float>();
-  const float* vp = v_pool.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t step = s.q_heads * s.head_dim;
   const float scale = static_cast<float>(sm_scale);
-  const int helpers = keys * s.kv_heads * s.head_dim * 8 >= kParallelMinBytes ? static_cast<int>(threads) - 1 : 0;
+  const int64_t pool_bytes = 2 * static_cast<int64_t>(k_pool.element_size());  // K and V, one value each
+  const int helpers = keys * s.kv_heads * s.head_dim * pool_bytes >= kParallelMinBytes
+                          ? static_cast<int>(threads) - 1 : 0;
   radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t c) {
     const int64_t b = owner[c], t0 = key_start + (c - first_chunk[b]) * kChunk;
-    attend_chunk(qp + b * step, kp, vp, r2t + rows[b] * ctx + t0, std::min(kChunk, lens[b] - t0), s, scale,
-                 parts[c]);
+    const int64_t* slots = r2t + rows[b] * ctx + t0;
+    const int64_t len = std::min(kChunk, lens[b] - t0);
+    if (pool_type == torch::kHalf) {
+      attend_chunk(qp + b * step, k_pool.data_ptr<c10::Half>(), v_pool.data_ptr<c10::Half>(), slots, len, s,
+                   scale, parts[c]);
+    } else if (pool_type == torch::kBFloat16) {
+      attend_chunk(qp + b * step, k_pool.data_ptr<c10::BFloat16>(), v_pool.data_ptr<c10::BFloat16>(), slots,
+                   len, s, scale, parts[c]);
+    } else {
+      attend_chunk(qp + b * step, k_pool.data_ptr<float>(), v_pool.data_ptr<float>(), slots, len, s, scale,
+                   parts[c]);
+    }
   });
   std::vector<float> prefix_part(prefix.out == nullptr ? 0 : static_cast<size_t>(per_part));
   for (int64_t b = 0; b < bs; ++b) {
@@ -177,7 +212,8 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
 
 }  // namespace
 
-// q: float32 [bs, Hq, D]; k_pool, v_pool: float32 [slots, Hkv, D]; req_to_token: int64 [rows, ctx];
+// q: float32 [bs, Hq, D]; k_pool, v_pool: [slots, Hkv, D], both float32, float16 or bfloat16;
+// req_to_token: int64 [rows, ctx];
 // req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1). Returns float32 [bs, Hq, D].
 // Callers check the arguments first (radixlm/kernels/cpu/decode_ops.py); the checks here are a backstop.
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,

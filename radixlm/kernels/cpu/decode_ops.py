@@ -8,6 +8,9 @@ import torch
 
 from radixlm.kernels.cpu.gguf_ops import check_threads
 
+# K/V pool dtypes the decode-attention kernel reads (16-bit rows are widened to fp32 as they are read)
+POOL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
 
 class DecodeKernels:
     """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
@@ -23,7 +26,7 @@ class DecodeKernels:
                                req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                                seq_lens: torch.Tensor, seq_lens_cpu: list[int], sm_scale: float,
                                threads: int | None = None) -> torch.Tensor:
-        """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]`` fp32;
+        """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]``, fp32, fp16 or bf16;
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
         ``seq_lens_cpu`` their values as a list. Returns ``[bs, Hq, D]`` fp32."""
         threads = check_threads(threads)
@@ -133,10 +136,12 @@ def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> i
 def _check_decode_arguments(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                             req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                             seq_lens: torch.Tensor, seq_lens_cpu: list[int], key_start: int) -> None:
-    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
-        if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
-            raise ValueError(f"{name} must be a contiguous 3-D float32 CPU tensor, got "
-                             f"{t.dim()}-D {t.dtype} on {t.device}")
+    for name, t, dtypes in (("q", q, (torch.float32,)), ("k_pool", k_pool, POOL_DTYPES),
+                            ("v_pool", v_pool, (k_pool.dtype,))):
+        if t.dim() != 3 or t.dtype not in dtypes or t.device.type != "cpu" or not t.is_contiguous():
+            allowed = " or ".join(str(d) for d in dtypes)
+            raise ValueError(f"{name} must be a contiguous 3-D CPU tensor of {allowed}, got {t.dim()}-D "
+                             f"{t.dtype} on {t.device}")
     bs, q_heads, head_dim = q.shape
     if k_pool.shape != v_pool.shape or k_pool.shape[2] != head_dim or q_heads % k_pool.shape[1]:
         raise ValueError(f"K/V pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)} do not fit q "

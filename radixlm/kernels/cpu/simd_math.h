@@ -1,6 +1,9 @@
-// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4, axpy, max, and
-// softmax numerators (exp(x - m)) with a vectorised exp.
+// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (whose second
+// operands may also be fp16 or bf16), axpy, max, and softmax numerators (exp(x - m)) with a
+// vectorised exp.
 #pragma once
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,28 +20,39 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Eight values at p as fp32 lanes: fp32 as they are, fp16 and bf16 widened (exactly: each of their
+// values is an fp32 value), so a 16-bit KV cache runs the fp32 arithmetic on half the bytes.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const c10::Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8(const c10::BFloat16* p) {  // bf16 is the top half of an fp32
+  const __m256i bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+}
+
 // q . k_j for four vectors k_0..k_3 at once: four independent FMA chains, one load of q per step,
-// and the four sums reduced together.
-inline __m128 dot4(const float* q, const float* k0, const float* k1, const float* k2, const float* k3,
-                   int64_t n) {
+// and the four sums reduced together. T: float, c10::Half or c10::BFloat16.
+template <typename T>
+inline __m128 dot4(const float* q, const T* k0, const T* k1, const T* k2, const T* k3, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(q + i);
-    a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + i), a0);
-    a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + i), a1);
-    a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + i), a2);
-    a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + i), a3);
+    a0 = _mm256_fmadd_ps(x, load8(k0 + i), a0);
+    a1 = _mm256_fmadd_ps(x, load8(k1 + i), a1);
+    a2 = _mm256_fmadd_ps(x, load8(k2 + i), a2);
+    a3 = _mm256_fmadd_ps(x, load8(k3 + i), a3);
   }
   const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   __m128 sums = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
   if (i < n) {
     alignas(16) float tail[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (; i < n; ++i) {
-      tail[0] += q[i] * k0[i];
-      tail[1] += q[i] * k1[i];
-      tail[2] += q[i] * k2[i];
-      tail[3] += q[i] * k3[i];
+      tail[0] += q[i] * static_cast<float>(k0[i]);
+      tail[1] += q[i] * static_cast<float>(k1[i]);
+      tail[2] += q[i] * static_cast<float>(k2[i]);
+      tail[3] += q[i] * static_cast<float>(k3[i]);
     }
     sums = _mm_add_ps(sums, _mm_load_ps(tail));
   }
@@ -46,25 +60,25 @@ inline __m128 dot4(const float* q, const float* k0, const float* k1, const float
 }
 
 // acc += p_0 v_0 + p_1 v_1 + p_2 v_2 + p_3 v_3, added in that order (the same operations as four
-// axpy calls, with acc loaded and stored once).
-inline void axpy4(const float* p, const float* v0, const float* v1, const float* v2, const float* v3,
-                  float* acc, int64_t n) {
+// axpy calls, with acc loaded and stored once). T: float, c10::Half or c10::BFloat16.
+template <typename T>
+inline void axpy4(const float* p, const T* v0, const T* v1, const T* v2, const T* v3, float* acc, int64_t n) {
   const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]);
   const __m256 p2 = _mm256_set1_ps(p[2]), p3 = _mm256_set1_ps(p[3]);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(acc + i);
-    a = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0 + i), a);
-    a = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1 + i), a);
-    a = _mm256_fmadd_ps(p2, _mm256_loadu_ps(v2 + i), a);
-    a = _mm256_fmadd_ps(p3, _mm256_loadu_ps(v3 + i), a);
+    a = _mm256_fmadd_ps(p0, load8(v0 + i), a);
+    a = _mm256_fmadd_ps(p1, load8(v1 + i), a);
+    a = _mm256_fmadd_ps(p2, load8(v2 + i), a);
+    a = _mm256_fmadd_ps(p3, load8(v3 + i), a);
     _mm256_storeu_ps(acc + i, a);
   }
   for (; i < n; ++i) {
-    acc[i] += p[0] * v0[i];
-    acc[i] += p[1] * v1[i];
-    acc[i] += p[2] * v2[i];
-    acc[i] += p[3] * v3[i];
+    acc[i] += p[0] * static_cast<float>(v0[i]);
+    acc[i] += p[1] * static_cast<float>(v1[i]);
+    acc[i] += p[2] * static_cast<float>(v2[i]);
+    acc[i] += p[3] * static_cast<float>(v3[i]);
   }
 }
 

@@ -1,7 +1,7 @@
 """Decode attention on the CPU, planned once per step instead of once per layer.
 
-Every layer of a decode step reads the same slots (``req_to_token[rows, :seq_len]``). With fp32 K/V
-on a CPU that can build it, each layer runs ``radixlm/kernels/cpu/decode_attention.cpp``, which
+Every layer of a decode step reads the same slots (``req_to_token[rows, :seq_len]``). With fp32 (or
+fp16/bf16) K/V on a CPU that can build it, each layer runs ``radixlm/kernels/cpu/decode_attention.cpp``, which
 reads K and V in place from the pool (~6x cheaper than gathering them at batch 1). Elsewhere the
 slot list and the padding mask are built once in ``plan_decode``; each layer then gathers its K and
 V with one ``index_select`` each (a flat copy, ~5x cheaper than advanced indexing for these small
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.kernels.cpu.decode_ops import POOL_DTYPES
 
 
 @dataclass
@@ -73,8 +74,9 @@ def decode_attention_planned(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: 
 
 
 def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
-    """Whether decodes over this pool run the in-place kernel (fp32 CPU K/V, and a compiler)."""
-    return (k_buffer.device.type == "cpu" and k_buffer.dtype == torch.float32 and k_buffer.is_contiguous()
+    """Whether decodes over this pool run the in-place kernel (fp32, fp16 or bf16 CPU K/V, and a
+    compiler)."""
+    return (k_buffer.device.type == "cpu" and k_buffer.dtype in POOL_DTYPES and k_buffer.is_contiguous()
             and load_decode_kernels() is not None)
 
 
