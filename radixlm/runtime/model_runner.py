@@ -52,11 +52,15 @@ def resolve_kv_dtype(name: str, model_dtype: torch.dtype, device: torch.device) 
     return dtype
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 class ModelRunner:
     """Loads the model and sizes the KV cache from ``server_args``; ``forward(fb)`` returns logits.
 
-    Attributes: ``device``, ``dtype``, ``kv_dtype``, ``loaded`` (LoadedModel), ``model``, ``context_length``,
-    ``vocab_size``, ``req_to_token_pool``, ``kv_pool``, ``attn_backend``.
+    Attributes: ``device``, ``dtype``, ``kv_dtype``, ``loaded`` (LoadedModel), ``model``,
+    ``context_length``, ``vocab_size``, ``req_to_token_pool``, ``kv_pool``, ``attn_backend``.
     """
 
     def __init__(self, server_args: ServerArgs, tp_rank: int = 0) -> None:
@@ -139,8 +143,8 @@ class ModelRunner:
             "eos_token_ids": list(loaded.eos_token_ids),
             "architecture": loaded.architecture,
             "device": str(self.device),
-            "dtype": str(self.dtype).replace("torch.", ""),
-            "kv_cache_dtype": str(self.kv_dtype).replace("torch.", ""),
+            "dtype": _dtype_name(self.dtype),
+            "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
         }
 

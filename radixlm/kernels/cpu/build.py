@@ -73,8 +73,8 @@ def load_gguf_kernels() -> GGUFKernels | None:
 
 @functools.lru_cache(maxsize=1)
 def load_decode_kernels() -> DecodeKernels | None:
-    """The compiled decode-step kernels (attention, RMSNorm, rotary, small-batch fp32 products), or
-    None (warned once) when they cannot be built."""
+    """The compiled decode-step kernels (attention, RMSNorm, rotary, small-batch fp32 products,
+    silu_and_mul), or None (warned once) when they cannot be built."""
     module = _load("decode_kernels", "CPU decode-step kernels unavailable (%s); using torch ops")
     return None if module is None else DecodeKernels(module)
 

@@ -178,21 +178,20 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   const int64_t pool_bytes = 2 * static_cast<int64_t>(k_pool.element_size());  // K and V, one value each
   const int helpers = keys * s.kv_heads * s.head_dim * pool_bytes >= kParallelMinBytes
                           ? static_cast<int>(threads) - 1 : 0;
-  radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t c) {
-    const int64_t b = owner[c], t0 = key_start + (c - first_chunk[b]) * kChunk;
-    const int64_t* slots = r2t + rows[b] * ctx + t0;
-    const int64_t len = std::min(kChunk, lens[b] - t0);
-    if (pool_type == torch::kHalf) {
-      attend_chunk(qp + b * step, k_pool.data_ptr<c10::Half>(), v_pool.data_ptr<c10::Half>(), slots, len, s,
-                   scale, parts[c]);
-    } else if (pool_type == torch::kBFloat16) {
-      attend_chunk(qp + b * step, k_pool.data_ptr<c10::BFloat16>(), v_pool.data_ptr<c10::BFloat16>(), slots,
-                   len, s, scale, parts[c]);
-    } else {
-      attend_chunk(qp + b * step, k_pool.data_ptr<float>(), v_pool.data_ptr<float>(), slots, len, s, scale,
+  const auto attend_chunks = [&](const auto* kp, const auto* vp) {  // kp, vp: the pool's element type
+    radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t c) {
+      const int64_t b = owner[c], t0 = key_start + (c - first_chunk[b]) * kChunk;
+      attend_chunk(qp + b * step, kp, vp, r2t + rows[b] * ctx + t0, std::min(kChunk, lens[b] - t0), s, scale,
                    parts[c]);
-    }
-  });
+    });
+  };
+  if (pool_type == torch::kHalf) {
+    attend_chunks(k_pool.data_ptr<c10::Half>(), v_pool.data_ptr<c10::Half>());
+  } else if (pool_type == torch::kBFloat16) {
+    attend_chunks(k_pool.data_ptr<c10::BFloat16>(), v_pool.data_ptr<c10::BFloat16>());
+  } else {
+    attend_chunks(k_pool.data_ptr<float>(), v_pool.data_ptr<float>());
+  }
   std::vector<float> prefix_part(prefix.out == nullptr ? 0 : static_cast<size_t>(per_part));
   for (int64_t b = 0; b < bs; ++b) {
     std::vector<Partial> mine(parts.begin() + first_chunk[b], parts.begin() + first_chunk[b + 1]);

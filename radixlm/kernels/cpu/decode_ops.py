@@ -13,11 +13,11 @@ POOL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class DecodeKernels:
-    """``paged_decode_attention``: one query token per request against its fp32 K/V in the paged
-    pool, read in place (``decode_attention.cpp``); ``rmsnorm`` and ``add_rmsnorm`` over fp32 rows
-    (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``); ``small_batch_linear``, the fp32
-    products of a few rows split across threads (``small_batch_linear.cpp``); ``silu_and_mul``, the
-    gated MLP activation (``silu_and_mul.cpp``)."""
+    """``paged_decode_attention``: one query token per request against its K/V in the paged pool
+    (fp32, or fp16/bf16 widened as read), read in place (``decode_attention.cpp``); ``rmsnorm`` and
+    ``add_rmsnorm`` over fp32 rows (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``);
+    ``small_batch_linear``, the fp32 products of a few rows split across threads
+    (``small_batch_linear.cpp``); ``silu_and_mul``, the gated MLP activation (``silu_and_mul.cpp``)."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled

@@ -46,11 +46,6 @@ void norm_row(const float* x, const float* residual, float* h_out, const float* 
   }
 }
 
-void run_rows(int64_t rows, int64_t n, int64_t threads, const std::function<void(int64_t)>& fn) {
-  const int helpers = rows * n >= kParallelMinElements ? static_cast<int>(threads) - 1 : 0;
-  radixlm::WorkPool::instance().run(rows, helpers, fn);
-}
-
 void check(const torch::Tensor& x, const torch::Tensor& weight) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x: contiguous [T, H] fp32");
   TORCH_CHECK(weight.dim() == 1 && weight.scalar_type() == torch::kFloat32 && weight.is_contiguous() &&
@@ -66,7 +61,7 @@ torch::Tensor rmsnorm(torch::Tensor x, torch::Tensor weight, double eps, int64_t
   const int64_t n = x.size(1);
   const float *xp = x.data_ptr<float>(), *wp = weight.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  run_rows(x.size(0), n, threads, [&](int64_t r) {
+  radixlm::run_rows(x.size(0), x.size(0) * n, threads, kParallelMinElements, [&](int64_t r) {
     norm_row(xp + r * n, nullptr, nullptr, wp, static_cast<float>(eps), n, op + r * n);
   });
   return out;
@@ -83,7 +78,7 @@ std::tuple<torch::Tensor, torch::Tensor> add_rmsnorm(torch::Tensor x, torch::Ten
   const int64_t n = x.size(1);
   const float *xp = x.data_ptr<float>(), *rp = residual.data_ptr<float>(), *wp = weight.data_ptr<float>();
   float *op = out.data_ptr<float>(), *hp = h.data_ptr<float>();
-  run_rows(x.size(0), n, threads, [&](int64_t r) {
+  radixlm::run_rows(x.size(0), x.size(0) * n, threads, kParallelMinElements, [&](int64_t r) {
     norm_row(xp + r * n, rp + r * n, hp + r * n, wp, static_cast<float>(eps), n, op + r * n);
   });
   return {out, h};

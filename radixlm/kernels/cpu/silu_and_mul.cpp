@@ -53,8 +53,7 @@ torch::Tensor silu_and_mul(torch::Tensor gate_up, int64_t threads) {
   auto out = torch::empty({rows, d}, gate_up.options());
   const float* in = gate_up.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  const int helpers = rows * d >= kParallelMinElements ? static_cast<int>(threads) - 1 : 0;
-  radixlm::WorkPool::instance().run(rows, helpers, [&](int64_t r) {
+  radixlm::run_rows(rows, rows * d, threads, kParallelMinElements, [&](int64_t r) {
     silu_mul_row(in + r * 2 * d, in + r * 2 * d + d, op + r * d, d);
   });
   return out;

@@ -156,4 +156,12 @@ class WorkPool {
   std::atomic<int64_t> done_{0};
 };
 
+// fn(row) for row in [0, rows): on the calling thread alone below min_elements values in all
+// (waking a helper costs more than it saves there), else with threads - 1 helpers too.
+inline void run_rows(int64_t rows, int64_t elements, int64_t threads, int64_t min_elements,
+                     const std::function<void(int64_t)>& fn) {
+  const int helpers = elements >= min_elements ? static_cast<int>(threads) - 1 : 0;
+  WorkPool::instance().run(rows, helpers, fn);
+}
+
 }  // namespace radixlm

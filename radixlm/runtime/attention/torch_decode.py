@@ -1,11 +1,12 @@
 """Decode attention on the CPU, planned once per step instead of once per layer.
 
 Every layer of a decode step reads the same slots (``req_to_token[rows, :seq_len]``). With fp32 (or
-fp16/bf16) K/V on a CPU that can build it, each layer runs ``radixlm/kernels/cpu/decode_attention.cpp``, which
-reads K and V in place from the pool (~6x cheaper than gathering them at batch 1). Elsewhere the
-slot list and the padding mask are built once in ``plan_decode``; each layer then gathers its K and
-V with one ``index_select`` each (a flat copy, ~5x cheaper than advanced indexing for these small
-tensors) and calls ``scaled_dot_product_attention`` once for the batch.
+fp16/bf16) K/V on a CPU that can build it, each layer runs
+``radixlm/kernels/cpu/decode_attention.cpp``, which reads K and V in place from the pool (~6x
+cheaper than gathering them at batch 1). Elsewhere the slot list and the padding mask are built
+once in ``plan_decode``; each layer then gathers its K and V with one ``index_select`` each (a flat
+copy, ~5x cheaper than advanced indexing for these small tensors) and calls
+``scaled_dot_product_attention`` once for the batch.
 """
 from __future__ import annotations
 
