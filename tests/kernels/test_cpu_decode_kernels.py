@@ -90,6 +90,20 @@ def test_paged_decode_attention_is_batch_and_thread_invariant() -> None:
         assert torch.equal(alone[0], batch[i])
 
 
+def test_many_short_requests_match_and_are_thread_invariant() -> None:
+    """A work item spans several short requests, each fetching the next one's first keys ahead: the
+    results are attention's, and have the same bits on one thread or two (other items)."""
+    k, v, req_to_token = _pool(5000, 3, 64, rows=48, ctx=200)
+    lens = [1 + (7 * i) % 90 for i in range(48)]
+    rows, seq_lens = torch.randperm(48), torch.tensor(lens)
+    q = torch.randn(48, 9, 64)
+    two = kernels.paged_decode_attention(q, k, v, req_to_token, rows, seq_lens, lens, 0.125, threads=2)
+    one = kernels.paged_decode_attention(q, k, v, req_to_token, rows, seq_lens, lens, 0.125, threads=1)
+    assert torch.equal(one, two)
+    ref = decode_attention_torch(q, k, v, req_to_token, rows, seq_lens, 0.125)
+    torch.testing.assert_close(two, ref, atol=2e-6, rtol=1e-5)
+
+
 def test_paged_decode_attention_refuses_bad_arguments() -> None:
     k, v, req_to_token = _pool(100, 2, 16, rows=2, ctx=32)
     q, rows, lens = torch.randn(1, 4, 16), torch.tensor([0]), torch.tensor([8])

@@ -1,6 +1,6 @@
 // Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (whose second
 // operands may also be fp16 or bf16), axpy, max, and softmax numerators (exp(x - m)) with a
-// vectorised exp.
+// vectorised exp; and a prefetch the compiler keeps.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -12,6 +12,13 @@
 #include <limits>
 
 namespace radixlm {
+
+// Asks for the cache line at p (prefetcht0). Not _mm_prefetch: GCC counts a prefetch as free of side
+// effects, so a function that only prefetches can be judged pure and a call to it deleted with the
+// loop around it (GCC 12 deleted the decode attention's look-ahead that way); an asm statement stays.
+inline void prefetch_line(const void* p) {
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+}
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -1,0 +1,138 @@
+"""The engine's decode step with the C++ decode kernels of a git revision against the working tree's,
+in one process and alternating rounds (the machine's speed drifts between runs; a ratio from one run
+holds), beside the step's matrix products alone.
+
+Then the decode attention alone, every layer's on the step's pools and slots.
+
+Both kernel builds are loaded side by side (the revision's sources are compiled under another module
+name into ``$RADIXLM_CACHE/kernels/ab-*``); each timed step points every runtime module at one of
+them. The Python around the kernels is the working tree's (``DecodeKernels``), so the revision must
+have the kernels it calls.
+
+    python benchmarks/decode_kernels_ab.py --rev HEAD --batch-sizes 1,64 --context 32
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from decode_step import decode_batch, interleaved_ms, matmul_fn  # noqa: E402
+
+import radixlm.kernels.cpu.build as build  # noqa: E402
+from radixlm.kernels.cpu.decode_ops import DecodeKernels  # noqa: E402
+from radixlm.runtime.model_runner import ModelRunner  # noqa: E402
+from radixlm.runtime.server_args import ServerArgs  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+KERNELS = "radixlm/kernels/cpu"
+
+
+def _git_show(rev: str, path: str) -> bytes:
+    return subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True,
+                          check=True).stdout
+
+
+def kernels_at(rev: str) -> DecodeKernels:
+    """The decode kernels compiled from ``rev``'s sources (its own list of them and headers)."""
+    from torch.utils.cpp_extension import load
+
+    tree = ast.parse(_git_show(rev, f"{KERNELS}/build.py").decode())
+    modules = next(ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                   and getattr(n.targets[0], "id", "") == "_MODULES")
+    sources = modules["decode_kernels"]
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", rev, f"{KERNELS}/"],
+                            capture_output=True, check=True, text=True).stdout.split()
+    files = {name: _git_show(rev, f"{KERNELS}/{name}") for name in
+             [*sources, *(Path(p).name for p in listed if p.endswith(".h"))]}
+    digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
+    build_dir = build._cache_root() / "kernels" / f"ab-{digest}"
+    (build_dir / "src").mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        path = build_dir / "src" / name
+        if not path.exists() or path.read_bytes() != data:
+            path.write_bytes(data)
+    compiled = load(name=f"radixlm_decode_kernels_ab_{digest}",
+                    sources=[str(build_dir / "src" / s) for s in sources], extra_cflags=build._FLAGS,
+                    extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)
+    return DecodeKernels(compiled)
+
+
+def kernel_users() -> list[ModuleType]:
+    """The runtime modules that load the decode kernels (imported by the time a model runner exists)."""
+    return [module for name, module in sys.modules.items()
+            if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")]
+
+
+def use_kernels(kernels: DecodeKernels, users: list[ModuleType]) -> None:
+    """Point every module of ``users`` at ``kernels``."""
+    for module in users:
+        module.load_decode_kernels = lambda k=kernels: k
+
+
+def all_layers_attention(kernels: DecodeKernels, runner: ModelRunner, fb) -> Callable[[], None]:
+    """The decode attention of every layer once, on the step's pools and slots (the layers' pools
+    together outgrow the caches, so rows come from memory as in the step)."""
+    pool, bs = runner.kv_pool, fb.req_pool_indices.shape[0]
+    q = torch.randn(bs, runner.model.config.num_heads, pool.head_dim)
+    req_to_token = runner.req_to_token_pool.req_to_token
+
+    def run() -> None:
+        for layer in range(pool.num_layers):
+            k_buf, v_buf = pool.get_kv_buffer(layer)
+            kernels.paged_decode_attention(q, k_buf, v_buf, req_to_token, fb.req_pool_indices, fb.seq_lens,
+                                           fb.seq_lens_cpu, pool.head_dim ** -0.5)
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rev", default="HEAD", help="the git revision whose kernels are the baseline")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--batch-sizes", default="1,64")
+    ap.add_argument("--context", type=int, default=32)
+    ap.add_argument("--kv-cache-dtype", default="auto")
+    ap.add_argument("--iters", type=int, default=40, help="steps of each kind per clock")
+    ap.add_argument("--rounds", type=int, default=8, help="alternating rounds the iters are split into")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+    baseline, current = kernels_at(args.rev), build.load_decode_kernels()
+    assert current is not None, "the working tree's decode kernels cannot be built here"
+    runner = ModelRunner(ServerArgs(model=args.model, num_threads=2, quantization="none",
+                                    kv_cache_dtype=args.kv_cache_dtype, max_running_requests=max(sizes) + 1,
+                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    users = kernel_users()
+    for bs in sizes:
+        fb = decode_batch(runner, bs, args.context)
+
+        def step(kernels: DecodeKernels, fb=fb) -> None:
+            use_kernels(kernels, users)
+            runner.forward(fb)
+        fns = [lambda: step(baseline), lambda: step(current), matmul_fn(runner.model, bs)]
+        for clock, what in ((time.perf_counter, "wall"), (time.process_time, "CPU time")):
+            old, new, mm = interleaved_ms(fns, args.iters, clock, rounds=args.rounds)
+            print(f"batch {bs:3d}, {args.context + 1} keys, {what}: step {old:7.2f} ms ({args.rev}) -> "
+                  f"{new:7.2f} ms (working tree), x{old / new:.2f}; matmuls {mm:7.2f} ms; step/matmul "
+                  f"{old / mm:.2f} -> {new / mm:.2f}", flush=True)
+        old, new = interleaved_ms([all_layers_attention(k, runner, fb) for k in (baseline, current)],
+                                  args.iters, rounds=args.rounds)
+        print(f"batch {bs:3d}, {args.context + 1} keys: attention, all layers: {old:6.2f} ms ({args.rev}) -> "
+              f"{new:6.2f} ms, x{old / new:.2f}", flush=True)
+        for row in fb.req_pool_indices.tolist():
+            runner.req_to_token_pool.free(row)
+        runner.kv_pool.allocator.clear()
+    use_kernels(current, users)
+
+
+if __name__ == "__main__":
+    main()
