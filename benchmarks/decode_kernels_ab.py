@@ -2,7 +2,7 @@
 in one process and alternating rounds (the machine's speed drifts between runs; a ratio from one run
 holds), beside the step's matrix products alone.
 
-Then the decode attention alone, every layer's on the step's pools and slots.
+Then the decode attention alone: every layer's, on the step's pools and slots.
 
 Both kernel builds are loaded side by side (the revision's sources are compiled under another module
 name into ``$RADIXLM_CACHE/kernels/ab-*``); each timed step points every runtime module at one of
