@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU check for radixlm (under 8 minutes on one H200): install, run the kernel tests and the
-# GPU-only tests (tests/kernels, the whole engine on CUDA among them), then benchmarks/gpu_bench.py.
+# GPU-only tests (tests/kernels: the whole engine on CUDA and quantized checkpoints among them), then
+# benchmarks/gpu_bench.py.
 # The interpreter tests are not repeated here: CI runs them on the CPU.
 #
 # The GPU machine has no internet and its image (Python 3.12) lacks pyzmq, outlines-core,
