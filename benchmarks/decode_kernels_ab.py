@@ -17,7 +17,6 @@ import argparse
 import ast
 import hashlib
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -25,14 +24,12 @@ from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
+from decode_step import decode_batch, interleaved_ms, kernel_users, matmul_fn
 
-sys.path.insert(0, str(Path(__file__).parent))
-from decode_step import decode_batch, interleaved_ms, matmul_fn  # noqa: E402
-
-import radixlm.kernels.cpu.build as build  # noqa: E402
-from radixlm.kernels.cpu.decode_ops import DecodeKernels  # noqa: E402
-from radixlm.runtime.model_runner import ModelRunner  # noqa: E402
-from radixlm.runtime.server_args import ServerArgs  # noqa: E402
+from radixlm.kernels.cpu.build import build_directory, compile_sources, load_decode_kernels
+from radixlm.kernels.cpu.decode_ops import DecodeKernels
+from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.server_args import ServerArgs
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = "radixlm/kernels/cpu"
@@ -44,9 +41,7 @@ def _git_show(rev: str, path: str) -> bytes:
 
 
 def kernels_at(rev: str) -> DecodeKernels:
-    """The decode kernels compiled from ``rev``'s sources (its own list of them and headers)."""
-    from torch.utils.cpp_extension import load
-
+    """The decode kernels compiled from ``rev``'s sources (its own list of them, and its headers)."""
     tree = ast.parse(_git_show(rev, f"{KERNELS}/build.py").decode())
     modules = next(ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
                    and getattr(n.targets[0], "id", "") == "_MODULES")
@@ -56,22 +51,8 @@ def kernels_at(rev: str) -> DecodeKernels:
     files = {name: _git_show(rev, f"{KERNELS}/{name}") for name in
              [*sources, *(Path(p).name for p in listed if p.endswith(".h"))]}
     digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
-    build_dir = build._cache_root() / "kernels" / f"ab-{digest}"
-    (build_dir / "src").mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        path = build_dir / "src" / name
-        if not path.exists() or path.read_bytes() != data:
-            path.write_bytes(data)
-    compiled = load(name=f"radixlm_decode_kernels_ab_{digest}",
-                    sources=[str(build_dir / "src" / s) for s in sources], extra_cflags=build._FLAGS,
-                    extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)
-    return DecodeKernels(compiled)
-
-
-def kernel_users() -> list[ModuleType]:
-    """The runtime modules that load the decode kernels (imported by the time a model runner exists)."""
-    return [module for name, module in sys.modules.items()
-            if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")]
+    build_dir = build_directory("decode_kernels").parent / f"ab-{digest}"
+    return DecodeKernels(compile_sources(f"radixlm_decode_kernels_ab_{digest}", build_dir, files, sources))
 
 
 def use_kernels(kernels: DecodeKernels, users: list[ModuleType]) -> None:
@@ -106,7 +87,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8, help="alternating rounds the iters are split into")
     args = ap.parse_args()
     sizes = [int(s) for s in args.batch_sizes.split(",")]
-    baseline, current = kernels_at(args.rev), build.load_decode_kernels()
+    baseline, current = kernels_at(args.rev), load_decode_kernels()
     assert current is not None, "the working tree's decode kernels cannot be built here"
     runner = ModelRunner(ServerArgs(model=args.model, num_threads=2, quantization="none",
                                     kv_cache_dtype=args.kv_cache_dtype, max_running_requests=max(sizes) + 1,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from types import ModuleType
 from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
@@ -104,17 +106,18 @@ def interleaved_ms(fns: list[Callable[[], object]], iters: int, clock=time.perf_
     return [statistics.median(t) for t in times]
 
 
+def kernel_users() -> list[ModuleType]:
+    """The runtime modules that load the C++ decode kernels (``load_decode_kernels``), so that a
+    benchmark can point them elsewhere; those imported by the time a model runner exists."""
+    return [module for name, module in sys.modules.items()
+            if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")]
+
+
 def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
     """Median step time with the C++ decode kernels (attention, norm, rotary, small-batch fp32
     products, silu_and_mul) and without them (the torch ops they replace), alternating rounds so
     that a change in the machine's load hits both."""
-    import radixlm.runtime.attention.torch_decode as attention_mod
-    import radixlm.runtime.layers.activation as activation_mod
-    import radixlm.runtime.layers.linear as linear_mod
-    import radixlm.runtime.layers.rmsnorm as norm_mod
-    import radixlm.runtime.layers.rotary as rotary_mod
-
-    modules = (attention_mod, norm_mod, rotary_mod, linear_mod, activation_mod)
+    modules = kernel_users()
     loaders = [m.load_decode_kernels for m in modules]
     times: dict[bool, list[float]] = {True: [], False: []}
     per_round = max(2, iters // rounds)

@@ -13,27 +13,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 import torch.nn.functional as F
+from decode_step import median_ms
 
 from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
 
 
 def median_us(fn: Callable[[], object], iters: int) -> float:
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e6 * statistics.median(times)
+    return 1000 * median_ms(fn, iters)
 
 
 def row_of_table(rows: int, buf: torch.Tensor, kernels: DecodeKernels | None, iters: int) -> str:

@@ -116,9 +116,17 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 
 def _build(name: str) -> ModuleType:
+    files = {path.name: path.read_bytes() for path in _inputs(name)}
+    return compile_sources(f"radixlm_{name}", build_directory(name), files, _MODULES[name])
+
+
+def compile_sources(module_name: str, build_dir: Path, files: dict[str, bytes],
+                    sources: list[str]) -> ModuleType:
+    """Compile ``sources`` (names in ``files``, which maps every file the build reads, headers
+    included, to its text) into extension module ``module_name``, built in ``build_dir`` and reused
+    from there while the files stay the same."""
     from torch.utils.cpp_extension import load
 
-    build_dir = build_directory(name)
     build_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(build_dir / "radixlm-build.lock"):
         # torch marks a build in progress with a plain file, "lock", that a killed build leaves
@@ -128,12 +136,11 @@ def _build(name: str) -> ModuleType:
         # Compiled from copies inside the build directory: ninja decides by paths and mtimes, so the
         # checkout's own files would make every other checkout of the same sources (a clean CI
         # clone, a worktree) rebuild the cache, and the next one rebuild it back.
-        sources = build_dir / "src"
-        sources.mkdir(exist_ok=True)
-        for path in _inputs(name):
-            copy = sources / path.name
-            if not copy.exists() or copy.read_bytes() != path.read_bytes():
-                shutil.copyfile(path, copy)
-        return load(name=f"radixlm_{name}", sources=[str(sources / f) for f in _MODULES[name]],
-                    extra_cflags=_FLAGS, extra_ldflags=["-pthread"], build_directory=str(build_dir),
-                    verbose=False)
+        copies = build_dir / "src"
+        copies.mkdir(exist_ok=True)
+        for file_name, text in files.items():
+            copy = copies / file_name
+            if not copy.exists() or copy.read_bytes() != text:
+                copy.write_bytes(text)
+        return load(name=module_name, sources=[str(copies / f) for f in sources], extra_cflags=_FLAGS,
+                    extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)
