@@ -34,8 +34,11 @@ def stats(client: httpx.Client) -> dict:
 def wait_in_flight(client: httpx.Client, count: int, timeout_s: float = 20) -> None:
     """Until at least ``count`` requests (samples included) run or wait in the scheduler."""
     deadline = time.time() + timeout_s
-    while stats(client)["num_running"] + stats(client)["num_queued"] < count:
-        assert time.time() < deadline
+    while True:
+        s = stats(client)
+        if s["num_running"] + s["num_queued"] >= count:
+            return
+        assert time.time() < deadline, f"fewer than {count} requests in flight: {s}"
         time.sleep(0.01)
 
 
@@ -197,9 +200,11 @@ def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
                                                           "sampling_params": {**long, "n": 2}})),
                threading.Thread(target=run, args=("grp-0", {
                    "text": "a client rid", "rid": "grp-0",
-                   "sampling_params": {**long, "max_new_tokens": 60}}))]
-    for thread in threads:
-        thread.start()
+                   "sampling_params": {**long, "max_new_tokens": 200}}))]
+    # One at a time, and the second long enough to be seen in flight on a busy machine.
+    threads[0].start()
+    wait_in_flight(client, 2)
+    threads[1].start()
     wait_in_flight(client, 3)
     r = client.post("/generate", json={"text": "x", "rid": "grp", "sampling_params": GREEDY})
     assert r.status_code == 400 and "'grp'" in r.json()["error"]["message"], r.text
@@ -211,7 +216,7 @@ def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
         thread.join(30)
     assert [o["meta_info"]["finish_reason"]["type"] for o in result["grp"]] == ["abort", "abort"]
     assert [o["meta_info"]["id"] for o in result["grp"]] == ["grp-0", "grp-1"]
-    assert result["grp-0"]["meta_info"]["finish_reason"] == {"type": "length", "length": 60}
+    assert result["grp-0"]["meta_info"]["finish_reason"] == {"type": "length", "length": 200}
     assert result["grp-0"]["meta_info"]["id"] == "grp-0"
     assert_kv_idle(client)
 
@@ -265,15 +270,16 @@ def test_openai_n3_abort_by_rid_ends_its_choices_only(client, server):
     long = {"model": "m", "max_tokens": 300, "temperature": 0.5, "ignore_eos": True}
     threads = [threading.Thread(target=run, args=("oa", {**long, "prompt": "three", "n": 3, "rid": "oa"})),
                threading.Thread(target=run, args=("oa-1", {**long, "prompt": "one", "rid": "oa-1",
-                                                           "max_tokens": 60}))]
+                                                           "max_tokens": 200}))]
     before = stats(client)["num_generated_tokens"]
-    for thread in threads:
-        thread.start()
+    threads[0].start()
+    wait_in_flight(client, 3)
+    threads[1].start()
     wait_in_flight(client, 4)
     assert client.post("/abort_request", json={"rid": "oa"}).json()["success"]
     for thread in threads:
         thread.join(30)
     assert result["oa-1"].status_code == 200
-    assert result["oa-1"].json()["usage"]["completion_tokens"] == 60
-    assert stats(client)["num_generated_tokens"] - before < 60 + 3 * 300 / 2
+    assert result["oa-1"].json()["usage"]["completion_tokens"] == 200
+    assert stats(client)["num_generated_tokens"] - before < 200 + 3 * 300 / 2
     assert_kv_idle(client)
