@@ -33,8 +33,11 @@ def _run_in_background(engine, results: dict, key: str, prompt: str, params: dic
 
 def _wait_running(engine, count: int) -> None:
     deadline = time.monotonic() + 20
-    while engine.get_server_info()["num_running"] + engine.get_server_info()["num_queued"] < count:
-        assert time.monotonic() < deadline, "the requests never started"
+    while True:
+        info = engine.get_server_info()
+        if info["num_running"] + info["num_queued"] >= count:
+            return
+        assert time.monotonic() < deadline, f"fewer than {count} requests ever ran together: {info}"
         time.sleep(0.01)
 
 
@@ -43,11 +46,15 @@ def test_abort_names_exactly_one_family(engine):
     what team-2's first sample used to be called): aborting team-1 and team-2 ends team-1 and both
     of team-2's samples; team-1-x and team-2-0 run to their full length."""
     results: dict = {}
+    short = {**LONG, "max_new_tokens": 150}
     threads = [
         _run_in_background(engine, results, "team-1", "one", LONG),
-        _run_in_background(engine, results, "team-1-x", "other", {**LONG, "max_new_tokens": 40}),
         _run_in_background(engine, results, "team-2", "two", {**LONG, "n": 2, "temperature": 0.8}),
-        _run_in_background(engine, results, "team-2-0", "look-alike", {**LONG, "max_new_tokens": 40}),
+    ]
+    _wait_running(engine, 3)  # the short ones start after, so none can end before all five run
+    threads += [
+        _run_in_background(engine, results, "team-1-x", "other", short),
+        _run_in_background(engine, results, "team-2-0", "look-alike", short),
     ]
     _wait_running(engine, 5)
     engine.abort("team-1")
@@ -57,7 +64,7 @@ def test_abort_names_exactly_one_family(engine):
     assert isinstance(results["team-1"], RuntimeError) and "abort" in str(results["team-1"])
     assert isinstance(results["team-2"], RuntimeError) and "abort" in str(results["team-2"])
     for rid in ("team-1-x", "team-2-0"):
-        assert results[rid]["meta_info"]["finish_reason"] == {"type": "length", "length": 40}
+        assert results[rid]["meta_info"]["finish_reason"] == {"type": "length", "length": 150}
         assert results[rid]["meta_info"]["id"] == rid
     assert engine.get_server_info()["num_running"] == 0
     engine.check_kv_integrity()
