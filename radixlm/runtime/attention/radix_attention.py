@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.layers.module import Module
 
 
-class RadixAttention(nn.Module):
+class RadixAttention(Module):
     """Stores this layer's new K/V in the paged pool and attends over each request's cached tokens.
 
     Takes ``q`` ``[T, Hq, D]``, ``k``/``v`` ``[T, Hkv, D]`` (rotary already applied) and returns

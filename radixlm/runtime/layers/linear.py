@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.runtime.layers.module import Module
 
 SMALL_BATCH_MAX_ROWS = 16
 HEAD_MAX_ROWS = 128
@@ -61,7 +62,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-class Linear(nn.Module):
+class Linear(Module):
     """``y = x @ W^T (+ b)`` with ``W``: ``[out_features, in_features]``."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
@@ -100,7 +101,7 @@ class MergedLinear(Linear):
         copy_checked(block, tensor, f"{param_name}[{shard}]")
 
 
-class Embedding(nn.Module):
+class Embedding(Module):
     """Token id -> row of ``weight`` ``[vocab_size, hidden_size]``."""
 
     def __init__(self, vocab_size: int, hidden_size: int) -> None:

@@ -11,6 +11,7 @@ from torch import nn
 from radixlm.runtime.distributed import comm
 from radixlm.runtime.distributed.partition import take_rows
 from radixlm.runtime.layers.linear import Linear
+from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.quantized_shards import QUANTIZED_LINEAR, quantized_columns, quantized_rows
 
 
@@ -27,7 +28,7 @@ def column_shard(linear: nn.Module, blocks: Sequence[tuple[int, int]]) -> nn.Mod
     return linear
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(Module):
     """``y = all_reduce(part(x_r)) + b``: ``part`` holds this rank's columns ``W_r`` of the weight
     (float or quantized) and takes the matching slice ``x_r`` of the input; the bias is added once,
     after the sum."""

@@ -16,6 +16,7 @@ from torch import nn
 
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.runtime.layers.module import Module
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
@@ -30,7 +31,7 @@ def quantize_int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch
     return q.round_().clamp_(-127, 127).to(torch.int8), scales
 
 
-class Int8Linear(nn.Module):
+class Int8Linear(Module):
     """``y = x @ W^T (+ b)`` on FBGEMM's dynamic int8 kernel."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -92,7 +93,7 @@ class Int8Linear(nn.Module):
         return self(x)
 
 
-class GGUFLinear(nn.Module):
+class GGUFLinear(Module):
     """``y = x @ W^T (+ b)`` with ``W`` as GGUF blocks ``[N, K / block elements * block bytes]`` of
     ``fmt`` (32 elements per block, 256 for the K-quants)."""
 
@@ -124,7 +125,7 @@ class GGUFLinear(nn.Module):
         return self(x)
 
 
-class QuantizedEmbedding(nn.Module):
+class QuantizedEmbedding(Module):
     """Token embedding stored quantized; ``head`` (a ``GGUFLinear``/``Int8Linear`` over the same
     matrix), when given, makes it usable as the tied LM head through ``project``."""
 

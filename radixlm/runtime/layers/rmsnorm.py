@@ -7,9 +7,10 @@ from torch import nn
 
 from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.rmsnorm import fused_add_rmsnorm, rmsnorm
+from radixlm.runtime.layers.module import Module
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(Module):
     """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension, computed in fp32 like the
     Hugging Face reference (``radixlm.kernels.rmsnorm``: Triton on CUDA, torch elsewhere).
 

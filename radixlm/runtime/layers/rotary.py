@@ -12,11 +12,11 @@ import math
 from typing import Any
 
 import torch
-from torch import nn
 
 from radixlm.kernels import _launch
 from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.rotary import apply_rotary, build_cos_sin_cache
+from radixlm.runtime.layers.module import Module
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
@@ -45,7 +45,7 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict[str, Any]) -> torch.T
     return torch.where(is_medium, smoothed, scaled)
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(Module):
     """A cos/sin table ``[max_positions, head_dim]`` (fp32, the layout ``radixlm.kernels.rotary``
     reads) and the rotation of q and k by their positions' angles."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from radixlm.runtime.layers.module import Module
+
 
 def out_features_of(layer: nn.Module) -> int:
     """Output features of a ``GGUFLinear``/``Int8Linear`` (``out_features``) or a float ``Linear``."""
@@ -17,7 +19,7 @@ def out_features_of(layer: nn.Module) -> int:
     return int(features) if features is not None else int(layer.weight.shape[0])
 
 
-class StackedLinear(nn.Module):
+class StackedLinear(Module):
     """``y = concat(part_1(x), part_2(x), ...) (+ b)`` over the output features."""
 
     def __init__(self, parts: list[nn.Module], bias: torch.Tensor | None = None) -> None:

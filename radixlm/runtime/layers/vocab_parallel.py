@@ -10,6 +10,7 @@ from torch import nn
 from radixlm.runtime.distributed import comm
 from radixlm.runtime.distributed.partition import padded_rows
 from radixlm.runtime.layers.linear import Embedding, Linear
+from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.quantized_shards import quantized_vocab_rows
 
 
@@ -23,7 +24,7 @@ def vocab_rows(module: nn.Module, start: int, count: int) -> nn.Module:
     return quantized_vocab_rows(module, start, count)
 
 
-class VocabParallelEmbedding(nn.Module):
+class VocabParallelEmbedding(Module):
     """Token id -> row of the full table, from the rows this rank holds plus an all-reduce.
 
     ``part`` is the embedding over this rank's rows (``vocab_rows``), which start at ``start``.

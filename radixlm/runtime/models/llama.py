@@ -16,6 +16,7 @@ from radixlm.runtime.attention.radix_attention import RadixAttention
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear, copy_checked
+from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
@@ -30,7 +31,7 @@ _STACKED = (
 )
 
 
-class LlamaAttention(nn.Module):
+class LlamaAttention(Module):
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -53,7 +54,7 @@ class LlamaAttention(nn.Module):
         return self.o_proj(self.attn(q, k, v, fb))
 
 
-class LlamaMLP(nn.Module):
+class LlamaMLP(Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         inter = cfg.intermediate_size
@@ -64,7 +65,7 @@ class LlamaMLP(nn.Module):
         return self.down_proj(silu_and_mul(self.gate_up_proj(x)))
 
 
-class LlamaDecoderLayer(nn.Module):
+class LlamaDecoderLayer(Module):
     """One block. The residual stream is passed along unadded: each norm adds its input to the
     residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA)."""
 
@@ -86,7 +87,7 @@ class LlamaDecoderLayer(nn.Module):
         return self.mlp(x), residual
 
 
-class LlamaModel(nn.Module):
+class LlamaModel(Module):
     def __init__(self, cfg: ModelConfig, max_positions: int) -> None:
         super().__init__()
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
@@ -105,7 +106,7 @@ class LlamaModel(nn.Module):
         return h, residual
 
 
-class LlamaForCausalLM(nn.Module):
+class LlamaForCausalLM(Module):
     """``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab_size]``."""
 
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:

@@ -1,0 +1,77 @@
+"""The decode step with the runtime's modules called as ``layers.module.Module`` calls them (their
+``forward`` directly) against ``nn.Module.__call__`` (hook dispatch), in alternating rounds of one
+process, on the default model (or ``--model``).
+
+    python benchmarks/module_call_ab.py [--batch-sizes 1,8,64] [--context 32] [--quantization auto]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
+from decode_step import decode_batch, median_ms
+from torch import nn
+
+from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.layers.module import Module
+from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.server_args import ServerArgs
+
+
+def module_classes() -> list[type]:
+    """Every class below ``Module`` that has a ``__call__`` of its own."""
+    found, todo = [], [Module]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "__call__" in cls.__dict__:
+            found.append(cls)
+    return found
+
+
+def ab_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, clock, rounds: int = 6) -> tuple[float, float]:
+    """Median step times: (direct calls, ``nn.Module.__call__``), alternating rounds."""
+    classes = module_classes()
+    direct = {cls: cls.__dict__["__call__"] for cls in classes}
+    times: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for _ in range(rounds):
+            for use_direct in (True, False):
+                for cls in classes:
+                    cls.__call__ = direct[cls] if use_direct else nn.Module.__call__
+                step_ms = median_ms(lambda: runner.forward(fb), max(2, iters // rounds), clock)
+                times[use_direct].append(step_ms)
+    finally:
+        for cls in classes:
+            cls.__call__ = direct[cls]
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--batch-sizes", default="1,8,64")
+    ap.add_argument("--context", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
+    ap.add_argument("--iters", type=int, default=120)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
+                                    quantization=args.quantization, max_running_requests=max(sizes) + 1,
+                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    for bs in sizes:
+        fb = decode_batch(runner, bs, args.context)
+        for name, clock in (("wall", time.perf_counter), ("CPU time", time.process_time)):
+            direct, hooked = ab_ms(runner, fb, args.iters, clock)
+            print(f"batch {bs:3d} ({name}): direct calls {direct:7.2f} ms, nn.Module.__call__ "
+                  f"{hooked:7.2f} ms ({hooked / direct:.3f}x)", flush=True)
+        for row in fb.req_pool_indices.tolist():
+            runner.req_to_token_pool.free(row)
+        runner.kv_pool.allocator.clear()
+
+
+if __name__ == "__main__":
+    main()
