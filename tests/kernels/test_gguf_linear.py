@@ -95,6 +95,22 @@ def test_edge_inputs_zero_rows_and_empty_batch() -> None:
         kernels.gguf_linear(torch.zeros(1, 64), blocks, 2, 0)
 
 
+def test_a_bound_product_checks_its_weight_once_and_its_activations_each_call() -> None:
+    """``bind`` refuses a weight that does not fit, then computes ``gguf_linear``'s bits and refuses
+    activations of the wrong width, dtype or rank with a ValueError (never a crash in C++)."""
+    blocks = gguf_blocks.quantize(torch.randn(10, 64), "q4_1")
+    with pytest.raises(ValueError, match="row bytes"):
+        kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_0"], 64)
+    with pytest.raises(ValueError, match="row bytes"):
+        kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_1"], 96)
+    product = kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_1"], 64)
+    x = torch.randn(3, 64)
+    assert torch.equal(product(x), kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES["q4_1"]))
+    for bad in (torch.randn(3, 32), torch.randn(3, 64, dtype=torch.float64), torch.randn(64)):
+        with pytest.raises(ValueError, match="of 64 columns"):
+            product(bad)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantize_dequantize_error_is_within_half_a_step(fmt: str) -> None:
     """Half a step, except Q4_0's and Q5_0's clamped end: the largest magnitude maps to -8 (-16), its

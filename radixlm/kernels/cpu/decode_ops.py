@@ -81,7 +81,7 @@ class DecodeKernels:
         range, once per step) from ``cos_sin_cache`` ``[max_positions, D]``."""
         threads = check_threads(threads)
         for name, t in (("q", q), ("k", k)):
-            if t.dim() != 3 or t.dtype != torch.float32 or t.device.type != "cpu" or t.stride(2) != 1:
+            if t.dim() != 3 or t.dtype != torch.float32 or not t.is_cpu or t.stride(2) != 1:
                 raise ValueError(f"{name} must be a 3-D float32 CPU tensor with unit stride in its last "
                                  f"dimension, got {t.dim()}-D {t.dtype} on {t.device}")
         if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2] or q.shape[2] % 2:
@@ -101,13 +101,13 @@ class DecodeKernels:
         row's result does not depend on ``m``."""
         threads = check_threads(threads)
         for name, t in (("x", x), ("weight", weight)):
-            if t.dim() != 2 or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            if t.dim() != 2 or t.dtype != torch.float32 or not t.is_cpu or not t.is_contiguous():
                 raise ValueError(f"{name} must be a contiguous 2-D float32 CPU tensor, got {t.dim()}-D "
                                  f"{t.dtype} on {t.device}")
         if weight.shape[1] != x.shape[1]:
             raise ValueError(f"x {tuple(x.shape)} and weight {tuple(weight.shape)}: in_features differ")
         if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != torch.float32
-                                 or bias.device.type != "cpu" or not bias.is_contiguous()):
+                                 or not bias.is_cpu or not bias.is_contiguous()):
             raise ValueError(f"bias must be a contiguous float32 CPU vector of {weight.shape[0]}")
         return self._compiled.small_batch_linear(x, weight, bias, threads)
 
@@ -115,7 +115,7 @@ class DecodeKernels:
         """``silu(gate) * up`` of contiguous fp32 rows ``gate_up`` ``[T, 2d]`` = ``[gate | up]``;
         returns fp32 ``[T, d]``, within a few ulp of torch's ``F.silu(gate) * up``."""
         threads = check_threads(threads)
-        if (gate_up.dim() != 2 or gate_up.dtype != torch.float32 or gate_up.device.type != "cpu"
+        if (gate_up.dim() != 2 or gate_up.dtype != torch.float32 or not gate_up.is_cpu
                 or not gate_up.is_contiguous() or gate_up.shape[1] % 2):
             raise ValueError(f"gate_up must be a contiguous 2-D float32 CPU tensor with an even number of "
                              f"columns, got {tuple(gate_up.shape)} {gate_up.dtype} on {gate_up.device}")
@@ -123,7 +123,7 @@ class DecodeKernels:
 
 
 def _check_norm(x: torch.Tensor, weight: torch.Tensor, threads: int | None) -> int:
-    if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
+    if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous():
         raise ValueError(f"x must be a contiguous 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} "
                          f"on {x.device}")
     if (weight.dim() != 1 or weight.dtype != torch.float32 or not weight.is_contiguous()
@@ -138,7 +138,7 @@ def _check_decode_arguments(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch
                             seq_lens: torch.Tensor, seq_lens_cpu: list[int], key_start: int) -> None:
     for name, t, dtypes in (("q", q, (torch.float32,)), ("k_pool", k_pool, POOL_DTYPES),
                             ("v_pool", v_pool, (k_pool.dtype,))):
-        if t.dim() != 3 or t.dtype not in dtypes or t.device.type != "cpu" or not t.is_contiguous():
+        if t.dim() != 3 or t.dtype not in dtypes or not t.is_cpu or not t.is_contiguous():
             allowed = " or ".join(str(d) for d in dtypes)
             raise ValueError(f"{name} must be a contiguous 3-D CPU tensor of {allowed}, got {t.dim()}-D "
                              f"{t.dtype} on {t.device}")

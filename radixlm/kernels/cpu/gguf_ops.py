@@ -27,7 +27,7 @@ def check_threads(threads: int | None) -> int:
 
 class GGUFKernels:
     """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0/Q4_K/Q6_K blocks,
-    on the CPU."""
+    on the CPU; ``bind(weight, ggml_type)``: the same product for one weight checked once."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
@@ -38,19 +38,46 @@ class GGUFKernels:
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's."""
         threads = check_threads(threads)
-        if x.dim() != 2 or x.dtype != torch.float32 or x.device.type != "cpu":
+        if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu:
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
-        if weight.dim() != 2 or weight.dtype != torch.uint8 or weight.device.type != "cpu":
-            raise ValueError(f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "
-                             f"{weight.dtype} on {weight.device}")
-        if ggml_type not in _BYTES_BY_TYPE:
-            raise ValueError(f"unsupported GGML block type {ggml_type} "
-                             f"(expected one of {sorted(_BYTES_BY_TYPE)})")
-        k, elements = x.shape[1], _ELEMENTS_BY_TYPE[ggml_type]
-        if k % elements:
-            raise ValueError(f"in_features must be a multiple of {elements} for GGML block type "
-                             f"{ggml_type}, got {k}")
-        if weight.shape[1] != k // elements * _BYTES_BY_TYPE[ggml_type]:
-            raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
-                             f"for GGML block type {ggml_type}")
+        _check_weight(weight, ggml_type, x.shape[1])
         return self._compiled.gguf_linear(x, weight, ggml_type, threads)
+
+    def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> "BoundGGUFProduct":
+        """The product with ``weight`` (checked now, against ``in_features``), whose calls check only
+        their activations: a decode step makes ~120 of them."""
+        _check_weight(weight, ggml_type, in_features)
+        return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
+
+
+class BoundGGUFProduct:
+    """``x @ W^T`` for one checked weight (``GGUFKernels.bind``); ``x``: float32 ``[m, in_features]``."""
+
+    __slots__ = ("_compiled", "weight", "ggml_type", "in_features")
+
+    def __init__(self, compiled: ModuleType, weight: torch.Tensor, ggml_type: int, in_features: int) -> None:
+        self._compiled, self.weight = compiled, weight
+        self.ggml_type, self.in_features = ggml_type, in_features
+
+    def __call__(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
+        threads = check_threads(threads)
+        if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu or x.shape[1] != self.in_features:
+            raise ValueError(f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
+                             f"{tuple(x.shape)} {x.dtype} on {x.device}")
+        return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
+
+
+def _check_weight(weight: torch.Tensor, ggml_type: int, k: int) -> None:
+    if weight.dim() != 2 or weight.dtype != torch.uint8 or not weight.is_cpu:
+        raise ValueError(f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "
+                         f"{weight.dtype} on {weight.device}")
+    if ggml_type not in _BYTES_BY_TYPE:
+        raise ValueError(f"unsupported GGML block type {ggml_type} "
+                         f"(expected one of {sorted(_BYTES_BY_TYPE)})")
+    elements = _ELEMENTS_BY_TYPE[ggml_type]
+    if k % elements:
+        raise ValueError(f"in_features must be a multiple of {elements} for GGML block type "
+                         f"{ggml_type}, got {k}")
+    if weight.shape[1] != k // elements * _BYTES_BY_TYPE[ggml_type]:
+        raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
+                         f"for GGML block type {ggml_type}")

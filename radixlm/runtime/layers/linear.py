@@ -48,9 +48,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins;
     # the kernels have no backward, so a product autograd would track stays torch's
     tracked = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    if (rows > 0 and not tracked and F.linear is _TORCH_LINEAR and x.device.type == "cpu"
+    if (rows > 0 and not tracked and F.linear is _TORCH_LINEAR and x.is_cpu
             and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and weight.device.type == "cpu" and (bias is None or bias.dtype == torch.float32)):
+            and weight.is_cpu and (bias is None or bias.dtype == torch.float32)):
         if rows > max_rows:
             if packed is not None:
                 return packed_linear(x, packed, bias, weight.shape[0])

@@ -106,17 +106,18 @@ class GGUFLinear(Module):
         kernels = load_gguf_kernels()
         if kernels is None:
             raise RuntimeError("the GGUF CPU kernels are unavailable on this machine")
-        self._kernels = kernels
         self.fmt, self.in_features, self.out_features = fmt, in_features, blocks.shape[0]
         self.register_buffer("blocks", blocks.contiguous(), persistent=False)
         self.bias = None if bias is None else bias.detach().float().contiguous()
-        self._type = gguf_blocks.GGML_TYPES[fmt]
+        # the blocks are fixed from here on: checked once, each call checks only its activations
+        self._product = kernels.bind(self.blocks, gguf_blocks.GGML_TYPES[fmt], in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self._kernels.gguf_linear(_flat(x).float(), self.blocks, self._type)
+        rows = x if x.dim() == 2 else _flat(x)
+        y = self._product(rows if rows.dtype == torch.float32 else rows.float())
         if self.bias is not None:
             y += self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+        return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
 
     def weight_bytes(self) -> int:
         return self.blocks.numel()

@@ -24,23 +24,25 @@ class RMSNorm(Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _cpu_fp32(x, self.weight):
+        weight = self.weight
+        if _cpu_fp32(x, weight):
             kernels = load_decode_kernels()
             if kernels is not None and x.dim() == 2:
-                return kernels.rmsnorm(x.contiguous(), self.weight, self.eps)
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        return rmsnorm(x, self.weight, self.eps)
+                return kernels.rmsnorm(x.contiguous(), weight, self.eps)
+            return F.rms_norm(x, weight.shape, weight, self.eps)
+        return rmsnorm(x, weight, self.eps)
 
     def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``h = x + residual``; returns ``(norm(h), h)``, in one pass on CUDA and (fp32) the CPU."""
-        if _cpu_fp32(x, self.weight) and residual.dtype == torch.float32:
+        weight = self.weight
+        if _cpu_fp32(x, weight) and residual.dtype == torch.float32:
             kernels = load_decode_kernels()
             if kernels is not None and x.dim() == 2 and x.shape == residual.shape:
-                return kernels.add_rmsnorm(x.contiguous(), residual.contiguous(), self.weight, self.eps)
+                return kernels.add_rmsnorm(x.contiguous(), residual.contiguous(), weight, self.eps)
             h = x + residual
-            return F.rms_norm(h, self.weight.shape, self.weight, self.eps), h
-        return fused_add_rmsnorm(x, residual, self.weight, self.eps)
+            return F.rms_norm(h, weight.shape, weight, self.eps), h
+        return fused_add_rmsnorm(x, residual, weight, self.eps)
 
 
 def _cpu_fp32(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+    return x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32

@@ -68,7 +68,7 @@ class RotaryEmbedding(Module):
         self._check_positions(positions)
         fp32 = q.dtype == k.dtype == torch.float32 and positions.dtype == torch.int64
         kernels = load_decode_kernels() if fp32 else None
-        if kernels is not None and q.device.type == "cpu" and q.stride(2) == 1 and k.stride(2) == 1:
+        if kernels is not None and q.is_cpu and q.stride(2) == 1 and k.stride(2) == 1:
             return kernels.rotary(q, k, positions.contiguous(), self.cos_sin_cache)
         cos, sin = self._step_factors(positions)
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
