@@ -1,5 +1,6 @@
-"""``layers.module.Module``: a runtime module's call is its ``forward``, hooks are refused rather than
-ignored, and every module of a runtime model is one (so none is left on hook dispatch)."""
+"""``layers.module.Module``: calling a runtime module calls its ``forward`` (an instance's own
+``forward`` included), hooks are refused rather than ignored, and every module of a runtime model is
+one (so none is left on hook dispatch)."""
 from __future__ import annotations
 
 import pytest
@@ -34,7 +35,14 @@ def test_a_call_is_the_subclass_forward_with_its_arguments():
     assert torch.equal(Scale(3.0)(x, shift=1.0), torch.tensor([4.0, 7.0]))
     assert torch.equal(ScaleTwice(3.0)(x, shift=1.0), torch.tensor([10.0, 19.0]))
     assert torch.equal(Named(2.0)(x), torch.tensor([2.0, 4.0]))
-    assert type(ScaleTwice(1.0)).__call__ is ScaleTwice.forward
+
+
+def test_a_forward_set_on_the_instance_is_the_one_called():
+    """As deterministic inference wraps the model's forward."""
+    module = Scale(3.0)
+    plain = module.forward
+    module.forward = lambda x, **kwargs: plain(x, **kwargs) - 1
+    assert torch.equal(module(torch.tensor([1.0]), shift=1.0), torch.tensor([3.0]))
 
 
 @pytest.mark.parametrize("register", ["register_forward_hook", "register_forward_pre_hook",

@@ -1,10 +1,10 @@
-"""``Module``: the base of the runtime's layers and models, an ``nn.Module`` whose call is its ``forward``.
+"""``Module``: the base of the runtime's layers and models, an ``nn.Module`` called without hook dispatch.
 
 ``nn.Module.__call__`` goes through two wrappers that look at eight hook registries (the module's own
 and the global ones) before it reaches ``forward``. The runtime registers no hooks, and a decode step
-of a 30-layer model makes ~270 module calls, so at batch 1 that dispatch was 2.5-7% of the step
-(``benchmarks/README.md``). Each subclass that defines ``forward`` gets it as its ``__call__``, so
-calling a layer costs what calling its ``forward`` does.
+of a 30-layer model makes ~270 module calls, so at batch 1 that dispatch was ~5% of the step
+(``benchmarks/README.md``). Calling a ``Module`` calls ``self.forward`` and nothing else, so a
+``forward`` set on the instance (``--enable-deterministic-inference`` wraps the model's) still wins.
 
 What a plain ``nn.Module`` offers beyond that is unchanged (parameters, buffers, ``to``,
 ``state_dict``). Hooks cannot run here: registering one on these modules raises rather than being
@@ -20,10 +20,8 @@ from torch import nn
 class Module(nn.Module):
     """An ``nn.Module`` called without hook dispatch (see the module docstring)."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "forward" in cls.__dict__:
-            cls.__call__ = cls.forward  # type: ignore[method-assign]
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
 
     def _no_hooks(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise NotImplementedError(f"{type(self).__name__} is a radixlm runtime module: it is called "
