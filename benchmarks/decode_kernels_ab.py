@@ -24,12 +24,19 @@ from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
-from decode_step import decode_batch, interleaved_ms, kernel_users, matmul_fn
+from decode_step import (
+    add_step_arguments,
+    decode_batch,
+    free_batch,
+    interleaved_ms,
+    kernel_users,
+    matmul_fn,
+    step_runner,
+)
 
 from radixlm.kernels.cpu.build import build_directory, compile_sources, load_decode_kernels
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.runtime.model_runner import ModelRunner
-from radixlm.runtime.server_args import ServerArgs
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = "radixlm/kernels/cpu"
@@ -79,19 +86,12 @@ def all_layers_attention(kernels: DecodeKernels, runner: ModelRunner, fb) -> Cal
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rev", default="HEAD", help="the git revision whose kernels are the baseline")
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--batch-sizes", default="1,64")
-    ap.add_argument("--context", type=int, default=32)
-    ap.add_argument("--kv-cache-dtype", default="auto")
-    ap.add_argument("--iters", type=int, default=40, help="steps of each kind per clock")
+    add_step_arguments(ap, batch_sizes="1,64", iters=40, quantization="none")
     ap.add_argument("--rounds", type=int, default=8, help="alternating rounds the iters are split into")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.batch_sizes.split(",")]
     baseline, current = kernels_at(args.rev), load_decode_kernels()
     assert current is not None, "the working tree's decode kernels cannot be built here"
-    runner = ModelRunner(ServerArgs(model=args.model, num_threads=2, quantization="none",
-                                    kv_cache_dtype=args.kv_cache_dtype, max_running_requests=max(sizes) + 1,
-                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    runner, sizes = step_runner(args)
     users = kernel_users()
     for bs in sizes:
         fb = decode_batch(runner, bs, args.context)
@@ -109,9 +109,7 @@ def main() -> None:
                                   args.iters, rounds=args.rounds)
         print(f"batch {bs:3d}, {args.context + 1} keys: attention, all layers: {old:6.2f} ms ({args.rev}) -> "
               f"{new:6.2f} ms, x{old / new:.2f}", flush=True)
-        for row in fb.req_pool_indices.tolist():
-            runner.req_to_token_pool.free(row)
-        runner.kv_pool.allocator.clear()
+        free_batch(runner, fb)
     use_kernels(current, users)
 
 

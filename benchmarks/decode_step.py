@@ -57,6 +57,36 @@ def decode_batch(runner: ModelRunner, bs: int, context: int) -> ForwardBatch:
     )
 
 
+def add_step_arguments(ap: argparse.ArgumentParser, batch_sizes: str = "1,8,64", iters: int = 30,
+                       quantization: str = "auto") -> None:
+    """The arguments of every decode-step benchmark: the model, its batches and how often to time."""
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--batch-sizes", default=batch_sizes)
+    ap.add_argument("--context", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quantization", default=quantization, help="as radixlm serve's --quantization")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="as radixlm serve's --kv-cache-dtype")
+    ap.add_argument("--iters", type=int, default=iters)
+
+
+def step_runner(args: argparse.Namespace) -> tuple[ModelRunner, list[int]]:
+    """A model runner for ``add_step_arguments``' arguments, with room for the largest batch, and
+    the batch sizes."""
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
+                                    quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+                                    max_running_requests=max(sizes) + 1,
+                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    return runner, sizes
+
+
+def free_batch(runner: ModelRunner, fb: ForwardBatch) -> None:
+    """Give a ``decode_batch``'s rows and KV slots back."""
+    for row in fb.req_pool_indices.tolist():
+        runner.req_to_token_pool.free(row)
+    runner.kv_pool.allocator.clear()
+
+
 def median_ms(fn, iters: int, clock=time.perf_counter) -> float:
     """Median milliseconds of ``fn`` by ``clock``: wall time, or ``time.process_time`` (the CPU time
     of all this process's threads: steadier than wall time on a machine other processes load)."""
@@ -135,24 +165,14 @@ def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--batch-sizes", default="1,8,64")
-    ap.add_argument("--context", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
-    ap.add_argument("--kv-cache-dtype", default="auto", help="as radixlm serve's --kv-cache-dtype")
-    ap.add_argument("--iters", type=int, default=30)
+    add_step_arguments(ap)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
     ap.add_argument("--ab", action="store_true",
                     help="also time the step with the C++ decode kernels off (torch ops), interleaved")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile (inductor) the model's forward first; reports compile time")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.batch_sizes.split(",")]
-    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
-                                    quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-                                    max_running_requests=max(sizes) + 1,
-                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    runner, sizes = step_runner(args)
     eager_forward = runner.model.forward
     for bs in sizes:
         fb = decode_batch(runner, bs, args.context)
@@ -182,9 +202,7 @@ def main() -> None:
             print(events.table(sort_by="self_cpu_time_total", row_limit=14), flush=True)
             print(f"batch {bs:3d} profile: ops {total:.2f} ms a step, matmuls {mm:.2f}, "
                   f"the rest {total - mm:.2f} ms", flush=True)
-        for row in fb.req_pool_indices.tolist():
-            runner.req_to_token_pool.free(row)
-        runner.kv_pool.allocator.clear()
+        free_batch(runner, fb)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ import statistics
 import time
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
-from decode_step import decode_batch, median_ms
+from decode_step import add_step_arguments, decode_batch, free_batch, median_ms, step_runner
 from torch import nn
 
 from radixlm.runtime.forward_batch import ForwardBatch
 from radixlm.runtime.layers.module import Module
 from radixlm.runtime.model_runner import ModelRunner
-from radixlm.runtime.server_args import ServerArgs
 
 
 def module_classes() -> list[type]:
@@ -51,26 +50,16 @@ def ab_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, clock, rounds: int 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--batch-sizes", default="1,8,64")
-    ap.add_argument("--context", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--quantization", default="auto", help="as radixlm serve's --quantization")
-    ap.add_argument("--iters", type=int, default=120)
+    add_step_arguments(ap, iters=120)
     args = ap.parse_args()
-    sizes = [int(s) for s in args.batch_sizes.split(",")]
-    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
-                                    quantization=args.quantization, max_running_requests=max(sizes) + 1,
-                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    runner, sizes = step_runner(args)
     for bs in sizes:
         fb = decode_batch(runner, bs, args.context)
         for name, clock in (("wall", time.perf_counter), ("CPU time", time.process_time)):
             direct, hooked = ab_ms(runner, fb, args.iters, clock)
             print(f"batch {bs:3d} ({name}): direct calls {direct:7.2f} ms, nn.Module.__call__ "
                   f"{hooked:7.2f} ms ({hooked / direct:.3f}x)", flush=True)
-        for row in fb.req_pool_indices.tolist():
-            runner.req_to_token_pool.free(row)
-        runner.kv_pool.allocator.clear()
+        free_batch(runner, fb)
 
 
 if __name__ == "__main__":
