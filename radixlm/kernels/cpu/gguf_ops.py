@@ -37,11 +37,9 @@ class GGUFKernels:
         """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's."""
-        threads = check_threads(threads)
-        if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu:
+        if x.dim() != 2:
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
-        _check_weight(weight, ggml_type, x.shape[1])
-        return self._compiled.gguf_linear(x, weight, ggml_type, threads)
+        return self.bind(weight, ggml_type, x.shape[1])(x, threads)
 
     def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> "BoundGGUFProduct":
         """The product with ``weight`` (checked now, against ``in_features``), whose calls check only

@@ -113,11 +113,12 @@ class GGUFLinear(Module):
         self._product = kernels.bind(self.blocks, gguf_blocks.GGML_TYPES[fmt], in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x if x.dim() == 2 else _flat(x)
+        flat = x.dim() == 2
+        rows = x if flat else _flat(x)
         y = self._product(rows if rows.dtype == torch.float32 else rows.float())
         if self.bias is not None:
             y += self.bias
-        return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
+        return y if flat else y.reshape(*x.shape[:-1], self.out_features)
 
     def weight_bytes(self) -> int:
         return self.blocks.numel()
