@@ -17,6 +17,7 @@ launches the server, each mode gets its own fresh server (cold radix and grammar
     python benchmarks/agents.py                                 # launches radixlm (smollm2-135m)
     python benchmarks/agents.py --loops 32 --tool-turns 3 --base-url http://127.0.0.1:30000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ import openai
 from benchmarks.agents_session import LoopResult, loop_task, run_sessions, summarise, valid_call
 
 
-async def agent_loop(client: openai.AsyncOpenAI, model: str, i: int, tool_turns: int,
-                     choice: str) -> LoopResult:
+async def agent_loop(
+    client: openai.AsyncOpenAI, model: str, i: int, tool_turns: int, choice: str
+) -> LoopResult:
     out = LoopResult()
     try:
         await _turns(client, model, i, tool_turns, choice, out)
@@ -40,14 +42,21 @@ async def agent_loop(client: openai.AsyncOpenAI, model: str, i: int, tool_turns:
     return out
 
 
-async def _turns(client: openai.AsyncOpenAI, model: str, i: int, tool_turns: int, choice: str,
-                 out: LoopResult) -> None:
+async def _turns(
+    client: openai.AsyncOpenAI, model: str, i: int, tool_turns: int, choice: str, out: LoopResult
+) -> None:
     tools, messages = loop_task(i)
     for turn in range(tool_turns + 1):
         final = turn == tool_turns
         r = await client.chat.completions.create(
-            model=model, messages=messages, tools=tools, tool_choice="none" if final else choice,
-            parallel_tool_calls=False, temperature=0, max_tokens=48 if final else 160)
+            model=model,
+            messages=messages,
+            tools=tools,
+            tool_choice="none" if final else choice,
+            parallel_tool_calls=False,
+            temperature=0,
+            max_tokens=48 if final else 160,
+        )
         if turn > 0:
             out.prompt_tokens_later += r.usage.prompt_tokens
             details = r.usage.prompt_tokens_details
@@ -75,8 +84,13 @@ async def run_openai(base_url: str, model: str, loops: int, tool_turns: int, cho
     results = await asyncio.gather(*(agent_loop(client, model, i, tool_turns, choice) for i in range(loops)))
     elapsed = time.perf_counter() - start
     await client.close()
-    return {"mode": "openai", "loops": loops, "tool_turns": tool_turns, "tool_choice": choice,
-            **summarise(list(results), elapsed)}
+    return {
+        "mode": "openai",
+        "loops": loops,
+        "tool_turns": tool_turns,
+        "tool_choice": choice,
+        **summarise(list(results), elapsed),
+    }
 
 
 def run_mode(mode: str, base_url: str, args: argparse.Namespace) -> dict:
@@ -91,8 +105,12 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--loops", type=int, default=32)
     parser.add_argument("--tool-turns", type=int, default=3)
-    parser.add_argument("--choice", choices=["required", "auto"], default="required",
-                        help="tool_choice of the OpenAI mode (session mode always forces the call)")
+    parser.add_argument(
+        "--choice",
+        choices=["required", "auto"],
+        default="required",
+        help="tool_choice of the OpenAI mode (session mode always forces the call)",
+    )
     parser.add_argument("--mode", choices=["openai", "session", "both"], default="both")
     args = parser.parse_args()
     modes = ["openai", "session"] if args.mode == "both" else [args.mode]
@@ -107,10 +125,12 @@ def main() -> None:
 
         # NOTE: each loop's tool pair is its own grammar; on a busy CPU 32 of them compiling at once
         # outlast the default 60 s compile timeout. Sessions outlive a slow turn (session_timeout).
-        with launch_server(model=args.model, kv_cache_gb=0.5, grammar_compile_timeout=900,
-                           session_timeout=1800) as server:
+        with launch_server(
+            model=args.model, kv_cache_gb=0.5, grammar_compile_timeout=900, session_timeout=1800
+        ) as server:
             reports.append(run_mode(mode, server.url, args))
     print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+
 
 if __name__ == "__main__":
     main()

@@ -23,13 +23,14 @@ Session mode, per loop: ``/open_session``, one ``/generate`` per turn with ``ses
 Text is sent as ``input_segments`` (tokenized without special tokens, as the OpenAI path tokenizes its
 templated prompt).
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 import jsonschema
@@ -65,8 +66,13 @@ def valid_call(name: str, arguments: str) -> bool:
 def loop_task(i: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Loop ``i``'s two tools (OpenAI ``tools`` entries) and its first message."""
     names = [NAMES[i % len(NAMES)], NAMES[(i + 5) % len(NAMES)]]
-    messages = [{"role": "user", "content": f"Task {i}: use {names[0].replace('_', ' ')} and then "
-                                            f"{names[1].replace('_', ' ')}, then summarise."}]
+    messages = [
+        {
+            "role": "user",
+            "content": f"Task {i}: use {names[0].replace('_', ' ')} and then "
+            f"{names[1].replace('_', ' ')}, then summarise.",
+        }
+    ]
     return [tool(n) for n in names], messages
 
 
@@ -76,7 +82,8 @@ def summarise(results: list[LoopResult], elapsed: float) -> dict[str, Any]:
     cached_later = sum(r.cached_tokens_later for r in results)
     completed = sum(r.completed for r in results)
     return {
-        "seconds": round(elapsed, 1), "completed_loops": completed,
+        "seconds": round(elapsed, 1),
+        "completed_loops": completed,
         "loops_per_minute": round(60 * completed / elapsed, 2),
         "tool_calls": calls,
         "valid_share": round(sum(r.valid for r in results) / calls, 4) if calls else None,
@@ -88,11 +95,11 @@ def summarise(results: list[LoopResult], elapsed: float) -> dict[str, Any]:
 class Renderer:
     """The server's chat template, tokenizer and tool-call parser, to build a session turn's text."""
 
-    def __init__(self, tokenizer: Any, template: Optional[str], parser: ToolCallParser) -> None:
+    def __init__(self, tokenizer: Any, template: str | None, parser: ToolCallParser) -> None:
         self.tokenizer, self.template, self.parser = tokenizer, template, parser
 
     @classmethod
-    async def from_server(cls, client: httpx.AsyncClient) -> "Renderer":
+    async def from_server(cls, client: httpx.AsyncClient) -> Renderer:
         from transformers import AutoTokenizer
 
         info = (await client.get("/get_model_info")).json()
@@ -102,28 +109,44 @@ class Renderer:
 
     def render(self, messages: list[dict[str, Any]], functions: list[FunctionDef], generation: bool) -> str:
         msgs, tools = messages_for_template(messages, functions, self.parser, self.template)
-        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=generation,
-                                                  chat_template=self.template, tools=tools)
+        return self.tokenizer.apply_chat_template(
+            msgs, tokenize=False, add_generation_prompt=generation, chat_template=self.template, tools=tools
+        )
 
-    def next_text(self, messages: list[dict[str, Any]], functions: list[FunctionDef], call_text: str,
-                  ended_with: Optional[str]) -> str:
+    def next_text(
+        self,
+        messages: list[dict[str, Any]],
+        functions: list[FunctionDef],
+        call_text: str,
+        ended_with: str | None,
+    ) -> str:
         """The new text after an assistant call (``messages`` end with the call and its result)."""
         upto = self.render(messages[:-1], functions, generation=False)
         full = self.render(messages, functions, generation=True)
         at = upto.rfind(call_text)
         if at < 0 or not full.startswith(upto):
-            raise ValueError("the chat template does not render a call as the parser's text, or does not "
-                             "extend a conversation by appending: session mode cannot build its turns")
-        closing = upto[at + len(call_text):]
+            raise ValueError(
+                "the chat template does not render a call as the parser's text, or does not "
+                "extend a conversation by appending: session mode cannot build its turns"
+            )
+        closing = upto[at + len(call_text) :]
         if ended_with and closing.startswith(ended_with):
-            closing = closing[len(ended_with):]
-        return closing + full[len(upto):]
+            closing = closing[len(ended_with) :]
+        return closing + full[len(upto) :]
 
 
-async def _generate(client: httpx.AsyncClient, text: str, params: dict[str, Any], sid: str, rid: str,
-                    previous: Optional[str]) -> dict[str, Any]:
-    r = await client.post("/generate", json={"input_segments": [{"text": text}], "sampling_params": params,
-                                             "rid": rid, "session_params": {"id": sid, "rid": previous}})
+async def _generate(
+    client: httpx.AsyncClient, text: str, params: dict[str, Any], sid: str, rid: str, previous: str | None
+) -> dict[str, Any]:
+    r = await client.post(
+        "/generate",
+        json={
+            "input_segments": [{"text": text}],
+            "sampling_params": params,
+            "rid": rid,
+            "session_params": {"id": sid, "rid": previous},
+        },
+    )
     if r.status_code != 200:
         raise RuntimeError(f"/generate {r.status_code}: {r.text[:200]}")
     return r.json()
@@ -145,8 +168,9 @@ async def session_loop(client: httpx.AsyncClient, renderer: Renderer, i: int, to
     return out
 
 
-async def _session_turns(client: httpx.AsyncClient, renderer: Renderer, i: int, tool_turns: int, sid: str,
-                         out: LoopResult) -> None:
+async def _session_turns(
+    client: httpx.AsyncClient, renderer: Renderer, i: int, tool_turns: int, sid: str, out: LoopResult
+) -> None:
     tools, messages = loop_task(i)
     functions = [FunctionDef(**t["function"]) for t in tools]
     parser = renderer.parser
@@ -154,7 +178,7 @@ async def _session_turns(client: httpx.AsyncClient, renderer: Renderer, i: int, 
         raise ValueError(f"the {parser.name} format cannot be constrained")
     regex = forced_call_regex(functions, parser.wrapper, parallel=False)  # as tool_choice="required"
     text = renderer.render(messages, functions, generation=True)
-    previous: Optional[str] = None
+    previous: str | None = None
     for turn in range(tool_turns + 1):
         final = turn == tool_turns
         params: dict[str, Any] = {"temperature": 0, "max_new_tokens": 48 if final else 160}
@@ -173,16 +197,22 @@ async def _session_turns(client: httpx.AsyncClient, renderer: Renderer, i: int, 
         snap = parser.scan(res["text"], final=True)
         calls = [c for c in snap.calls if c.done][:1]
         if not calls:
-            raise RuntimeError(f"turn {turn}: no tool call under the forced-call regex: "
-                               f"{res['text'][:120]!r}")
+            raise RuntimeError(
+                f"turn {turn}: no tool call under the forced-call regex: {res['text'][:120]!r}"
+            )
         call = calls[0]
         out.calls += 1
         ok = valid_call(call.name, call.arguments)
         out.valid += ok
         call_id = f"call_{i}_{turn}"
         function = {"name": call.name, "arguments": call.arguments}
-        messages.append({"role": "assistant", "content": snap.content.strip() or None,
-                         "tool_calls": [{"id": call_id, "type": "function", "function": function}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": snap.content.strip() or None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+            }
+        )
         result = {"ok": True, "turn": turn} if ok else {"error": "invalid arguments"}
         messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
         try:  # the call as the template shows it (prompt.py: arguments as an object when they parse)
@@ -192,8 +222,9 @@ async def _session_turns(client: httpx.AsyncClient, renderer: Renderer, i: int, 
         call_text = parser.render_all([(call.name, arguments)])
         matched = (meta.get("finish_reason") or {}).get("matched")
         ended = res["output_ids"][-1] if res.get("output_ids") else None
-        ended_with = renderer.tokenizer.decode([matched]) if isinstance(matched, int) and matched == ended \
-            else None
+        ended_with = (
+            renderer.tokenizer.decode([matched]) if isinstance(matched, int) and matched == ended else None
+        )
         text = renderer.next_text(messages, functions, call_text, ended_with)
 
 
@@ -203,5 +234,10 @@ async def run_sessions(base_url: str, loops: int, tool_turns: int) -> dict[str, 
         start = time.perf_counter()
         results = await asyncio.gather(*(session_loop(client, renderer, i, tool_turns) for i in range(loops)))
         elapsed = time.perf_counter() - start
-    return {"mode": "session", "loops": loops, "tool_turns": tool_turns, "tool_choice": "required",
-            **summarise(list(results), elapsed)}
+    return {
+        "mode": "session",
+        "loops": loops,
+        "tool_turns": tool_turns,
+        "tool_choice": "required",
+        **summarise(list(results), elapsed),
+    }

@@ -22,6 +22,7 @@ Steps 1-2 run per grammar backend (``--backends``); step 3 on the first one.
    the same way for every mode: the tokens of the final text re-encoded. The machine is shared, so
    each row is the fastest of ``--repeats`` runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,10 +58,16 @@ EXTRACTION_SCHEMA = {
     },
     "required": ["name", "age", "city", "occupation", "email", "married"],
 }
-PEOPLE = [("Alice Martin", 34, "Lyon", "nurse"), ("Bob Chen", 51, "Toronto", "architect"),
-          ("Carla Diaz", 27, "Madrid", "teacher"), ("David Okafor", 45, "Lagos", "engineer"),
-          ("Emma Berg", 62, "Oslo", "pharmacist"), ("Farid Haddad", 39, "Beirut", "chef"),
-          ("Grace Kim", 23, "Seoul", "designer"), ("Hugo Silva", 58, "Lisbon", "pilot")]
+PEOPLE = [
+    ("Alice Martin", 34, "Lyon", "nurse"),
+    ("Bob Chen", 51, "Toronto", "architect"),
+    ("Carla Diaz", 27, "Madrid", "teacher"),
+    ("David Okafor", 45, "Lagos", "engineer"),
+    ("Emma Berg", 62, "Oslo", "pharmacist"),
+    ("Farid Haddad", 39, "Beirut", "chef"),
+    ("Grace Kim", 23, "Seoul", "designer"),
+    ("Hugo Silva", 58, "Lisbon", "pilot"),
+]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -99,9 +106,14 @@ def mask_costs(backend: GrammarBackend, tokenizer, steps: int = 60) -> dict[str,
         per_row.append((time.perf_counter() - t0) / BATCH)
     fill_us = np.asarray(fills) * 1e6
     step_us = np.asarray(per_row) * 1e6
-    return {"fill_mean": fill_us.mean(), "fill_p50": _pct(fill_us, 50), "fill_p99": _pct(fill_us, 99),
-            "step_mean": step_us.mean(),
-            "step_p99": _pct(step_us, 99), "rows": len(fill_us)}
+    return {
+        "fill_mean": fill_us.mean(),
+        "fill_p50": _pct(fill_us, 50),
+        "fill_p99": _pct(fill_us, 99),
+        "step_mean": step_us.mean(),
+        "step_p99": _pct(step_us, 99),
+        "rows": len(fill_us),
+    }
 
 
 def compile_times(tokenizer, engine: str) -> dict[str, float]:
@@ -114,8 +126,13 @@ def compile_times(tokenizer, engine: str) -> dict[str, float]:
         backend.submit("json", json.dumps(s)).result()
         cached.append((time.perf_counter() - t0) * 1e3)
     backend.shutdown()
-    return {"mean": float(np.mean(fresh)), "p99": _pct(fresh, 99), "max": max(fresh),
-            "cached_mean": float(np.mean(cached)), "cached_p99": _pct(cached, 99)}
+    return {
+        "mean": float(np.mean(fresh)),
+        "p99": _pct(fresh, 99),
+        "max": max(fresh),
+        "cached_mean": float(np.mean(cached)),
+        "cached_p99": _pct(cached, 99),
+    }
 
 
 def extraction_prompts(tokenizer, n: int) -> list[str]:
@@ -124,12 +141,19 @@ def extraction_prompts(tokenizer, n: int) -> list[str]:
         name, age, city, job = PEOPLE[i % len(PEOPLE)]
         age += i // len(PEOPLE)
         married = "is married" if i % 3 else "is single"
-        text = (f"{name} is {age} years old and lives in {city}, where they work as a {job}. "
-                f"They {married} and can be reached at {name.split()[0].lower()}@mail.com.")
-        user = ("Extract the person's name, age, city, occupation, email and marital status as a JSON object "
-                f"with keys name, age, city, occupation, email, married.\nText: {text}")
-        prompts.append(tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
-                                                     add_generation_prompt=True))
+        text = (
+            f"{name} is {age} years old and lives in {city}, where they work as a {job}. "
+            f"They {married} and can be reached at {name.split()[0].lower()}@mail.com."
+        )
+        user = (
+            "Extract the person's name, age, city, occupation, email and marital status as a JSON object "
+            f"with keys name, age, city, occupation, email, married.\nText: {text}"
+        )
+        prompts.append(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+            )
+        )
     return prompts
 
 
@@ -155,25 +179,40 @@ def run_workload(engine, n: int, max_new_tokens: int, constrained: bool) -> dict
         except json.JSONDecodeError:
             pass
     stats = {k: v - before[k] for k, v in jf.stats.items()} if jf else {}
-    return {"tok_s": tokens / wall, "tokens": tokens, "wall": wall, "lat_mean": float(np.mean(lat)),
-            "lat_p99": _pct(lat, 99), "json_ok": valid, "forced": stats.get("forced_tokens", 0),
-            "accepted": stats.get("draft_accepted", 0), "drafted": stats.get("draft_tokens", 0)}
+    return {
+        "tok_s": tokens / wall,
+        "tokens": tokens,
+        "wall": wall,
+        "lat_mean": float(np.mean(lat)),
+        "lat_p99": _pct(lat, 99),
+        "json_ok": valid,
+        "forced": stats.get("forced_tokens", 0),
+        "accepted": stats.get("draft_accepted", 0),
+        "drafted": stats.get("draft_tokens", 0),
+    }
 
 
 def print_suite(tokenizer, engines: list[str]) -> None:
     groups = load_suite()
     usable = satisfiable(groups)
-    print(f"JSON Schema Test Suite draft 2020-12: {len(groups)} schemas, {len(usable)} satisfiable without "
-          "remote refs")
-    print("| backend | accepted | coverage | compliance (valid/finished) | compile p50 ms | compile p99 ms "
-          "| mask mean us | mask p50 us | mask p99 us |")
+    print(
+        f"JSON Schema Test Suite draft 2020-12: {len(groups)} schemas, {len(usable)} satisfiable without "
+        "remote refs"
+    )
+    print(
+        "| backend | accepted | coverage | compliance (valid/finished) | compile p50 ms | compile p99 ms "
+        "| mask mean us | mask p50 us | mask p99 us |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for engine in engines:
         r = run_suite(tokenizer, VOCAB, engine, usable)
         n = r["schemas"]
-        print(f"| {engine} | {r['accepted']}/{n} | {r['covered']}/{n} ({100 * r['covered'] / n:.0f}%) | "
-              f"{r['valid']}/{r['finished']} | {r['compile_p50']:.2f} | {r['compile_p99']:.2f} | "
-              f"{r['mask_mean']:.1f} | {r['mask_p50']:.1f} | {r['mask_p99']:.1f} |", flush=True)
+        print(
+            f"| {engine} | {r['accepted']}/{n} | {r['covered']}/{n} ({100 * r['covered'] / n:.0f}%) | "
+            f"{r['valid']}/{r['finished']} | {r['compile_p50']:.2f} | {r['compile_p99']:.2f} | "
+            f"{r['mask_mean']:.1f} | {r['mask_p50']:.1f} | {r['mask_p99']:.1f} |",
+            flush=True,
+        )
         for line in r["rejected"]:
             print(f"  [{engine}] rejected {line}", file=sys.stderr)
 
@@ -198,49 +237,75 @@ def main() -> None:
         backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB, backend=engine)
         m = mask_costs(backend, tokenizer)
         backend.shutdown()
-        print(f"[{engine}] mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
-              f"p50 {m['fill_p50']:.1f} us, p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) "
-              f"mean {m['step_mean']:.1f} us, "
-              f"p99 {m['step_p99']:.1f} us", flush=True)
+        print(
+            f"[{engine}] mask cost over {m['rows']} rows: fill_bitmask mean {m['fill_mean']:.1f} us, "
+            f"p50 {m['fill_p50']:.1f} us, p99 {m['fill_p99']:.1f} us; whole step per row (batch {BATCH}) "
+            f"mean {m['step_mean']:.1f} us, "
+            f"p99 {m['step_p99']:.1f} us",
+            flush=True,
+        )
         c = compile_times(tokenizer, engine)
-        print(f"[{engine}] compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, "
-              f"p99 {c['p99']:.1f} ms, max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, "
-              f"p99 {c['cached_p99'] * 1e3:.1f} us", flush=True)
+        print(
+            f"[{engine}] compile per schema ({len(SCHEMA_CASES)}): mean {c['mean']:.1f} ms, "
+            f"p99 {c['p99']:.1f} ms, max {c['max']:.1f} ms; cached mean {c['cached_mean'] * 1e3:.1f} us, "
+            f"p99 {c['cached_p99'] * 1e3:.1f} us",
+            flush=True,
+        )
     if args.suite:
         print_suite(tokenizer, args.backends)
     if args.starvation:
-        print("| backend | easy p50 alone s | easy p99 alone s | p50 with 4 slow s | p99 with 4 slow s "
-              "| ratio p99 |")
+        print(
+            "| backend | easy p50 alone s | easy p99 alone s | p50 with 4 slow s | p99 with 4 slow s "
+            "| ratio p99 |"
+        )
         print("|---|---|---|---|---|---|")
         for engine in args.backends:
             r = run_starvation(args.model, engine)
-            print(f"| {engine} | {r['alone_p50']:.2f} | {r['alone_p99']:.2f} | {r['with_slow_p50']:.2f} | "
-                  f"{r['with_slow_p99']:.2f} | {r['with_slow_p99'] / r['alone_p99']:.2f} |", flush=True)
+            print(
+                f"| {engine} | {r['alone_p50']:.2f} | {r['alone_p99']:.2f} | {r['with_slow_p50']:.2f} | "
+                f"{r['with_slow_p99']:.2f} | {r['with_slow_p99'] / r['alone_p99']:.2f} |",
+                flush=True,
+            )
     if args.skip_e2e:
         return
-    modes = [("unconstrained", False, {}),
-             ("constrained", True, {}),
-             ("constrained + jump-forward", True, {"enable_jump_forward": True}),
-             ("constrained, ws=\"\"", True, {"json_whitespace_pattern": ""}),
-             ("constrained + jump-forward, ws=\"\"", True,
-              {"enable_jump_forward": True, "json_whitespace_pattern": ""})]
+    modes = [
+        ("unconstrained", False, {}),
+        ("constrained", True, {}),
+        ("constrained + jump-forward", True, {"enable_jump_forward": True}),
+        ('constrained, ws=""', True, {"json_whitespace_pattern": ""}),
+        (
+            'constrained + jump-forward, ws=""',
+            True,
+            {"enable_jump_forward": True, "json_whitespace_pattern": ""},
+        ),
+    ]
     from radixlm.runtime.engine import Engine
 
-    print("| mode | requests | output tok/s | tokens | wall s | latency mean s | latency p99 s | valid JSON "
-          "| forced tokens (greedy drafts accepted/drafted) |")
+    print(
+        "| mode | requests | output tok/s | tokens | wall s | latency mean s | latency p99 s | valid JSON "
+        "| forced tokens (greedy drafts accepted/drafted) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, constrained, extra in modes:
-        engine = Engine(model=args.model, kv_cache_gb=0.3, max_running_requests=64,
-                        grammar_backend=args.backends[0], **extra)
+        engine = Engine(
+            model=args.model,
+            kv_cache_gb=0.3,
+            max_running_requests=64,
+            grammar_backend=args.backends[0],
+            **extra,
+        )
         try:
             for n in args.requests:
-                runs = [run_workload(engine, n, args.max_new_tokens, constrained)
-                        for _ in range(args.repeats)]
+                runs = [
+                    run_workload(engine, n, args.max_new_tokens, constrained) for _ in range(args.repeats)
+                ]
                 r = min(runs, key=lambda x: x["wall"])
-                print(f"| {name} | {n} | {r['tok_s']:.1f} | {r['tokens']} | {r['wall']:.1f} | "
-                      f"{r['lat_mean']:.2f} | {r['lat_p99']:.2f} | {r['json_ok']}/{n} | "
-                      f"{r['forced']} ({r['accepted']}/{r['drafted']}) |",
-                      flush=True)
+                print(
+                    f"| {name} | {n} | {r['tok_s']:.1f} | {r['tokens']} | {r['wall']:.1f} | "
+                    f"{r['lat_mean']:.2f} | {r['lat_p99']:.2f} | {r['json_ok']}/{n} | "
+                    f"{r['forced']} ({r['accepted']}/{r['drafted']}) |",
+                    flush=True,
+                )
         finally:
             engine.shutdown()
 

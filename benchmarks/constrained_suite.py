@@ -4,6 +4,7 @@ The suite ships in the ``jsonschema`` sdist on PyPI; it is downloaded once with
 ``pip download --no-deps --no-binary :all: jsonschema==4.26.0`` into ``$RADIXLM_CACHE/jsonschema-sdist``
 (default ``~/.cache/radixlm``) and read from the archive.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,21 @@ def load_suite() -> list[dict[str, Any]]:
     cache = _cache_dir()
     archives = sorted(cache.glob(f"jsonschema-{SDIST_VERSION}.tar.gz"))
     if not archives:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                        f"jsonschema=={SDIST_VERSION}", "-d", str(cache)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"jsonschema=={SDIST_VERSION}",
+                "-d",
+                str(cache),
+            ],
+            check=True,
+        )
         archives = sorted(cache.glob(f"jsonschema-{SDIST_VERSION}.tar.gz"))
     groups = []
     with tarfile.open(archives[0]) as tar:
@@ -94,11 +108,25 @@ def _drive(matcher, backend: GrammarBackend, rng, closing, max_tokens: int, mask
     return out, matcher.is_terminated()
 
 
-def run_suite(tokenizer, vocab_size: int, engine: str, groups: list[dict[str, Any]], seeds: int = 3,
-              max_tokens: int = 120, timeout: float = 10.0) -> dict[str, Any]:
+def run_suite(
+    tokenizer,
+    vocab_size: int,
+    engine: str,
+    groups: list[dict[str, Any]],
+    seeds: int = 3,
+    max_tokens: int = 120,
+    timeout: float = 10.0,
+) -> dict[str, Any]:
     """Compile each schema on ``engine`` and drive random generations; coverage, compliance, timings."""
-    backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], vocab_size, backend=engine,
-                             compile_timeout=timeout, max_concurrent=2, cache_size=4096)
+    backend = GrammarBackend(
+        tokenizer,
+        [tokenizer.eos_token_id],
+        vocab_size,
+        backend=engine,
+        compile_timeout=timeout,
+        max_concurrent=2,
+        cache_size=4096,
+    )
     closing = closing_tokens(backend.vocab.token_bytes)
     compile_ms, mask_times, rejected = [], [], []
     accepted = covered = finished = valid = 0
@@ -123,8 +151,9 @@ def run_suite(tokenizer, vocab_size: int, engine: str, groups: list[dict[str, An
         all_valid = True
         validator = jsonschema.Draft202012Validator(g["schema"])
         for seed in range(seeds):
-            tokens, done = _drive(grammar.new_matcher(), backend, np.random.default_rng(seed), closing,
-                                  max_tokens, mask_times)
+            tokens, done = _drive(
+                grammar.new_matcher(), backend, np.random.default_rng(seed), closing, max_tokens, mask_times
+            )
             if not done:
                 continue
             finished += 1
@@ -137,26 +166,45 @@ def run_suite(tokenizer, vocab_size: int, engine: str, groups: list[dict[str, An
         covered += all_valid
     backend.shutdown()
     mask_us = np.asarray(mask_times) * 1e6
-    return {"engine": engine, "schemas": len(groups), "accepted": accepted, "covered": covered,
-            "finished": finished, "valid": valid,
-            "compile_p50": float(np.percentile(compile_ms, 50)) if compile_ms else float("nan"),
-            "compile_p99": float(np.percentile(compile_ms, 99)) if compile_ms else float("nan"),
-            "mask_mean": float(mask_us.mean()) if len(mask_us) else float("nan"),
-            "mask_p50": float(np.percentile(mask_us, 50)) if len(mask_us) else float("nan"),
-            "mask_p99": float(np.percentile(mask_us, 99)) if len(mask_us) else float("nan"),
-            "rejected": rejected}
+    return {
+        "engine": engine,
+        "schemas": len(groups),
+        "accepted": accepted,
+        "covered": covered,
+        "finished": finished,
+        "valid": valid,
+        "compile_p50": float(np.percentile(compile_ms, 50)) if compile_ms else float("nan"),
+        "compile_p99": float(np.percentile(compile_ms, 99)) if compile_ms else float("nan"),
+        "mask_mean": float(mask_us.mean()) if len(mask_us) else float("nan"),
+        "mask_p50": float(np.percentile(mask_us, 50)) if len(mask_us) else float("nan"),
+        "mask_p99": float(np.percentile(mask_us, 99)) if len(mask_us) else float("nan"),
+        "rejected": rejected,
+    }
 
 
 SLOW_SCHEMAS = {  # compile slowly (llguidance ~1 s; outlines-core past any deadline)
-    "llguidance": [{"properties": {f"p{i}": {}, "bar": {}}, "patternProperties": {"^v": {}},
-                    "additionalProperties": False} for i in range(4)],
+    "llguidance": [
+        {
+            "properties": {f"p{i}": {}, "bar": {}},
+            "patternProperties": {"^v": {}},
+            "additionalProperties": False,
+        }
+        for i in range(4)
+    ],
     "outlines": [{"properties": {f"p{i}": {}, "bar": {}}, "additionalProperties": False} for i in range(4)],
 }
 
 
 def easy_schemas(n: int) -> list[dict[str, Any]]:
-    return [{"type": "object", "properties": {f"field{i}": {"type": "integer"}}, "required": [f"field{i}"],
-             "additionalProperties": False} for i in range(n)]
+    return [
+        {
+            "type": "object",
+            "properties": {f"field{i}": {"type": "integer"}},
+            "required": [f"field{i}"],
+            "additionalProperties": False,
+        }
+        for i in range(n)
+    ]
 
 
 def run_starvation(model: str, engine: str, easy: int = 40, timeout: float = 10.0) -> dict[str, float]:
@@ -168,8 +216,13 @@ def run_starvation(model: str, engine: str, easy: int = 40, timeout: float = 10.
 
     out: dict[str, float] = {}
     for with_slow in (False, True):
-        llm = Engine(model=model, kv_cache_gb=0.3, max_running_requests=64, grammar_backend=engine,
-                     grammar_compile_timeout=timeout)
+        llm = Engine(
+            model=model,
+            kv_cache_gb=0.3,
+            max_running_requests=64,
+            grammar_backend=engine,
+            grammar_compile_timeout=timeout,
+        )
         try:
             llm.generate("warm-up", {"max_new_tokens": 2})
             slow = SLOW_SCHEMAS[engine] if with_slow else []

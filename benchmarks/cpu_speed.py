@@ -17,6 +17,7 @@ which servers run.
     python benchmarks/cpu_speed.py                          # everything (~15-25 min on 2 quiet cores)
     python benchmarks/cpu_speed.py --sections long --long-streams 4 --long-prompt-tokens 400  # smoke
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 from llama_cpp_peer import cache_dir, launch_llama_cpp_server, launch_native_server
@@ -48,14 +49,24 @@ def default_gguf() -> str:
     return str(found[0])
 
 
-async def stream_chat(client: httpx.AsyncClient, prompt: str, max_tokens: int,
-                      extra: Optional[dict[str, Any]] = None,
-                      started: Optional[list[float]] = None) -> dict[str, Any]:
+async def stream_chat(
+    client: httpx.AsyncClient,
+    prompt: str,
+    max_tokens: int,
+    extra: dict[str, Any] | None = None,
+    started: list[float] | None = None,
+) -> dict[str, Any]:
     """One streaming chat; returns the send time, each content chunk's arrival time and the usage.
     The first chunk's time is also appended to ``started`` when given."""
-    body = {"model": "default", "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}, **(extra or {})}
+    body = {
+        "model": "default",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **(extra or {}),
+    }
     start = time.perf_counter()
     times: list[float] = []
     usage: dict[str, Any] = {}
@@ -81,8 +92,12 @@ async def single_stream(url: str, prompt: str, max_tokens: int, repeats: int) ->
     ttfts = [r["times"][0] - r["start"] for r in runs]
     tokens = [r["usage"].get("completion_tokens") or len(r["times"]) for r in runs]
     rates = [(n - 1) / (r["times"][-1] - r["times"][0]) for r, n in zip(runs, tokens) if n > 1]
-    return {"prompt_tokens": runs[0]["usage"].get("prompt_tokens"), "output_tokens": tokens,
-            "ttft_ms": 1000 * statistics.median(ttfts), "decode_tok_s": statistics.median(rates)}
+    return {
+        "prompt_tokens": runs[0]["usage"].get("prompt_tokens"),
+        "output_tokens": tokens,
+        "ttft_ms": 1000 * statistics.median(ttfts),
+        "decode_tok_s": statistics.median(rates),
+    }
 
 
 async def long_arrival(url: str, streams: int, stream_tokens: int, prompt_tokens: int) -> dict[str, Any]:
@@ -92,9 +107,14 @@ async def long_arrival(url: str, streams: int, stream_tokens: int, prompt_tokens
         await stream_chat(client, "Say hello.", 4)
         ignore_eos = {"ignore_eos": True}
         started: list[float] = []
-        tasks = [asyncio.create_task(stream_chat(client, f"Tell story number {i} about the sea.",
-                                                 stream_tokens, ignore_eos, started))
-                 for i in range(streams)]
+        tasks = [
+            asyncio.create_task(
+                stream_chat(
+                    client, f"Tell story number {i} about the sea.", stream_tokens, ignore_eos, started
+                )
+            )
+            for i in range(streams)
+        ]
         while len(started) < streams:
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)
@@ -106,11 +126,16 @@ async def long_arrival(url: str, streams: int, stream_tokens: int, prompt_tokens
     gaps = [b - a for r in runs for a, b in zip(r["times"], r["times"][1:])]
     during = [b - a for r in runs for a, b in zip(r["times"], r["times"][1:]) if b > arrival]
     tpots = [(r["times"][-1] - r["times"][0]) / (len(r["times"]) - 1) for r in runs if len(r["times"]) > 1]
-    return {"long_prompt_tokens": long_run["usage"].get("prompt_tokens"),
-            "long_ttft_ms": 1000 * (long_run["times"][0] - arrival) if long_run["times"] else None,
-            "itl_p50_ms": 1000 * percentile(gaps, 50), "itl_p99_ms": 1000 * percentile(gaps, 99),
-            "itl_max_ms": 1000 * max(gaps), "itl_after_arrival_max_ms": 1000 * max(during, default=0),
-            "tpot_p50_ms": 1000 * percentile(tpots, 50), "tpot_p99_ms": 1000 * percentile(tpots, 99)}
+    return {
+        "long_prompt_tokens": long_run["usage"].get("prompt_tokens"),
+        "long_ttft_ms": 1000 * (long_run["times"][0] - arrival) if long_run["times"] else None,
+        "itl_p50_ms": 1000 * percentile(gaps, 50),
+        "itl_p99_ms": 1000 * percentile(gaps, 99),
+        "itl_max_ms": 1000 * max(gaps),
+        "itl_after_arrival_max_ms": 1000 * max(during, default=0),
+        "tpot_p50_ms": 1000 * percentile(tpots, 50),
+        "tpot_p99_ms": 1000 * percentile(tpots, 99),
+    }
 
 
 def radixlm_server(gguf: str, threads: int, extra: dict[str, Any]):
@@ -132,14 +157,16 @@ def run_peer(name: str, start, args: argparse.Namespace, sections: set[str]) -> 
     try:
         row: dict[str, Any] = {"server": name}
         if "single" in sections:
-            row["single"] = asyncio.run(single_stream(server.url, long_prompt(300), args.max_tokens,
-                                                      args.repeats))
+            row["single"] = asyncio.run(
+                single_stream(server.url, long_prompt(300), args.max_tokens, args.repeats)
+            )
             print(name, "single", json.dumps(row["single"]), flush=True)
         if "concurrent" in sections:
             row["concurrent"] = []
             for clients in (int(c) for c in args.levels.split(",")):
-                level = asyncio.run(run_level(server.url, "default", None, clients,
-                                              clients * args.requests_per_client, 0))
+                level = asyncio.run(
+                    run_level(server.url, "default", None, clients, clients * args.requests_per_client, 0)
+                )
                 row["concurrent"].append(level)
                 print(name, "concurrent", json.dumps(level), flush=True)
         return row
@@ -152,8 +179,11 @@ def main() -> None:
     ap.add_argument("--gguf", default=None, help="default: the Q4_1 file under RADIXLM_CACHE/gguf")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sections", default="single,concurrent,long")
-    ap.add_argument("--peers", default="radixlm,llama-cpp-python,llama-server",
-                    help="comma-separated servers for single/concurrent")
+    ap.add_argument(
+        "--peers",
+        default="radixlm,llama-cpp-python,llama-server",
+        help="comma-separated servers for single/concurrent",
+    )
     ap.add_argument("--parallel", type=int, default=8, help="llama-server's --parallel slots")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
@@ -162,8 +192,9 @@ def main() -> None:
     ap.add_argument("--long-streams", type=int, default=16)
     ap.add_argument("--long-stream-tokens", type=int, default=128)
     ap.add_argument("--long-prompt-tokens", type=int, default=2000)
-    ap.add_argument("--server-arg", action="append", default=[],
-                    help="NAME=VALUE ServerArgs for radixlm (repeatable)")
+    ap.add_argument(
+        "--server-arg", action="append", default=[], help="NAME=VALUE ServerArgs for radixlm (repeatable)"
+    )
     ap.add_argument("--json", help="write every result to this file")
     args = ap.parse_args()
     gguf = args.gguf or default_gguf()
@@ -186,8 +217,11 @@ def main() -> None:
         for mixed in (True, False):
             server = radixlm_server(gguf, args.threads, {**extra, "enable_mixed_chunk": mixed})
             try:
-                row = asyncio.run(long_arrival(server.url, args.long_streams, args.long_stream_tokens,
-                                               args.long_prompt_tokens))
+                row = asyncio.run(
+                    long_arrival(
+                        server.url, args.long_streams, args.long_stream_tokens, args.long_prompt_tokens
+                    )
+                )
             finally:
                 server.shutdown()
             label = "mixed" if mixed else "prefill_first"

@@ -11,6 +11,7 @@ have the kernels it calls.
 
     python benchmarks/decode_kernels_ab.py --rev HEAD --batch-sizes 1,64 --context 32
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,9 @@ import ast
 import hashlib
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
@@ -36,27 +37,37 @@ from decode_step import (
 
 from radixlm.kernels.cpu.build import build_directory, compile_sources, load_decode_kernels
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
-from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.executor.model_runner import ModelRunner
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = "radixlm/kernels/cpu"
 
 
 def _git_show(rev: str, path: str) -> bytes:
-    return subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True, check=True
+    ).stdout
 
 
 def kernels_at(rev: str) -> DecodeKernels:
     """The decode kernels compiled from ``rev``'s sources (its own list of them, and its headers)."""
     tree = ast.parse(_git_show(rev, f"{KERNELS}/build.py").decode())
-    modules = next(ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                   and getattr(n.targets[0], "id", "") == "_MODULES")
+    modules = next(
+        ast.literal_eval(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_MODULES"
+    )
     sources = modules["decode_kernels"]
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", rev, f"{KERNELS}/"],
-                            capture_output=True, check=True, text=True).stdout.split()
-    files = {name: _git_show(rev, f"{KERNELS}/{name}") for name in
-             [*sources, *(Path(p).name for p in listed if p.endswith(".h"))]}
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-tree", "--name-only", rev, f"{KERNELS}/"],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout.split()
+    files = {
+        name: _git_show(rev, f"{KERNELS}/{name}")
+        for name in [*sources, *(Path(p).name for p in listed if p.endswith(".h"))]
+    }
     digest = hashlib.sha256(b"".join(files.values())).hexdigest()[:12]
     build_dir = build_directory("decode_kernels").parent / f"ab-{digest}"
     return DecodeKernels(compile_sources(f"radixlm_decode_kernels_ab_{digest}", build_dir, files, sources))
@@ -78,8 +89,17 @@ def all_layers_attention(kernels: DecodeKernels, runner: ModelRunner, fb) -> Cal
     def run() -> None:
         for layer in range(pool.num_layers):
             k_buf, v_buf = pool.get_kv_buffer(layer)
-            kernels.paged_decode_attention(q, k_buf, v_buf, req_to_token, fb.req_pool_indices, fb.seq_lens,
-                                           fb.seq_lens_cpu, pool.head_dim ** -0.5)
+            kernels.paged_decode_attention(
+                q,
+                k_buf,
+                v_buf,
+                req_to_token,
+                fb.req_pool_indices,
+                fb.seq_lens,
+                fb.seq_lens_cpu,
+                pool.head_dim**-0.5,
+            )
+
     return run
 
 
@@ -99,16 +119,24 @@ def main() -> None:
         def step(kernels: DecodeKernels, fb=fb) -> None:
             use_kernels(kernels, users)
             runner.forward(fb)
+
         fns = [lambda: step(baseline), lambda: step(current), matmul_fn(runner.model, bs)]
         for clock, what in ((time.perf_counter, "wall"), (time.process_time, "CPU time")):
             old, new, mm = interleaved_ms(fns, args.iters, clock, rounds=args.rounds)
-            print(f"batch {bs:3d}, {args.context + 1} keys, {what}: step {old:7.2f} ms ({args.rev}) -> "
-                  f"{new:7.2f} ms (working tree), x{old / new:.2f}; matmuls {mm:7.2f} ms; step/matmul "
-                  f"{old / mm:.2f} -> {new / mm:.2f}", flush=True)
-        old, new = interleaved_ms([all_layers_attention(k, runner, fb) for k in (baseline, current)],
-                                  args.iters, rounds=args.rounds)
-        print(f"batch {bs:3d}, {args.context + 1} keys: attention, all layers: {old:6.2f} ms ({args.rev}) -> "
-              f"{new:6.2f} ms, x{old / new:.2f}", flush=True)
+            print(
+                f"batch {bs:3d}, {args.context + 1} keys, {what}: step {old:7.2f} ms ({args.rev}) -> "
+                f"{new:7.2f} ms (working tree), x{old / new:.2f}; matmuls {mm:7.2f} ms; step/matmul "
+                f"{old / mm:.2f} -> {new / mm:.2f}",
+                flush=True,
+            )
+        old, new = interleaved_ms(
+            [all_layers_attention(k, runner, fb) for k in (baseline, current)], args.iters, rounds=args.rounds
+        )
+        print(
+            f"batch {bs:3d}, {args.context + 1} keys: attention, all layers: {old:6.2f} ms ({args.rev}) -> "
+            f"{new:6.2f} ms, x{old / new:.2f}",
+            flush=True,
+        )
         free_batch(runner, fb)
     use_kernels(current, users)
 

@@ -7,22 +7,23 @@ optionally the torch profiler's top ops (the GGUF kernels show there as the rest
 
     python benchmarks/decode_step.py --batch-sizes 1,8,64 --context 32 --profile
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
-from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
@@ -57,8 +58,9 @@ def decode_batch(runner: ModelRunner, bs: int, context: int) -> ForwardBatch:
     )
 
 
-def add_step_arguments(ap: argparse.ArgumentParser, batch_sizes: str = "1,8,64", iters: int = 30,
-                       quantization: str = "auto") -> None:
+def add_step_arguments(
+    ap: argparse.ArgumentParser, batch_sizes: str = "1,8,64", iters: int = 30, quantization: str = "auto"
+) -> None:
     """The arguments of every decode-step benchmark: the model, its batches and how often to time."""
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--batch-sizes", default=batch_sizes)
@@ -73,10 +75,16 @@ def step_runner(args: argparse.Namespace) -> tuple[ModelRunner, list[int]]:
     """A model runner for ``add_step_arguments``' arguments, with room for the largest batch, and
     the batch sizes."""
     sizes = [int(s) for s in args.batch_sizes.split(",")]
-    runner = ModelRunner(ServerArgs(model=args.model, num_threads=args.threads,
-                                    quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-                                    max_running_requests=max(sizes) + 1,
-                                    max_total_tokens=max(sizes) * (args.context + 2) + 16))
+    runner = ModelRunner(
+        ServerArgs(
+            model=args.model,
+            num_threads=args.threads,
+            quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_running_requests=max(sizes) + 1,
+            max_total_tokens=max(sizes) * (args.context + 2) + 16,
+        )
+    )
     return runner, sizes
 
 
@@ -121,11 +129,13 @@ def matmul_fn(model: torch.nn.Module, bs: int) -> Callable[[], None]:
         with torch.inference_mode():
             for (product, _), x in zip(calls, inputs):
                 product(x)
+
     return run
 
 
-def interleaved_ms(fns: list[Callable[[], object]], iters: int, clock=time.perf_counter,
-                   rounds: int = 5) -> list[float]:
+def interleaved_ms(
+    fns: list[Callable[[], object]], iters: int, clock=time.perf_counter, rounds: int = 5
+) -> list[float]:
     """The median of per-round medians of each of ``fns``, run in alternating rounds so that a change
     in the machine's load hits all of them (their ratio is what we compare)."""
     per_round = max(2, iters // rounds)
@@ -139,8 +149,11 @@ def interleaved_ms(fns: list[Callable[[], object]], iters: int, clock=time.perf_
 def kernel_users() -> list[ModuleType]:
     """The runtime modules that load the C++ decode kernels (``load_decode_kernels``), so that a
     benchmark can point them elsewhere; those imported by the time a model runner exists."""
-    return [module for name, module in sys.modules.items()
-            if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")]
+    return [
+        module
+        for name, module in sys.modules.items()
+        if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")
+    ]
 
 
 def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
@@ -167,10 +180,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     add_step_arguments(ap)
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top ops")
-    ap.add_argument("--ab", action="store_true",
-                    help="also time the step with the C++ decode kernels off (torch ops), interleaved")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile (inductor) the model's forward first; reports compile time")
+    ap.add_argument(
+        "--ab",
+        action="store_true",
+        help="also time the step with the C++ decode kernels off (torch ops), interleaved",
+    )
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile (inductor) the model's forward first; reports compile time",
+    )
     args = ap.parse_args()
     runner, sizes = step_runner(args)
     eager_forward = runner.model.forward
@@ -184,15 +203,22 @@ def main() -> None:
         fns = [lambda fb=fb: runner.forward(fb), matmul_fn(runner.model, bs)]
         step, mm = interleaved_ms(fns, args.iters)
         cpu_step, cpu_mm = interleaved_ms(fns, args.iters, time.process_time)
-        print(f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
-              f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
-              f"step/matmul {cpu_step / cpu_mm:.2f}", flush=True)
+        print(
+            f"batch {bs:3d}: step {step:7.2f} ms, matmuls {mm:7.2f} ms, step/matmul {step / mm:.2f}; "
+            f"CPU time: step {cpu_step:7.2f} ms, matmuls {cpu_mm:7.2f} ms, "
+            f"step/matmul {cpu_step / cpu_mm:.2f}",
+            flush=True,
+        )
         if args.ab:
             with_kernels, torch_ops = ab_step_ms(runner, fb, args.iters)
-            print(f"batch {bs:3d}: A/B interleaved: step with C++ decode kernels {with_kernels:7.2f} ms, "
-                  f"with torch ops {torch_ops:7.2f} ms ({torch_ops / with_kernels:.2f}x)", flush=True)
+            print(
+                f"batch {bs:3d}: A/B interleaved: step with C++ decode kernels {with_kernels:7.2f} ms, "
+                f"with torch ops {torch_ops:7.2f} ms ({torch_ops / with_kernels:.2f}x)",
+                flush=True,
+            )
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
+
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 for _ in range(5):
                     runner.forward(fb)
@@ -200,8 +226,11 @@ def main() -> None:
             total = sum(e.self_cpu_time_total for e in events) / 5000
             mm = sum(e.self_cpu_time_total for e in events if e.key in MATMUL_OPS) / 5000
             print(events.table(sort_by="self_cpu_time_total", row_limit=14), flush=True)
-            print(f"batch {bs:3d} profile: ops {total:.2f} ms a step, matmuls {mm:.2f}, "
-                  f"the rest {total - mm:.2f} ms", flush=True)
+            print(
+                f"batch {bs:3d} profile: ops {total:.2f} ms a step, matmuls {mm:.2f}, "
+                f"the rest {total - mm:.2f} ms",
+                flush=True,
+            )
         free_batch(runner, fb)
 
 

@@ -6,6 +6,7 @@ Same workload for both (distinct prompts, greedy, EOS ignored), each variant in 
 alternating on/off/on/off so a load change on a busy machine hits both. Prints output tok/s per
 variant and the on/off ratio (the flag would become the default under a 10% cost).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,27 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    prompts = [f"Request {i}: write two sentences about the number {i * 13} and why it matters."
-               for i in range(args.prompts)]
+    prompts = [
+        f"Request {i}: write two sentences about the number {i * 13} and why it matters."
+        for i in range(args.prompts)
+    ]
     runs: dict[str, list[float]] = {"on": [], "off": []}
     for _ in range(args.rounds):
         for name in ("on", "off"):
             runs[name].append(throughput(name == "on", prompts, args.tokens, args.model))
     on, off = max(runs["on"]), max(runs["off"])
-    print(json.dumps({"command": vars(args), "tok_s": runs, "best_on": round(on, 1),
-                      "best_off": round(off, 1), "on_over_off": round(on / off, 3)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": vars(args),
+                "tok_s": runs,
+                "best_on": round(on, 1),
+                "best_off": round(off, 1),
+                "on_over_off": round(on / off, 3),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

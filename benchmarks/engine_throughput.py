@@ -20,6 +20,7 @@ With ``--rounds N`` (b) runs once and (a), (c) run in turn N times: this machine
 15-30% within minutes, so a ratio is only meaningful between runs made side by side. The table
 shows the median run of (a) and of (c); the a/c line gives each round's ratio and their median.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,18 +48,38 @@ _SHOTS = [
     ("What gas do plants take in for photosynthesis?", "Carbon dioxide, which they turn into sugar."),
     ("Who wrote the play Romeo and Juliet?", "William Shakespeare, in the late sixteenth century."),
     ("What is the boiling point of water at sea level?", "100 degrees Celsius, or 212 Fahrenheit."),
-    ("How many continents are there on Earth?", "Seven: Africa, Antarctica, Asia, Australia, Europe, "
-     "North America and South America."),
+    (
+        "How many continents are there on Earth?",
+        "Seven: Africa, Antarctica, Asia, Australia, Europe, North America and South America.",
+    ),
     ("What is the largest ocean?", "The Pacific Ocean, which covers about a third of the planet."),
     ("Which metal is liquid at room temperature?", "Mercury, a dense silver metal."),
     ("What is the main language spoken in Brazil?", "Portuguese, a legacy of colonial history."),
     ("What instrument measures air pressure?", "A barometer, used to forecast the weather."),
     ("What is the hardest natural substance?", "Diamond, a crystal of pure carbon."),
-    ("What causes the seasons?", "The tilt of the Earth's axis, which changes how directly sunlight "
-     "reaches each hemisphere."),
+    (
+        "What causes the seasons?",
+        "The tilt of the Earth's axis, which changes how directly sunlight reaches each hemisphere.",
+    ),
 ]
-_SUBJECTS = ["volcano", "river", "desert", "glacier", "forest", "island", "canyon", "coral reef",
-             "rainbow", "comet", "tide", "earthquake", "cloud", "lightning", "fossil", "meteor"]
+_SUBJECTS = [
+    "volcano",
+    "river",
+    "desert",
+    "glacier",
+    "forest",
+    "island",
+    "canyon",
+    "coral reef",
+    "rainbow",
+    "comet",
+    "tide",
+    "earthquake",
+    "cloud",
+    "lightning",
+    "fossil",
+    "meteor",
+]
 _ASPECTS = ["how it forms", "why it matters to people", "where the biggest one is", "what lives near it"]
 
 
@@ -66,8 +87,9 @@ def build_prompts() -> list[str]:
     """A shared few-shot prefix and 64 distinct questions (16 subjects x 4 aspects)."""
     prefix = "You are a precise science tutor. Answer in one short sentence.\n\n"
     prefix += "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in _SHOTS)
-    questions = [f"Question: Tell me about the {s}: explain {a}, simply.\nAnswer:"
-                 for s in _SUBJECTS for a in _ASPECTS]
+    questions = [
+        f"Question: Tell me about the {s}: explain {a}, simply.\nAnswer:" for s in _SUBJECTS for a in _ASPECTS
+    ]
     return [prefix + q for q in questions[:NUM_PROMPTS]]
 
 
@@ -79,7 +101,7 @@ def peak_rss_mb() -> float:
 def time_forward_passes() -> dict[str, list[float]]:
     """Wrap ``ModelRunner.forward`` to add up its wall time by step kind: ``"DECODE bs=64"`` ->
     ``[steps, seconds, tokens]`` (filled while the engine runs; cleared by the caller)."""
-    from radixlm.runtime.model_runner import ModelRunner
+    from radixlm.runtime.executor.model_runner import ModelRunner
 
     totals: dict[str, list[float]] = {}
     forward = ModelRunner.forward
@@ -156,8 +178,12 @@ def decode_floor(engine) -> dict[str, float]:
         dst.copy_(src)
         best = min(best, time.perf_counter() - start)
     copy_gbs = 2 * src.numel() * 4 / best / 1e9  # bytes read + written (STREAM convention)
-    return {"decode_step_ms": step * 1e3, "weight_mb": weight_bytes / 1e6, "copy_gbs": copy_gbs,
-            "floor_ms": weight_bytes / (copy_gbs * 1e9) * 1e3}
+    return {
+        "decode_step_ms": step * 1e3,
+        "weight_mb": weight_bytes / 1e6,
+        "copy_gbs": copy_gbs,
+        "floor_ms": weight_bytes / (copy_gbs * 1e9) * 1e3,
+    }
 
 
 def run_hf(model_dir: str) -> dict[str, Any]:
@@ -174,11 +200,17 @@ def run_hf(model_dir: str) -> dict[str, Any]:
         outputs: list[list[int]] = []
         start = time.perf_counter()
         for i in range(0, len(prompts), HF_BATCH):
-            enc = tokenizer(prompts[i : i + HF_BATCH], return_tensors="pt", padding=True,
-                            add_special_tokens=False)
-            gen = model.generate(**enc, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
-            outputs.extend(gen[:, enc["input_ids"].shape[1]:].tolist())
+            enc = tokenizer(
+                prompts[i : i + HF_BATCH], return_tensors="pt", padding=True, add_special_tokens=False
+            )
+            gen = model.generate(
+                **enc,
+                max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            outputs.extend(gen[:, enc["input_ids"].shape[1] :].tolist())
         elapsed = time.perf_counter() - start
     return {"seconds": elapsed, "output_tokens": sum(len(o) for o in outputs), "outputs": outputs}
 
@@ -194,22 +226,30 @@ def child(variant: str, model_dir: str) -> None:
 
 # ---- the parent ---------------------------------------------------------------------------------
 def run_variant(variant: str, model_dir: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", variant, "--model-dir", model_dir],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", variant, "--model-dir", model_dir],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"variant {variant} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int,
-           round_ratios: list[float] | None = None) -> str:
+def render(
+    res: dict[str, dict[str, Any]], load: float, prefix_tokens: int, round_ratios: list[float] | None = None
+) -> str:
     a, b, c = res["a"], res["b"], res["c"]
     tps = {k: v["output_tokens"] / v["seconds"] for k, v in res.items()}
     same_ab = sum(x == y for x, y in zip(a["outputs"], b["outputs"]))
     same_ac = sum(x == y for x, y in zip(a["outputs"], c["outputs"]))
     rows = [
-        ("(a) radixlm Engine", a,
-         f"{a['hit_rate']:.1%} ({a['cached_tokens']}/{a['prompt_tokens']} prompt tokens cached)"),
+        (
+            "(a) radixlm Engine",
+            a,
+            f"{a['hit_rate']:.1%} ({a['cached_tokens']}/{a['prompt_tokens']} prompt tokens cached)",
+        ),
         ("(b) radixlm, radix cache disabled", b, "0 (disabled)"),
         (f"(c) transformers generate, batches of {HF_BATCH}", c, "-"),
     ]
@@ -222,13 +262,17 @@ def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int,
         "|---|---:|---:|---|---:|---:|",
     ]
     for (name, r, hit), key in zip(rows, "abc"):
-        lines.append(f"| {name} | {tps[key]:.1f} | {r['seconds']:.1f} | {hit} | {r['peak_rss_mb']:.0f} "
-                     f"| {r['load_after']:.2f} |")
+        lines.append(
+            f"| {name} | {tps[key]:.1f} | {r['seconds']:.1f} | {hit} | {r['peak_rss_mb']:.0f} "
+            f"| {r['load_after']:.2f} |"
+        )
     ratio = f"- **a/c = {tps['a'] / tps['c']:.2f}** (issue 10 goal: >= 6)"
     if round_ratios and len(round_ratios) > 1:
         listed = ", ".join(f"{r:.2f}" for r in round_ratios)
-        ratio = (f"- **a/c = {statistics.median(round_ratios):.2f}**, the median of {len(round_ratios)} "
-                 f"rounds of (a) and (c) run in turn ({listed}; issue 10 goal: >= 6)")
+        ratio = (
+            f"- **a/c = {statistics.median(round_ratios):.2f}**, the median of {len(round_ratios)} "
+            f"rounds of (a) and (c) run in turn ({listed}; issue 10 goal: >= 6)"
+        )
     lines += [
         "",
         f"{ratio}, **a/b = {tps['a'] / tps['b']:.2f}**.",
@@ -239,9 +283,11 @@ def render(res: dict[str, dict[str, Any]], load: float, prefix_tokens: int,
         f"bandwidth floor {a['floor_ms']:.1f} ms = {a['weight_mb']:.0f} MB fp32 weights / "
         f"{a['copy_gbs']:.1f} GB/s measured copy bandwidth (read + write) -> "
         f"{a['decode_step_ms'] / a['floor_ms']:.1f}x the floor.",
-        "- Where (a)'s wall time went (`ModelRunner.forward` timed by step kind): " + "; ".join(
+        "- Where (a)'s wall time went (`ModelRunner.forward` timed by step kind): "
+        + "; ".join(
             f"{kind}: {n} x {secs / n * 1e3:.1f} ms ({tokens} tokens)"
-            for kind, (n, secs, tokens) in sorted(a["forward_split"].items(), key=lambda kv: -kv[1][1]))
+            for kind, (n, secs, tokens) in sorted(a["forward_split"].items(), key=lambda kv: -kv[1][1])
+        )
         + f"; the rest {a['seconds'] - sum(v[1] for v in a['forward_split'].values()):.2f} s.",
         f"- 1-minute load average before the run {load:.2f}, after each variant in the table "
         "(2 cores, a machine "

@@ -12,6 +12,7 @@ decode step does: SmolLM2's 30 layers are ~66 MB of Q4_1 blocks, twice the L3.
 
     python benchmarks/gguf_kernel.py [--batches 1,4,16] [--threads 2] [--iters 200] [--shapes 1b]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,8 @@ import itertools
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -72,8 +73,9 @@ def main() -> None:
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--shapes", default="",
-                    help="only the shapes whose name contains one of these (comma-separated)")
+    ap.add_argument(
+        "--shapes", default="", help="only the shapes whose name contains one of these (comma-separated)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     kernels = load_gguf_kernels()
@@ -105,8 +107,10 @@ def main() -> None:
                 totals[bs][1] += mult * ref
             print(f"{name:16s} {bs:5d} {ours:10.1f} {gbs:6.1f} {ref:9.1f} {ref / ours:11.2f}", flush=True)
     for bs, (ours, ref) in totals.items():
-        print(f"smollm2 step's matmuls at batch {bs}: kernel {ours / 1e3:.2f} ms, fp32 {ref / 1e3:.2f} ms "
-              f"({ref / ours:.2f}x)")
+        print(
+            f"smollm2 step's matmuls at batch {bs}: kernel {ours / 1e3:.2f} ms, fp32 {ref / 1e3:.2f} ms "
+            f"({ref / ours:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

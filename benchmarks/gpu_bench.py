@@ -6,6 +6,7 @@ Models: ``smollm2-135m`` (the directory in ``RADIXLM_MODEL_DIR`` when set, else
 (the same step replayed, so host-side batch building is not counted); prefill on fresh prompts.
 Prints one table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,18 +18,36 @@ from pathlib import Path
 
 import torch
 
-from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
-from radixlm.runtime.forward_batch import ForwardMode
-from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.executor.cuda_graph_runner import CudaGraphRunner
+from radixlm.runtime.executor.forward_batch import ForwardMode
+from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
 from tests.helpers.model_helpers import PagedSession
 
-SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
-                    rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
-LLAMA_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
-                rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+SMOLLM2_135M = dict(
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+)
+LLAMA_1B = dict(
+    vocab_size=128256,
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+)
 
 
 def random_model_dir(config: dict, root: Path, name: str) -> str:
@@ -37,8 +56,9 @@ def random_model_dir(config: dict, root: Path, name: str) -> str:
 
     path = root / name
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(LlamaConfig(**config, initializer_range=0.02),
-                                             dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_config(
+        LlamaConfig(**config, initializer_range=0.02), dtype=torch.bfloat16
+    )
     model.save_pretrained(str(path))
     return str(path)
 
@@ -70,15 +90,25 @@ def timed(fn, iters: int) -> float:
     return start.elapsed_time(end) / 1000 / iters
 
 
-def bench_model(label: str, path: str, batch_sizes: list[int], context: int, steps: int,
-                prefill_tokens: int) -> list[tuple]:
+def bench_model(
+    label: str, path: str, batch_sizes: list[int], context: int, steps: int, prefill_tokens: int
+) -> list[tuple]:
     max_bs = max(batch_sizes)
     slots = max_bs * (context + 8) + 2 * prefill_tokens + 64
     # disable_cuda_graph: the runner's forward would replay its own graphs; "eager" must be eager
-    runner = ModelRunner(ServerArgs(model=path, device="cuda", dtype="bfloat16", disable_cuda_graph=True,
-                                    attention_backend="triton", max_running_requests=max_bs,
-                                    context_length=max(context, 1024) + 64,
-                                    max_total_tokens=slots, max_prefill_tokens=prefill_tokens))
+    runner = ModelRunner(
+        ServerArgs(
+            model=path,
+            device="cuda",
+            dtype="bfloat16",
+            disable_cuda_graph=True,
+            attention_backend="triton",
+            max_running_requests=max_bs,
+            context_length=max(context, 1024) + 64,
+            max_total_tokens=slots,
+            max_prefill_tokens=prefill_tokens,
+        )
+    )
     t0 = time.perf_counter()
     graphs = CudaGraphRunner(runner, max_bs=max_bs)
     print(f"{label}: captured {len(graphs.buckets)} graphs in {time.perf_counter() - t0:.1f} s")
@@ -95,8 +125,9 @@ def bench_model(label: str, path: str, batch_sizes: list[int], context: int, ste
         eager = timed(functools.partial(runner.forward, fb), steps)
         assert graphs.can_run(fb)
         graph = timed(functools.partial(graphs.replay, fb), steps)
-        rows_out.append((label, f"decode bs={bs} ctx={context}", bs / eager, bs / graph,
-                         eager * 1e3, graph * 1e3))
+        rows_out.append(
+            (label, f"decode bs={bs} ctx={context}", bs / eager, bs / graph, eager * 1e3, graph * 1e3)
+        )
     for row in rows:
         session.close(row)
     n_req = max(1, prefill_tokens // 1024)
@@ -104,16 +135,26 @@ def bench_model(label: str, path: str, batch_sizes: list[int], context: int, ste
     prompts = torch.randint(3, 1000, (n_req, prefill_tokens // n_req), generator=gen).tolist()
     fb = session._build(ForwardMode.EXTEND, pre_rows, prompts, False)
     prefill = timed(functools.partial(runner.forward, fb), 5)
-    rows_out.append((label, f"prefill {n_req}x{prefill_tokens // n_req}",
-                     n_req * (prefill_tokens // n_req) / prefill, None, prefill * 1e3, None))
+    rows_out.append(
+        (
+            label,
+            f"prefill {n_req}x{prefill_tokens // n_req}",
+            n_req * (prefill_tokens // n_req) / prefill,
+            None,
+            prefill * 1e3,
+            None,
+        )
+    )
     del graphs, runner
     torch.cuda.empty_cache()
     return rows_out
 
 
 def print_table(rows: list[tuple]) -> None:
-    head = f"{'model':<22} {'workload':<26} {'eager tok/s':>12} {'graph tok/s':>12} " \
-           f"{'eager ms':>9} {'graph ms':>9}"
+    head = (
+        f"{'model':<22} {'workload':<26} {'eager tok/s':>12} {'graph tok/s':>12} "
+        f"{'eager ms':>9} {'graph ms':>9}"
+    )
     print("\n" + head + "\n" + "-" * len(head))
     for model, work, e, g, em, gm in rows:
         g_s = f"{g:12.0f}" if g is not None else f"{'-':>12}"
@@ -140,8 +181,7 @@ def main() -> None:
                 label = f"smollm2-135m ({source[:7]})"
             else:
                 path, label = random_model_dir(LLAMA_1B, root, "llama1b"), "llama-1b (random)"
-            rows += bench_model(label, path, batch_sizes, args.context, args.steps,
-                                args.prefill_tokens)
+            rows += bench_model(label, path, batch_sizes, args.context, args.steps, args.prefill_tokens)
             print_table(rows)
     print_table(rows)
 

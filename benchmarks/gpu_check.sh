@@ -36,7 +36,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null \
     || export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 python3 -m pip install -q "pytest>=8" pytest-timeout 2>/dev/null || true
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"  # tests import tests.helpers
-python3 -c 'import radixlm.runtime.model_runner' || { echo "radixlm does not import"; status=1; }
+python3 -c 'import radixlm.runtime.executor.model_runner' || { echo "radixlm does not import"; status=1; }
 
 step "GPU tests + kernel tests compiled for the GPU"
 timeout 220 python3 -m pytest -q -p no:cacheprovider --timeout 150 -rs tests/kernels \

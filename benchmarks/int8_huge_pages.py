@@ -9,6 +9,7 @@ prints the weight bytes read per second, and how many MB of them lie on huge pag
 
     python benchmarks/int8_huge_pages.py [--rounds 3] [--layers 24]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ def child(layers: int) -> dict:
     before = huge_mb()
     for _ in range(layers):
         w = torch.randn(8192, 2048)
-        q = torch.quantize_per_channel(w, w.abs().amax(1) / 127, torch.zeros(8192, dtype=torch.long), 0,
-                                       torch.qint8)
+        q = torch.quantize_per_channel(
+            w, w.abs().amax(1) / 127, torch.zeros(8192, dtype=torch.long), 0, torch.qint8
+        )
         packs.append(torch.ops.quantized.linear_prepack(q, None))
         del w, q
     on_huge = huge_mb() - before
@@ -54,8 +56,11 @@ def child(layers: int) -> dict:
         for packed in packs:
             torch.ops.quantized.linear_dynamic(x, packed, True)
         times.append(time.perf_counter() - t0)
-    return {"gb_s": layers * 8192 * 2048 / statistics.median(times[2:]) / 1e9, "huge_page_mb": on_huge,
-            "weight_mb": layers * 8192 * 2048 >> 20}
+    return {
+        "gb_s": layers * 8192 * 2048 / statistics.median(times[2:]) / 1e9,
+        "huge_page_mb": on_huge,
+        "weight_mb": layers * 8192 * 2048 >> 20,
+    }
 
 
 def main() -> None:
@@ -67,19 +72,27 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.layers)))
         return
-    settings = {"4 KB pages": os.environ.get("GLIBC_TUNABLES", ""),
-                "huge-page malloc": with_huge_page_malloc(os.environ.get("GLIBC_TUNABLES"))}
+    settings = {
+        "4 KB pages": os.environ.get("GLIBC_TUNABLES", ""),
+        "huge-page malloc": with_huge_page_malloc(os.environ.get("GLIBC_TUNABLES")),
+    }
     results: dict[str, list[dict]] = {name: [] for name in settings}
     for _ in range(args.rounds):
         for name, tunables in settings.items():
-            out = subprocess.run([sys.executable, __file__, "--child", "--layers", str(args.layers)],
-                                 capture_output=True, text=True, check=True,
-                                 env=dict(os.environ, GLIBC_TUNABLES=tunables))
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", "--layers", str(args.layers)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=dict(os.environ, GLIBC_TUNABLES=tunables),
+            )
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     for name, runs in results.items():
         rates = ", ".join(f"{r['gb_s']:.1f}" for r in runs)
-        print(f"{name:17s}: {rates} GB/s (median {statistics.median(r['gb_s'] for r in runs):.1f}); "
-              f"{runs[-1]['huge_page_mb']} of {runs[-1]['weight_mb']} MB of int8 weights on huge pages")
+        print(
+            f"{name:17s}: {rates} GB/s (median {statistics.median(r['gb_s'] for r in runs):.1f}); "
+            f"{runs[-1]['huge_page_mb']} of {runs[-1]['weight_mb']} MB of int8 weights on huge pages"
+        )
 
 
 if __name__ == "__main__":

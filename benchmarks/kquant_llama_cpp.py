@@ -11,6 +11,7 @@ radixlm (``auto``), radixlm on the dequantized file (``none``) and llama.cpp fro
 
     python benchmarks/kquant_llama_cpp.py [--ftype 15] [--threads 2] [--tokens 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ import radixlm._env  # noqa: F401,E402  (thread policy before torch)  # isort: s
 from cpu_speed import default_gguf  # noqa: E402
 from llama_cpp_peer import cache_dir, ensure_llama_cpp  # noqa: E402
 
-PROMPT = ("<|im_start|>user\nExplain in a few sentences why the sky is blue and why sunsets are red."
-          "<|im_end|>\n<|im_start|>assistant\n")
+PROMPT = (
+    "<|im_start|>user\nExplain in a few sentences why the sky is blue and why sunsets are red."
+    "<|im_end|>\n<|im_start|>assistant\n"
+)
 
 # run in the llama-cpp-python venv: quantize, or tokenize + greedy decode with timing
 QUANTIZE = """
@@ -85,8 +88,12 @@ def agreeing_prefix(a: list[int], b: list[int]) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ftype", type=int, default=15,
-                    help="llama.cpp file type (15: Q4_K_M, 18: Q6_K; 0: the Q4_1 file itself, to compare)")
+    ap.add_argument(
+        "--ftype",
+        type=int,
+        default=15,
+        help="llama.cpp file type (15: Q4_K_M, 18: Q6_K; 0: the Q4_1 file itself, to compare)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args()
@@ -103,16 +110,25 @@ def main() -> None:
     peer = json.loads(llama_cpp(GENERATE, str(target), str(args.threads), str(args.tokens), PROMPT))
     ours = radixlm_greedy(str(target), "auto", peer["prompt_ids"], args.tokens, args.threads)
     dequantized = radixlm_greedy(str(target), "none", peer["prompt_ids"], args.tokens, args.threads)
-    print(json.dumps({
-        "served": ours["quantization"],
-        "tokens": args.tokens,
-        "auto_agrees_with_none_for": agreeing_prefix(ours["output_ids"], dequantized["output_ids"]),
-        "auto_agrees_with_llama_cpp_for": agreeing_prefix(ours["output_ids"], peer["output_ids"]),
-        "none_agrees_with_llama_cpp_for": agreeing_prefix(dequantized["output_ids"], peer["output_ids"]),
-        "decode_tok_s": {"radixlm_auto": round(ours["decode_tok_s"], 1),
-                         "radixlm_none": round(dequantized["decode_tok_s"], 1),
-                         "llama_cpp": round(peer["decode_tok_s"], 1)},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "served": ours["quantization"],
+                "tokens": args.tokens,
+                "auto_agrees_with_none_for": agreeing_prefix(ours["output_ids"], dequantized["output_ids"]),
+                "auto_agrees_with_llama_cpp_for": agreeing_prefix(ours["output_ids"], peer["output_ids"]),
+                "none_agrees_with_llama_cpp_for": agreeing_prefix(
+                    dequantized["output_ids"], peer["output_ids"]
+                ),
+                "decode_tok_s": {
+                    "radixlm_auto": round(ours["decode_tok_s"], 1),
+                    "radixlm_none": round(dequantized["decode_tok_s"], 1),
+                    "llama_cpp": round(peer["decode_tok_s"], 1),
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ are identical to the fp32 cache's and where each first differs.
 
     python benchmarks/kv_cache_dtype.py [--dtypes float16,bfloat16] [--tokens 128]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,9 +13,14 @@ import argparse
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 from radixlm import Engine
 
-PROMPTS = ["Write a short story about a robot who learns to paint.", "Explain how a radix tree works.",
-           "List five facts about the Moon.", "What is the capital of France? Answer in one sentence.",
-           "Give me a recipe for pancakes.", "Translate 'good morning' into Spanish, French and German."]
+PROMPTS = [
+    "Write a short story about a robot who learns to paint.",
+    "Explain how a radix tree works.",
+    "List five facts about the Moon.",
+    "What is the capital of France? Answer in one sentence.",
+    "Give me a recipe for pancakes.",
+    "Translate 'good morning' into Spanish, French and German.",
+]
 
 
 def greedy_outputs(kv_cache_dtype: str, tokens: int) -> list[list[int]]:
@@ -41,8 +47,11 @@ def main() -> None:
         outs = greedy_outputs(dtype, args.tokens)
         first = [first_difference(a, b) for a, b in zip(reference, outs)]
         same = sum(f is None for f in first)
-        print(f"{dtype}: {same}/{len(PROMPTS)} outputs identical to the fp32 cache's; first differing token "
-              f"per prompt: {first}", flush=True)
+        print(
+            f"{dtype}: {same}/{len(PROMPTS)} outputs identical to the fp32 cache's; first differing token "
+            f"per prompt: {first}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

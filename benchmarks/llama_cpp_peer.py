@@ -6,6 +6,7 @@
   use from the llama.cpp sources vendored in the same llama-cpp-python version's sdist (``pip
   download --no-binary``), CPU only, into RADIXLM_CACHE/llama-server (~15 more minutes).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,12 +47,16 @@ def ensure_llama_cpp(version: str = VERSION) -> Path:
     if _importable(python):
         return python
     root = python.parent.parent
-    print(f"installing llama-cpp-python[server]=={version} into {root} (builds llama.cpp: ~15 min)",
-          file=sys.stderr, flush=True)
+    print(
+        f"installing llama-cpp-python[server]=={version} into {root} (builds llama.cpp: ~15 min)",
+        file=sys.stderr,
+        flush=True,
+    )
     if not python.exists():
         venv.create(root, with_pip=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                    f"llama-cpp-python[server]=={version}"], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", f"llama-cpp-python[server]=={version}"], check=True
+    )
     if not _importable(python):
         raise RuntimeError(f"llama-cpp-python did not install into {root}")
     return python
@@ -79,16 +84,30 @@ class PeerServer:
                 self.process.wait()
 
 
-def launch_llama_cpp_server(gguf: str, threads: int, n_ctx: int = 4096,
-                            timeout: float = 300.0) -> PeerServer:
+def launch_llama_cpp_server(gguf: str, threads: int, n_ctx: int = 4096, timeout: float = 300.0) -> PeerServer:
     """``python -m llama_cpp.server`` on ``gguf`` with ``threads`` threads; waits for ``/v1/models``."""
     python = ensure_llama_cpp()
     port = free_port()
-    cmd = [str(python), "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-           "--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-           "--n_ctx", str(n_ctx),
-           # by default a new request interrupts the one streaming: queue them instead
-           "--interrupt_requests", "False"]
+    cmd = [
+        str(python),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        gguf,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--n_ctx",
+        str(n_ctx),
+        # by default a new request interrupts the one streaming: queue them instead
+        "--interrupt_requests",
+        "False",
+    ]
     return _start(cmd, port, "/v1/models", timeout)
 
 
@@ -126,34 +145,85 @@ def ensure_native_server(version: str = VERSION) -> Path:
     root = binary.parent.parent.parent
     sdist_dir = root / "sdist"
     sdist_dir.mkdir(parents=True, exist_ok=True)
-    print(f"building llama-server from llama-cpp-python=={version}'s vendored llama.cpp into {root} "
-          "(~15 min)", file=sys.stderr, flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={version}", "-d", str(sdist_dir)], check=True)
+    print(
+        f"building llama-server from llama-cpp-python=={version}'s vendored llama.cpp into {root} (~15 min)",
+        file=sys.stderr,
+        flush=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={version}",
+            "-d",
+            str(sdist_dir),
+        ],
+        check=True,
+    )
     archive = sdist_dir / f"llama_cpp_python-{version}.tar.gz"
     with tarfile.open(archive) as tar:
         tar.extractall(sdist_dir, filter="data")
     source = sdist_dir / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
     build = binary.parent.parent
-    subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                    "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DGGML_NATIVE=ON",
-                    "-DBUILD_SHARED_LIBS=OFF"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(source),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_TOOLS=ON",
+            "-DGGML_NATIVE=ON",
+            "-DBUILD_SHARED_LIBS=OFF",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     if not binary.exists():
         raise RuntimeError(f"llama-server was not built at {binary}")
     return binary
 
 
-def launch_native_server(gguf: str, threads: int, parallel: int = 8, n_ctx: int = 4096,
-                         timeout: float = 300.0) -> PeerServer:
+def launch_native_server(
+    gguf: str, threads: int, parallel: int = 8, n_ctx: int = 4096, timeout: float = 300.0
+) -> PeerServer:
     """``llama-server`` on ``gguf`` with ``threads`` threads and ``parallel`` slots sharing ``n_ctx``
     tokens of context per slot; waits for ``/health``."""
     binary = ensure_native_server()
     port = free_port()
-    cmd = [str(binary), "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-           "--threads", str(threads), "--threads-batch", str(threads), "--parallel", str(parallel),
-           "--ctx-size", str(n_ctx * parallel), "--no-webui"]
+    cmd = [
+        str(binary),
+        "--model",
+        gguf,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+        "--threads-batch",
+        str(threads),
+        "--parallel",
+        str(parallel),
+        "--ctx-size",
+        str(n_ctx * parallel),
+        "--no-webui",
+    ]
     return _start(cmd, port, "/health", timeout)

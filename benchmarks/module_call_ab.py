@@ -4,6 +4,7 @@ process, on the default model (or ``--model``).
 
     python benchmarks/module_call_ab.py [--batch-sizes 1,8,64] [--context 32] [--quantization auto]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,9 +15,9 @@ import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 from decode_step import add_step_arguments, decode_batch, free_batch, median_ms, step_runner
 from torch import nn
 
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
+from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.layers.module import Module
-from radixlm.runtime.model_runner import ModelRunner
 
 
 def ab_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, clock, rounds: int = 6) -> tuple[float, float]:
@@ -43,8 +44,11 @@ def main() -> None:
         fb = decode_batch(runner, bs, args.context)
         for name, clock in (("wall", time.perf_counter), ("CPU time", time.process_time)):
             direct, hooked = ab_ms(runner, fb, args.iters, clock)
-            print(f"batch {bs:3d} ({name}): direct calls {direct:7.2f} ms, nn.Module.__call__ "
-                  f"{hooked:7.2f} ms ({hooked / direct:.3f}x)", flush=True)
+            print(
+                f"batch {bs:3d} ({name}): direct calls {direct:7.2f} ms, nn.Module.__call__ "
+                f"{hooked:7.2f} ms ({hooked / direct:.3f}x)",
+                flush=True,
+            )
         free_batch(runner, fb)
 
 

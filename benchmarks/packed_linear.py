@@ -8,12 +8,13 @@ pass, every weight comes from memory (the layers' 425 MB do not fit the caches);
     python benchmarks/packed_linear.py                      # rows 1 2 4 8 12 16 24 32 64 128 331
     python benchmarks/packed_linear.py --rows 8 16 --repeats 9
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import radixlm._env  # noqa: F401  (thread settings before torch)  # isort: skip
 import torch
@@ -41,8 +42,9 @@ def ways() -> dict[str, Product]:
     return found
 
 
-def timed(product: Product, inputs: dict[int, torch.Tensor],
-          weights: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+def timed(
+    product: Product, inputs: dict[int, torch.Tensor], weights: list[tuple[torch.Tensor, torch.Tensor]]
+) -> float:
     start = time.perf_counter()
     for w in weights:
         product(inputs[w[0].shape[1]], w)
@@ -59,10 +61,14 @@ def main() -> None:
     head_weight = torch.randn(HEAD) * 0.02
     head = [(head_weight, pack_weight(head_weight))]
     products = ways()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; ms per pass "
-          "(median); x = F.linear's time / packed's, kernel's time / packed's\n")
-    print("| rows | layers F.linear | layers kernel | layers packed | x F.linear | x kernel "
-          "| head F.linear | head kernel | head packed | x F.linear | x kernel |")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; ms per pass "
+        "(median); x = F.linear's time / packed's, kernel's time / packed's\n"
+    )
+    print(
+        "| rows | layers F.linear | layers kernel | layers packed | x F.linear | x kernel "
+        "| head F.linear | head kernel | head packed | x F.linear | x kernel |"
+    )
     print("|---:|" + "---:|" * 10)
     with torch.inference_mode():
         for rows in args.rows:
@@ -75,8 +81,13 @@ def main() -> None:
                         times[name].append(timed(product, inputs, weights))
                 med = {name: statistics.median(t) * 1e3 for name, t in times.items()}
                 kernel = med.get("kernel", float("nan"))
-                cells += [f"{med['F.linear']:.1f}", f"{kernel:.1f}", f"{med['packed']:.1f}",
-                          f"{med['F.linear'] / med['packed']:.2f}", f"{kernel / med['packed']:.2f}"]
+                cells += [
+                    f"{med['F.linear']:.1f}",
+                    f"{kernel:.1f}",
+                    f"{med['packed']:.1f}",
+                    f"{med['F.linear'] / med['packed']:.2f}",
+                    f"{kernel / med['packed']:.2f}",
+                ]
             print(f"| {rows} | " + " | ".join(cells) + " |", flush=True)
 
 

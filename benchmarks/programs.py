@@ -11,18 +11,24 @@ Every configuration uses ``--threads`` torch threads. The baseline (d) runs the 
 prompts (recorded with a placeholder answer " 1" for earlier gens) with ``max_new_tokens`` and no
 stop strings or regex, and skips select's scoring requests.
 """
+
 from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import radixlm as sgl
 from radixlm.program.context import as_text, is_batch
 
-SHOTS = [("What is the capital of France?", "Paris"), ("What is 3 + 4?", "7"),
-         ("What color is the sky?", "Blue"), ("What is the opposite of hot?", "Cold"),
-         ("How many legs does a spider have?", "Eight")]
+SHOTS = [
+    ("What is the capital of France?", "Paris"),
+    ("What is 3 + 4?", "7"),
+    ("What color is the sky?", "Blue"),
+    ("What is the opposite of hot?", "Cold"),
+    ("How many legs does a spider have?", "Eight"),
+]
 
 
 def make_programs(max_tokens: int) -> dict[str, tuple[Any, Callable[[int], dict[str, Any]]]]:
@@ -71,8 +77,9 @@ def output_tokens(states: list[Any]) -> int:
     return total
 
 
-def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, workloads: dict,
-               n: int) -> dict[str, float]:
+def run_config(
+    engine_kwargs: dict[str, Any], model: str, execution: str, workloads: dict, n: int
+) -> dict[str, float]:
     from radixlm.runtime.engine import Engine
 
     engine = Engine(model=model, **engine_kwargs)
@@ -80,8 +87,9 @@ def run_config(engine_kwargs: dict[str, Any], model: str, execution: str, worklo
     try:
         start, programs, tokens = time.perf_counter(), 0, 0
         for prog, args in workloads.values():
-            states = prog.run_batch([args(i) for i in range(n)], backend=backend, temperature=0,
-                                    execution=execution)
+            states = prog.run_batch(
+                [args(i) for i in range(n)], backend=backend, temperature=0, execution=execution
+            )
             programs += len(states)
             tokens += output_tokens(states)
         elapsed = time.perf_counter() - start
@@ -132,8 +140,10 @@ class _PromptRecorder(sgl.Backend):
         contexts = req["input_segments"] if batch else [req["input_segments"]]
         if req.get("sampling_params", {}).get("max_new_tokens") != 0:
             self.prompts.extend(as_text(c, self.name) for c in contexts)
-        outs = [{"text": " 1", "meta_info": {"prompt_tokens": 1, "input_token_logprobs": [[0.0, 1, " 1"]]}}
-                for _ in contexts]
+        outs = [
+            {"text": " 1", "meta_info": {"prompt_tokens": 1, "input_token_logprobs": [[0.0, 1, " 1"]]}}
+            for _ in contexts
+        ]
         return outs if batch else outs[0]
 
     def model_info(self) -> dict[str, Any]:
@@ -153,12 +163,14 @@ def main() -> None:
     results = {
         "a: compiled graphs": run_config(engine, args.model, "auto", workloads, args.instances),
         "b: interpreter": run_config(engine, args.model, "interpreter", workloads, args.instances),
-        "c: interpreter, no radix cache": run_config({**engine, "disable_radix_cache": True}, args.model,
-                                                     "interpreter", workloads, args.instances),
+        "c: interpreter, no radix cache": run_config(
+            {**engine, "disable_radix_cache": True}, args.model, "interpreter", workloads, args.instances
+        ),
     }
     if not args.skip_hf:
-        results["d: HF generate, sequential"] = run_hf_baseline(args.model, workloads, args.instances,
-                                                                args.max_tokens, args.threads)
+        results["d: HF generate, sequential"] = run_hf_baseline(
+            args.model, workloads, args.instances, args.max_tokens, args.threads
+        )
     print("| configuration | programs/s | output tokens/s | cache hit rate |\n|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['programs_per_s']:.2f} | {r['tokens_per_s']:.1f} | {r['cache_hit_rate']:.2f} |")

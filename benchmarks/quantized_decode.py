@@ -7,6 +7,7 @@ batch 1, 8 and 32). Also the single-layer ratios of each kernel against fp32 ``F
 
     python benchmarks/quantized_decode.py [--layers 16] [--steps 8] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from radixlm._env import weight_process_env  # noqa: E402
 
-LLAMA_1B = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2048,
-                intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                head_dim=64, vocab_size=128256, max_position_embeddings=4096, rms_norm_eps=1e-5,
-                rope_theta=500000.0, hidden_act="silu", tie_word_embeddings=True, torch_dtype="float32")
+LLAMA_1B = dict(
+    architectures=["LlamaForCausalLM"],
+    model_type="llama",
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=64,
+    vocab_size=128256,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-5,
+    rope_theta=500000.0,
+    hidden_act="silu",
+    tie_word_embeddings=True,
+    torch_dtype="float32",
+)
 VARIANTS = ["none", "int8", "q4_0", "q4_1"]
 BATCHES = [1, 8, 32]
 
@@ -55,10 +69,21 @@ def _random_loaded(config: dict, context: int):
             else:
                 p.normal_(0.0, 0.02, generator=gen)
     net.eval().requires_grad_(False)
-    return LoadedModel(model=net, tokenizer=None, hf_config=config, model_path="random-llama-1b",
-                       tokenizer_path=None, chat_template=None, eos_token_ids=[], vocab_size=cfg.vocab_size,
-                       context_length=context, num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads,
-                       head_dim=cfg.head_dim, architecture=cfg.architecture)
+    return LoadedModel(
+        model=net,
+        tokenizer=None,
+        hf_config=config,
+        model_path="random-llama-1b",
+        tokenizer_path=None,
+        chat_template=None,
+        eos_token_ids=[],
+        vocab_size=cfg.vocab_size,
+        context_length=context,
+        num_layers=cfg.num_layers,
+        num_kv_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        architecture=cfg.architecture,
+    )
 
 
 def _weight_bytes(model: torch.nn.Module) -> int:
@@ -69,20 +94,31 @@ def _weight_bytes(model: torch.nn.Module) -> int:
 
 
 def run_variant(method: str, layers: int, steps: int, threads: int) -> dict:
-    from radixlm.runtime import model_runner
+    from radixlm.runtime.executor import model_runner
     from radixlm.runtime.server_args import ServerArgs
     from tests.helpers.model_helpers import PagedSession
 
     config = {**LLAMA_1B, "num_hidden_layers": layers}
     model_runner.load_model = lambda *a, **k: _random_loaded(config, 256)
-    args = ServerArgs(model="random-llama-1b", quantization=method, device="cpu", dtype="float32",
-                      attention_backend="torch", num_threads=threads, max_total_tokens=max(BATCHES) * 80,
-                      max_running_requests=max(BATCHES), context_length=256)
+    args = ServerArgs(
+        model="random-llama-1b",
+        quantization=method,
+        device="cpu",
+        dtype="float32",
+        attention_backend="torch",
+        num_threads=threads,
+        max_total_tokens=max(BATCHES) * 80,
+        max_running_requests=max(BATCHES),
+        context_length=256,
+    )
     runner = model_runner.ModelRunner(args)
     gc.collect()
     rss_loaded, _ = _rss_mb()
-    result = {"method": runner.quantization, "weight_mb": round(_weight_bytes(runner.model) / 2**20),
-              "rss_after_load_mb": round(rss_loaded)}
+    result = {
+        "method": runner.quantization,
+        "weight_mb": round(_weight_bytes(runner.model) / 2**20),
+        "rss_after_load_mb": round(rss_loaded),
+    }
     for bs in BATCHES:
         session = PagedSession(runner)
         rows = [session.open() for _ in range(bs)]
@@ -140,8 +176,18 @@ def main() -> None:
         return
     results = []
     for method in VARIANTS:
-        cmd = [sys.executable, __file__, "--variant", method, "--layers", str(args.layers),
-               "--steps", str(args.steps), "--threads", str(args.threads)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--variant",
+            method,
+            "--layers",
+            str(args.layers),
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+        ]
         env = weight_process_env(method, os.environ)  # the variant's malloc as the server would start it
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
@@ -151,8 +197,11 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     base = next((r for r in results if r["method"] == "none"), None)
     if base:
-        print("\n| method | " + " | ".join(f"bs{b} tok/s (x fp32)" for b in BATCHES)
-              + " | weights MB | RSS after load MB | peak RSS MB |")
+        print(
+            "\n| method | "
+            + " | ".join(f"bs{b} tok/s (x fp32)" for b in BATCHES)
+            + " | weights MB | RSS after load MB | peak RSS MB |"
+        )
         print("|---|" + "---:|" * (len(BATCHES) + 3))
         for r in results:
             keys = [f"decode_tok_s_bs{b}" for b in BATCHES]

@@ -6,6 +6,7 @@ back from the cache, so their rounding shows in every position's logits).
     python benchmarks/quantized_quality.py [--tokens 400] [--methods auto,int8,q4_0]
     python benchmarks/quantized_quality.py --methods '' --kv-cache-dtypes float16,bfloat16
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,17 @@ def main() -> None:
     variants = [("none", "auto")] + [(m, "auto") for m in args.methods.split(",") if m]
     variants += [("none", d) for d in args.kv_cache_dtypes.split(",") if d]
     for method, kv_dtype in variants:
-        runner = base if (method, kv_dtype) == ("none", "auto") else make_runner(
-            "smollm2-135m", context_length=2048, num_threads=2, quantization=method, kv_cache_dtype=kv_dtype)
+        runner = (
+            base
+            if (method, kv_dtype) == ("none", "auto")
+            else make_runner(
+                "smollm2-135m",
+                context_length=2048,
+                num_threads=2,
+                quantization=method,
+                kv_cache_dtype=kv_dtype,
+            )
+        )
         out = ref if runner is base else logits(runner, ids)
         ppl = torch.exp(-torch.log_softmax(out[:-1].float(), -1).gather(1, targets).mean()).item()
         agree = (out.argmax(-1) == ref.argmax(-1)).float().mean().item()

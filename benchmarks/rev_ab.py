@@ -8,6 +8,7 @@ kernels of the two trees are built and cached apart when their sources differ.
 
     python benchmarks/rev_ab.py --rev HEAD [--batch-sizes 1,8,64] [--rounds 4] [-- decode_step args]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,14 @@ def export_revision(rev: str, into: Path) -> Path:
 def step_times(tree: Path, step_args: list[str]) -> dict[int, float]:
     """``decode_step.py``'s median step time (wall, ms) per batch size, run from ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, str(tree / "benchmarks" / "decode_step.py"), *step_args],
-                         capture_output=True, text=True, env=env, cwd=tree, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(tree / "benchmarks" / "decode_step.py"), *step_args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+        check=True,
+    ).stdout
     times = {int(m.group(1)): float(m.group(2)) for m in map(STEP_LINE.match, out.splitlines()) if m}
     if not times:
         raise RuntimeError(f"no step times in decode_step.py's output from {tree}:\n{out}")
@@ -59,8 +66,11 @@ def main() -> None:
     for bs in sorted(runs[args.rev][0]):
         before = statistics.median(r[bs] for r in runs[args.rev])
         after = statistics.median(r[bs] for r in runs["working tree"])
-        print(f"batch {bs:3d}: {args.rev} {before:7.2f} ms, working tree {after:7.2f} ms "
-              f"({before / after:.3f}x)", flush=True)
+        print(
+            f"batch {bs:3d}: {args.rev} {before:7.2f} ms, working tree {after:7.2f} ms "
+            f"({before / after:.3f}x)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

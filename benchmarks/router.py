@@ -9,6 +9,7 @@
     python benchmarks/router.py --sim
     python benchmarks/router.py --live --model smollm2-135m
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ POLICIES = ("cache_aware", "round_robin", "shortest_queue")
 
 
 def run_sim(replica_counts: list[int], users: int) -> None:
-    print("| replicas | policy | hit rate | single replica | max/mean requests | max/mean busy "
-          "| mean latency |")
+    print(
+        "| replicas | policy | hit rate | single replica | max/mean requests | max/mean busy | mean latency |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|")
     for n in replica_counts:
         # Arrivals keep n replicas ~75% busy under cache_aware (overloaded under the others); each
@@ -35,13 +37,19 @@ def run_sim(replica_counts: list[int], users: int) -> None:
         reqs = multi_tenant_workload(users_per_tenant=users * n // 8, rate=n / 350.0)
         cache = 3 * 1024 + 64 * 200
         single = simulate(reqs, 1, "cache_aware", cache_tokens=cache * n)
-        variants = [("cache_aware", {}), ("cache_aware", {"balance_abs_threshold": 2}),
-                    ("round_robin", {}), ("shortest_queue", {})]
+        variants = [
+            ("cache_aware", {}),
+            ("cache_aware", {"balance_abs_threshold": 2}),
+            ("round_robin", {}),
+            ("shortest_queue", {}),
+        ]
         for policy, kwargs in variants:
             r = simulate(reqs, n, policy, cache_tokens=cache, **kwargs)
             name = policy + (f" abs={kwargs['balance_abs_threshold']}" if kwargs else "")
-            print(f"| {n} | {name} | {r['hit_rate']:.1%} | {single['hit_rate']:.1%} | "
-                  f"{r['max_over_mean']:.2f} | {r['busy_max_over_mean']:.2f} | {r['mean_latency']:.0f} |")
+            print(
+                f"| {n} | {name} | {r['hit_rate']:.1%} | {single['hit_rate']:.1%} | "
+                f"{r['max_over_mean']:.2f} | {r['busy_max_over_mean']:.2f} | {r['mean_latency']:.0f} |"
+            )
 
 
 def run_live(model: str, tenants: int, users: int, concurrency: int) -> None:
@@ -52,19 +60,26 @@ def run_live(model: str, tenants: int, users: int, concurrency: int) -> None:
     rng = random.Random(0)
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     systems = [f"System {t}: " + " ".join(rng.choice(words) for _ in range(220)) for t in range(tenants)]
-    prompts = [systems[t] + f"\nUser {u}: question {rng.randrange(10**6)}?"
-               for u in range(users) for t in range(tenants)]
-    print(f"{len(prompts)} requests, {tenants} tenants x {users} users, interleaved; "
-          f"concurrency {concurrency}; dp_size 2, one thread per replica")
+    prompts = [
+        systems[t] + f"\nUser {u}: question {rng.randrange(10**6)}?"
+        for u in range(users)
+        for t in range(tenants)
+    ]
+    print(
+        f"{len(prompts)} requests, {tenants} tenants x {users} users, interleaved; "
+        f"concurrency {concurrency}; dp_size 2, one thread per replica"
+    )
     print("| policy | wall s | hit rate | requests per replica |")
     print("|---|---:|---:|---|")
     for policy in POLICIES:
         server = launch_server(model, dp_size=2, num_threads=1, load_balance_method=policy, kv_cache_gb=0.5)
         try:
+
             def one(text: str, url: str = server.url) -> None:
                 params = {"max_new_tokens": 8, "temperature": 0}
-                requests.post(f"{url}/generate", timeout=600,
-                              json={"text": text, "sampling_params": params}).raise_for_status()
+                requests.post(
+                    f"{url}/generate", timeout=600, json={"text": text, "sampling_params": params}
+                ).raise_for_status()
 
             t0 = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:

@@ -3,6 +3,7 @@ with an LRU prefix cache, costs per token (prefill of uncached tokens, cached to
 
 Used by ``benchmarks/router.py``; pure Python, seconds to run.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -23,9 +24,16 @@ class Request:
     decode_tokens: int
 
 
-def multi_tenant_workload(tenants: int = 8, users_per_tenant: int = 32, turns: int = 3,
-                          system_len: int = 1024, turn_len: int = 48, decode_tokens: int = 32,
-                          rate: float = 1.0, seed: int = 0) -> list[Request]:
+def multi_tenant_workload(
+    tenants: int = 8,
+    users_per_tenant: int = 32,
+    turns: int = 3,
+    system_len: int = 1024,
+    turn_len: int = 48,
+    decode_tokens: int = 32,
+    rate: float = 1.0,
+    seed: int = 0,
+) -> list[Request]:
     """``tenants`` long system prompts; each user's turns extend their own history; arrivals
     interleaved at random (Poisson, ``rate`` requests per unit of time)."""
     rng = random.Random(seed)
@@ -51,8 +59,9 @@ def multi_tenant_workload(tenants: int = 8, users_per_tenant: int = 32, turns: i
     return requests
 
 
-def simulate(requests: list[Request], replicas: int, policy_name: str, cache_tokens: int,
-             **policy_kwargs) -> dict:
+def simulate(
+    requests: list[Request], replicas: int, policy_name: str, cache_tokens: int, **policy_kwargs
+) -> dict:
     """Route and serve ``requests``; returns the hit rate, load balance (max/mean requests per replica
     and max/mean busy time per replica) and the mean latency."""
     policy = RoutingPolicy(replicas, policy_name, **policy_kwargs)
@@ -70,13 +79,18 @@ def simulate(requests: list[Request], replicas: int, policy_name: str, cache_tok
         cached = caches[r].match(req.prompt)
         caches[r].insert(req.prompt)
         hits, total = hits + cached, total + len(req.prompt)
-        cost = ((len(req.prompt) - cached) * PREFILL_COST + cached * CACHED_COST
-                + req.decode_tokens * DECODE_COST)
+        cost = (
+            (len(req.prompt) - cached) * PREFILL_COST + cached * CACHED_COST + req.decode_tokens * DECODE_COST
+        )
         start = max(req.arrival, free_at[r])
         free_at[r] = start + cost
         busy[r] += cost
         latency += free_at[r] - req.arrival
         heapq.heappush(finishing, (free_at[r], r))
     counts = [s.routed for s in policy.replicas]
-    return {"hit_rate": hits / total, "max_over_mean": max(counts) / (sum(counts) / replicas),
-            "busy_max_over_mean": max(busy) / (sum(busy) / replicas), "mean_latency": latency / len(requests)}
+    return {
+        "hit_rate": hits / total,
+        "max_over_mean": max(counts) / (sum(counts) / replicas),
+        "busy_max_over_mean": max(busy) / (sum(busy) / replicas),
+        "mean_latency": latency / len(requests),
+    }

@@ -6,6 +6,7 @@ and time per output token (TPOT) at p50/p99. The same client measures any server
     python benchmarks/serving.py                                  # launches radixlm (smollm2-135m)
     python benchmarks/serving.py --base-url http://127.0.0.1:8080 --model whatever   # a peer server
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,6 @@ import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import httpx
 
@@ -29,7 +29,7 @@ class RequestResult:
     output_tokens: int
 
     @property
-    def tpot(self) -> Optional[float]:
+    def tpot(self) -> float | None:
         return (self.latency - self.ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else None
 
 
@@ -56,14 +56,21 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
         return await _streamed_request(client, model, prompt, max_tokens)
 
 
-async def _streamed_request(client: httpx.AsyncClient, model: str, prompt: str,
-                            max_tokens: int) -> RequestResult:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+async def _streamed_request(
+    client: httpx.AsyncClient, model: str, prompt: str, max_tokens: int
+) -> RequestResult:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     start = time.perf_counter()
-    ttft: Optional[float] = None
+    ttft: float | None = None
     chunks = 0
-    usage_tokens: Optional[int] = None
+    usage_tokens: int | None = None
     async with client.stream("POST", "/v1/chat/completions", json=body) as r:
         if r.status_code != 200:
             raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread())[:500]!r}")
@@ -82,8 +89,9 @@ async def _streamed_request(client: httpx.AsyncClient, model: str, prompt: str,
     return RequestResult(ttft if ttft is not None else latency, latency, usage_tokens or chunks)
 
 
-async def run_level(base_url: str, model: str, api_key: Optional[str], concurrency: int,
-                    num_requests: int, seed: int) -> dict:
+async def run_level(
+    base_url: str, model: str, api_key: str | None, concurrency: int, num_requests: int, seed: int
+) -> dict:
     prompts = make_prompts(num_requests, seed)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     queue: asyncio.Queue = asyncio.Queue()
@@ -125,33 +133,45 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def markdown(rows: list[dict], label: str) -> str:
-    lines = [f"### {label}", "",
-             "| clients | requests | req/s | output tok/s | "
-             "TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### {label}",
+        "",
+        "| clients | requests | req/s | output tok/s | "
+        "TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['requests']} | {r['req_per_s']:.2f} | "
-                     f"{r['output_tok_per_s']:.1f} | {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | "
-                     f"{r['tpot_p50_ms']:.1f} | {r['tpot_p99_ms']:.1f} |")
+        lines.append(
+            f"| {r['concurrency']} | {r['requests']} | {r['req_per_s']:.2f} | "
+            f"{r['output_tok_per_s']:.1f} | {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | "
+            f"{r['tpot_p50_ms']:.1f} | {r['tpot_p99_ms']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base-url", help="an OpenAI-compatible server; omitted: launch radixlm")
-    parser.add_argument("--model", default="smollm2-135m",
-                        help="model to launch, and the name sent in requests")
+    parser.add_argument(
+        "--model", default="smollm2-135m", help="model to launch, and the name sent in requests"
+    )
     parser.add_argument("--api-key")
     parser.add_argument("--concurrency", default="1,8,32,64", help="comma-separated client counts")
-    parser.add_argument("--requests-per-client", type=int, default=2,
-                        help="requests per level = clients x this (min 8)")
+    parser.add_argument(
+        "--requests-per-client", type=int, default=2, help="requests per level = clients x this (min 8)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default=None, help="table title (default: the server URL)")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
     parser.add_argument("--markdown", help="append the table to this file (e.g. benchmarks/README.md)")
-    parser.add_argument("--server-arg", action="append", default=[],
-                        help="NAME=VALUE ServerArgs for the launched radixlm server (repeatable)")
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="NAME=VALUE ServerArgs for the launched radixlm server (repeatable)",
+    )
     args = parser.parse_args()
 
     handle = None
@@ -168,15 +188,19 @@ def main() -> None:
     try:
         rows = []
         for c in (int(x) for x in args.concurrency.split(",")):
-            row = asyncio.run(run_level(base_url, args.model, args.api_key, c,
-                                        max(8, c * args.requests_per_client), args.seed))
+            row = asyncio.run(
+                run_level(
+                    base_url, args.model, args.api_key, c, max(8, c * args.requests_per_client), args.seed
+                )
+            )
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
         if handle is not None:
             handle.shutdown()
-    table = markdown(rows, args.label
-                     or f"{args.model} at {base_url if args.base_url else 'radixlm (launched)'}")
+    table = markdown(
+        rows, args.label or f"{args.model} at {base_url if args.base_url else 'radixlm (launched)'}"
+    )
     print(table)
     if args.json:
         with open(args.json, "w") as f:

@@ -10,12 +10,13 @@ cascade with the private keys in padded torch batches against the private keys r
 
     python benchmarks/shared_prefix_attention.py
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
@@ -41,17 +42,18 @@ def _calls(kernels, bs: int, shared: int, private: int) -> tuple[Callable[[], ob
     slots = torch.randperm(POOL_SLOTS, generator=gen)
     table = torch.zeros(bs, shared + private + 1, dtype=torch.int64)
     table[:, :shared] = slots[:shared]
-    table[:, shared:shared + private] = slots[shared:shared + bs * private].view(bs, private)
+    table[:, shared : shared + private] = slots[shared : shared + bs * private].view(bs, private)
     rows, lens = torch.arange(bs), torch.full((bs,), shared + private)
     lens_cpu = lens.tolist()
-    scale = HEAD_DIM ** -0.5
+    scale = HEAD_DIM**-0.5
 
     def in_place() -> object:
         return kernels.paged_decode_attention(q, k, v, table, rows, lens, lens_cpu, scale)
 
     def cascade() -> object:
-        return decode_attention_shared_prefix_torch(q, k, v, table, rows, lens, scale, shared,
-                                                    shared + private, kernels, lens_cpu)
+        return decode_attention_shared_prefix_torch(
+            q, k, v, table, rows, lens, scale, shared, shared + private, kernels, lens_cpu
+        )
 
     return in_place, cascade
 
@@ -67,11 +69,11 @@ def _extend_calls(kernels, bs: int, shared: int) -> tuple[Callable[[], object], 
     table[:, :shared] = slots[:shared]
     used = shared
     for row, n in enumerate(new_tokens):
-        table[row, shared:shared + n] = slots[used:used + n]
+        table[row, shared : shared + n] = slots[used : used + n]
         used += n
     rows, prefix_lens = torch.arange(bs), [shared] * bs
     token_queries = TokenQueries.of(rows, prefix_lens, new_tokens)
-    scale = HEAD_DIM ** -0.5
+    scale = HEAD_DIM**-0.5
 
     args = (q, k, v, table, rows, prefix_lens, new_tokens, scale, shared)
 
@@ -84,8 +86,9 @@ def _extend_calls(kernels, bs: int, shared: int) -> tuple[Callable[[], object], 
     return padded, in_place, sum(new_tokens)
 
 
-def _alternated(first: Callable[[], object], second: Callable[[], object], rounds: int,
-                calls: int) -> tuple[float, float]:
+def _alternated(
+    first: Callable[[], object], second: Callable[[], object], rounds: int, calls: int
+) -> tuple[float, float]:
     """Median microseconds a call of each, the two run in turn."""
     first(), second()
     times: list[list[float]] = [[], []]
@@ -106,17 +109,23 @@ def main() -> None:
     kernels = load_decode_kernels()
     if kernels is None:
         raise SystemExit("the CPU decode kernels cannot be built here")
-    print("| batch | shared keys | private keys | shared reads | in-place us | cascade us | in-place/cascade "
-          "| backend takes |")
+    print(
+        "| batch | shared keys | private keys | shared reads | in-place us | cascade us | in-place/cascade "
+        "| backend takes |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for bs, shared, private in SHAPES:
         a, b = _alternated(*_calls(kernels, bs, shared, private), args.rounds, args.calls)
         takes = "cascade" if shared * bs >= MIN_SHARED_READS_IN_PLACE else "in-place"
-        print(f"| {bs} | {shared} | {private} | {shared * bs} | {a:.0f} | {b:.0f} | {a / b:.2f} | {takes} |",
-              flush=True)
+        print(
+            f"| {bs} | {shared} | {private} | {shared * bs} | {a:.0f} | {b:.0f} | {a / b:.2f} | {takes} |",
+            flush=True,
+        )
     print()
-    print("| extend: requests | new tokens | shared keys | private keys padded, us | read in place, us "
-          "| ratio |")
+    print(
+        "| extend: requests | new tokens | shared keys | private keys padded, us | read in place, us "
+        "| ratio |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for bs, shared in EXTEND_SHAPES:
         padded, in_place, tokens = _extend_calls(kernels, bs, shared)

@@ -5,6 +5,7 @@ bandwidth of a batch-1 product over 538 MB of weights (the fp32 model's size) be
 
     python benchmarks/small_batch_linear.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,11 @@ def main() -> None:
             print(compare(n, k, rows, kernels), flush=True)
     w = torch.randn(MODEL_BYTES // 4 // 576, 576)
     x = torch.randn(1, 576)
-    for name, fn in (("sum", w.sum), ("F.linear, 1 row", lambda: F.linear(x, w)),
-                     ("small_batch_linear, 1 row", lambda: kernels.small_batch_linear(x, w))):
+    for name, fn in (
+        ("sum", w.sum),
+        ("F.linear, 1 row", lambda: F.linear(x, w)),
+        ("small_batch_linear, 1 row", lambda: kernels.small_batch_linear(x, w)),
+    ):
         print(f"{name} over {w.numel() * 4 / 1e6:.0f} MB: {w.numel() * 4 / median_ms(fn, 7) / 1e6:.1f} GB/s")
 
 

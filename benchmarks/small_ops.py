@@ -9,11 +9,12 @@ row's columns, and the two policies by running the script under each:
     python benchmarks/small_ops.py                           # PASSIVE (the default)
     OMP_WAIT_POLICY=ACTIVE python benchmarks/small_ops.py    # threads spin between regions
 """
+
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
@@ -40,11 +41,17 @@ def row_of_table(rows: int, buf: torch.Tensor, kernels: DecodeKernels | None, it
     def torch_silu() -> torch.Tensor:
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate).mul_(up)
-    fused = (f"{median_us(lambda: kernels.silu_and_mul(gate_up), iters):.1f}" if kernels is not None
-             else "not built")
-    return (f"| {rows} | {median_us(assign, iters):.1f} | "
-            f"{median_us(lambda: buf.index_copy_(0, loc, k), iters):.1f} | "
-            f"{median_us(torch_silu, iters):.1f} | {fused} |")
+
+    fused = (
+        f"{median_us(lambda: kernels.silu_and_mul(gate_up), iters):.1f}"
+        if kernels is not None
+        else "not built"
+    )
+    return (
+        f"| {rows} | {median_us(assign, iters):.1f} | "
+        f"{median_us(lambda: buf.index_copy_(0, loc, k), iters):.1f} | "
+        f"{median_us(torch_silu, iters):.1f} | {fused} |"
+    )
 
 
 def main() -> None:

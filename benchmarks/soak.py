@@ -9,6 +9,7 @@ with ``[DONE]`` and no error event), a stream the client drops midway, a stream 
 zero), p50/p99 latency of the valid ones, the RSS of every server process sampled over time, and
 whether every KV slot is back in the pool at the end. ``--repeats`` runs it again on a fresh server.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,9 +25,13 @@ import httpx
 
 from radixlm.runtime.server.launch import launch_server
 
-INVALID = [{"text": "x", "sampling_params": {"temperature": float("nan")}},
-           {"text": "x", "sampling_params": {"n": 10**6}}, {"input_ids": [-1]},
-           {"text": "x", "sampling_params": {"regex": "a{99999}"}}, {"nope": 1}]
+INVALID = [
+    {"text": "x", "sampling_params": {"temperature": float("nan")}},
+    {"text": "x", "sampling_params": {"n": 10**6}},
+    {"input_ids": [-1]},
+    {"text": "x", "sampling_params": {"regex": "a{99999}"}},
+    {"nope": 1},
+]
 
 
 def rss_mb(pid: int) -> float:
@@ -123,8 +128,9 @@ async def run(url: str, pid: int, clients: int, seconds: float, max_tokens: int)
     deadline = time.monotonic() + seconds
     soak = Soak(url, deadline, max_tokens)
     rss: dict[int, list[float]] = {}
-    await asyncio.gather(sample_rss(pid, deadline, rss, max(seconds / 30, 1)),
-                         *(soak.client(i) for i in range(clients)))
+    await asyncio.gather(
+        sample_rss(pid, deadline, rss, max(seconds / 30, 1)), *(soak.client(i) for i in range(clients))
+    )
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
         for _ in range(100):
             stats = (await http.get("/get_server_info")).json()["stats"]
@@ -134,11 +140,16 @@ async def run(url: str, pid: int, clients: int, seconds: float, max_tokens: int)
     lat = sorted(soak.latencies)
     third = [len(v) // 3 for v in rss.values()]
     return {
-        "requests": soak.counts, "failed_valid": len(soak.failures), "failures": soak.failures[:5],
+        "requests": soak.counts,
+        "failed_valid": len(soak.failures),
+        "failures": soak.failures[:5],
         "latency_p50_s": round(statistics.median(lat), 3) if lat else None,
         "latency_p99_s": round(lat[int(0.99 * (len(lat) - 1))], 3) if lat else None,
-        "rss_mb": {str(p): {"after_warmup": round(v[t], 1), "end": round(v[-1], 1), "max": round(max(v), 1)}
-                   for (p, v), t in zip(rss.items(), third) if v},
+        "rss_mb": {
+            str(p): {"after_warmup": round(v[t], 1), "end": round(v[-1], 1), "max": round(max(v), 1)}
+            for (p, v), t in zip(rss.items(), third)
+            if v
+        },
         "kv_whole": stats["kv_used"] == 0 and stats["kv_free"] + stats["kv_cached"] == stats["kv_total"],
         "kv": {k: stats[k] for k in ("kv_free", "kv_cached", "kv_used", "kv_total")},
     }
@@ -154,10 +165,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="runs, each on a fresh server")
     args = ap.parse_args()
     for repeat in range(args.repeats):
-        with launch_server(model=args.model, max_total_tokens=args.max_total_tokens,
-                           max_queued_requests=4 * args.clients) as server:
-            result = asyncio.run(run(server.url, server.pid, args.clients, args.minutes * 60,
-                                     args.max_tokens))
+        with launch_server(
+            model=args.model, max_total_tokens=args.max_total_tokens, max_queued_requests=4 * args.clients
+        ) as server:
+            result = asyncio.run(
+                run(server.url, server.pid, args.clients, args.minutes * 60, args.max_tokens)
+            )
         print(json.dumps({"command": vars(args), "repeat": repeat + 1, **result}, indent=1), flush=True)
 
 

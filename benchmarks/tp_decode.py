@@ -9,6 +9,7 @@ random Llama of the same shape with 8 heads of 64 (hidden 512, 4 KV heads, 30 la
     python benchmarks/tp_decode.py --batch 1,8 --steps 32
     python benchmarks/tp_decode.py --quantization q4_1 --steps 16
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,16 @@ def random_smollm2_shape(path: str) -> str:
     from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config
 
     if not os.path.isfile(os.path.join(path, "config.json")):
-        config = tiny_llama_config(vocab_size=49152, hidden_size=512, intermediate_size=1536,
-                                   num_hidden_layers=30, num_attention_heads=8, num_key_value_heads=4,
-                                   max_position_embeddings=2048, tie_word_embeddings=True)
+        config = tiny_llama_config(
+            vocab_size=49152,
+            hidden_size=512,
+            intermediate_size=1536,
+            num_hidden_layers=30,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+        )
         save_tiny_model(config, path)
     return path
 
@@ -62,8 +70,14 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for method in args.quantization.split(","):
         for tp in (int(x) for x in args.tp.split(",")):
-            engine = Engine(model=args.model, tp_size=tp, num_threads=1, device="cpu", kv_cache_gb=0.25,
-                            quantization=method)
+            engine = Engine(
+                model=args.model,
+                tp_size=tp,
+                num_threads=1,
+                device="cpu",
+                kv_cache_gb=0.25,
+                quantization=method,
+            )
             served = engine.get_server_info()["quantization"]
             try:
                 for batch in (int(b) for b in args.batch.split(",")):

@@ -3,6 +3,7 @@
 
     python examples/agent_language_tools.py
 """
+
 import json
 
 import radixlm as sgl
@@ -20,17 +21,25 @@ def add(a: int, b: int) -> int:
 
 FUNCTIONS = {"get_weather": get_weather, "add": add}
 SCHEMAS = {
-    "get_weather": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
-                    "required": ["city"]},
-    "add": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"]},
+    "get_weather": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}},
+        "required": ["city"],
+    },
+    "add": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
 }
 
 
 @sgl.function
 def agent(s, question, max_turns=3):
-    s += sgl.system("You answer questions. Tools: get_weather(city) gives the weather in a city; "
-                    "add(a, b) adds two integers. Pick a tool, give its JSON arguments, or finish.")
+    s += sgl.system(
+        "You answer questions. Tools: get_weather(city) gives the weather in a city; "
+        "add(a, b) adds two integers. Pick a tool, give its JSON arguments, or finish."
+    )
     s += sgl.user(question)
     for turn in range(max_turns):
         with s.assistant():
@@ -38,8 +47,9 @@ def agent(s, question, max_turns=3):
             if s[f"tool_{turn}"] == "finish":
                 break
             tool = s[f"tool_{turn}"]
-            s += "\nArguments: " + sgl.gen(f"args_{turn}", json_schema=SCHEMAS[tool], max_tokens=48,
-                                           temperature=0)
+            s += "\nArguments: " + sgl.gen(
+                f"args_{turn}", json_schema=SCHEMAS[tool], max_tokens=48, temperature=0
+            )
         result = FUNCTIONS[tool](**json.loads(s[f"args_{turn}"]))
         s += sgl.user(f"Result of {tool}: {json.dumps(result)}")
     with s.assistant():

@@ -6,6 +6,7 @@ parameter schema, so it always parses); later turns may call more tools or answe
     python examples/agent_openai_tools.py                       # starts a server on the default model
     python examples/agent_openai_tools.py http://127.0.0.1:30000  # or uses a running one
 """
+
 import json
 import sys
 
@@ -26,24 +27,48 @@ def add(a: int, b: int) -> int:
 
 FUNCTIONS = {"get_weather": get_weather, "add": add}
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_weather", "description": "The current weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
-                       "required": ["city"]}}},
-    {"type": "function", "function": {
-        "name": "add", "description": "Add two integers.",
-        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                       "required": ["a", "b"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The current weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 30}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    },
 ]
 
 
 def run_agent(client: openai.OpenAI, question: str, max_turns: int = 3) -> str:
-    messages = [{"role": "system", "content": "Answer the user's question; use the tools when they help."},
-                {"role": "user", "content": question}]
+    messages = [
+        {"role": "system", "content": "Answer the user's question; use the tools when they help."},
+        {"role": "user", "content": question},
+    ]
     for turn in range(max_turns):
         response = client.chat.completions.create(
-            model="default", messages=messages, tools=TOOLS, tool_choice="required" if turn == 0 else "auto",
-            parallel_tool_calls=False, temperature=0, max_tokens=128)
+            model="default",
+            messages=messages,
+            tools=TOOLS,
+            tool_choice="required" if turn == 0 else "auto",
+            parallel_tool_calls=False,
+            temperature=0,
+            max_tokens=128,
+        )
         message = response.choices[0].message
         if not message.tool_calls:
             return message.content
@@ -53,8 +78,9 @@ def run_agent(client: openai.OpenAI, question: str, max_turns: int = 3) -> str:
             result = FUNCTIONS[call.function.name](**arguments)
             print(f"  tool {call.function.name}({arguments}) -> {result}")
             messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-    final = client.chat.completions.create(model="default", messages=messages, tools=TOOLS,
-                                           tool_choice="none", temperature=0, max_tokens=96)
+    final = client.chat.completions.create(
+        model="default", messages=messages, tools=TOOLS, tool_choice="none", temperature=0, max_tokens=96
+    )
     return final.choices[0].message.content
 
 

@@ -1,7 +1,8 @@
 """Run one program over many inputs with run_batch and a progress bar.
 
-    python examples/batch.py
+python examples/batch.py
 """
+
 import radixlm as sgl
 
 
@@ -13,8 +14,14 @@ def classify(s, review):
     s += "Review: " + review + "\nSentiment:" + sgl.select("sentiment", choices=[" positive", " negative"])
 
 
-REVIEWS = ["Great food and friendly staff.", "The battery died after a day.", "Would buy again!",
-           "Terrible customer service.", "Exceeded my expectations.", "It broke in a week."] * 4
+REVIEWS = [
+    "Great food and friendly staff.",
+    "The battery died after a day.",
+    "Would buy again!",
+    "Terrible customer service.",
+    "Exceeded my expectations.",
+    "It broke in a week.",
+] * 4
 
 if __name__ == "__main__":
     with sgl.Runtime(model="smollm2-135m") as runtime:

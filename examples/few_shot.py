@@ -1,7 +1,8 @@
 """Few-shot question answering; the shared examples are cached once for the whole batch.
 
-    python examples/few_shot.py
+python examples/few_shot.py
 """
+
 import radixlm as sgl
 
 EXAMPLES = [

@@ -1,7 +1,8 @@
 """Structured extraction with a regex and a JSON schema.
 
-    python examples/json_extraction.py
+python examples/json_extraction.py
 """
+
 import json
 
 import radixlm as sgl

@@ -1,7 +1,8 @@
 """A multi-turn conversation rendered with the model's own chat template.
 
-    python examples/multi_turn_chat.py
+python examples/multi_turn_chat.py
 """
+
 import radixlm as sgl
 
 

@@ -1,7 +1,8 @@
 """Quickstart: a chat program with a generation, a choice and streaming.
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
+
 import radixlm as sgl
 
 

@@ -5,17 +5,24 @@ in the interpreter automatically.
 
     python examples/react_agent.py
 """
+
 import ast
 import operator
 
 import radixlm as sgl
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.USub: operator.neg}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.USub: operator.neg,
+}
 
 
 def calculator(expression: str) -> str:
     """Evaluate + - * / over numbers; anything else is an error message."""
+
     def ev(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return node.value
@@ -24,6 +31,7 @@ def calculator(expression: str) -> str:
         if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](ev(node.operand))
         raise ValueError("unsupported expression")
+
     try:
         return str(ev(ast.parse(expression.split("=")[0].strip(), mode="eval").body))
     except Exception as exc:  # noqa: BLE001 - the agent sees the error as an observation
@@ -32,8 +40,10 @@ def calculator(expression: str) -> str:
 
 @sgl.function
 def agent(s, question, max_steps=3):
-    s += ("Solve the question. Use the calculator for arithmetic.\n"
-          "Format: Thought: ... then Action: calculator or finish, then Input: ...\n\n")
+    s += (
+        "Solve the question. Use the calculator for arithmetic.\n"
+        "Format: Thought: ... then Action: calculator or finish, then Input: ...\n\n"
+    )
     s += "Question: " + question + "\n"
     for step in range(max_steps):
         s += "Thought:" + sgl.gen(f"thought_{step}", max_tokens=32, stop="\n", temperature=0) + "\n"

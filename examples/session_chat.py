@@ -8,15 +8,21 @@ the server's radix cache, so ``cached_tokens`` grows with the conversation.
 The server side is SGLang's session API: ``/open_session``, ``/generate`` with ``session_params``
 ``{"id": session, "rid": the turn this one continues}``, ``/close_session``.
 """
+
 import argparse
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import requests
 
 import radixlm
 
-QUESTIONS = ["Hi! My name is Ada. What is a radix tree?", "Why is it useful for caching prompts?",
-             "Give me one sentence I could put on a slide.", "What was my name again?", "Thanks, bye!"]
+QUESTIONS = [
+    "Hi! My name is Ada. What is a radix tree?",
+    "Why is it useful for caching prompts?",
+    "Give me one sentence I could put on a slide.",
+    "What was my name again?",
+    "Thanks, bye!",
+]
 
 
 def user_turn(message: str, first: bool, answer_closed: bool) -> str:
@@ -32,14 +38,17 @@ def user_turn(message: str, first: bool, answer_closed: bool) -> str:
 
 def chat(url: str, messages: Iterator[str], max_new_tokens: int = 96) -> None:
     session = requests.post(f"{url}/open_session", json={"capacity_of_str_len": 4096}).json()
-    previous: Optional[str] = None
+    previous: str | None = None
     closed = True
     try:
         for turn, message in enumerate(messages):
             rid = f"{session}-turn-{turn}"
-            body = {"text": user_turn(message, previous is None, closed), "rid": rid,
-                    "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
-                    "session_params": {"id": session, "rid": previous}}
+            body = {
+                "text": user_turn(message, previous is None, closed),
+                "rid": rid,
+                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
+                "session_params": {"id": session, "rid": previous},
+            }
             reply = requests.post(f"{url}/generate", json=body)
             reply.raise_for_status()
             out = reply.json()

@@ -1,7 +1,8 @@
 """Tree of thought: fork the context into branches, then judge them (fork and join).
 
-    python examples/tree_of_thought.py
+python examples/tree_of_thought.py
 """
+
 import radixlm as sgl
 
 
@@ -14,14 +15,16 @@ def tree_of_thought(s, problem, width=3):
     branches.join()
     for i, approach in enumerate(s["approach"]):
         s += f"Approach {i + 1}: {approach.strip()}\n"
-    s += ("The most promising approach is number"
-          + sgl.select("best", choices=[f" {i + 1}" for i in range(width)]))
+    s += "The most promising approach is number" + sgl.select(
+        "best", choices=[f" {i + 1}" for i in range(width)]
+    )
 
 
 if __name__ == "__main__":
     with sgl.Runtime(model="smollm2-135m") as runtime:
-        state = tree_of_thought.run(problem="Plan a picnic for ten people on a small budget.",
-                                    backend=runtime)
+        state = tree_of_thought.run(
+            problem="Plan a picnic for ten people on a small budget.", backend=runtime
+        )
         for i, approach in enumerate(state["approach"]):
             print(f"approach {i + 1}: {approach.strip()}")
         print("best:", state["best"])

@@ -13,6 +13,7 @@ SGLang programs run unchanged with ``import radixlm as sgl``::
 Importing this package is light: the runtime (and torch) load only when ``Engine``,
 ``launch_server`` or a local backend is used.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -74,11 +75,43 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Backend", "ChatTemplate", "DynamicProgramError", "Engine", "EngineBackend", "OpenAI", "ProgramError",
-    "ProgramState", "ProgramStateGroup", "Runtime", "RuntimeEndpoint", "SglFunction",
-    "UnsupportedFeatureError", "assistant", "assistant_begin", "assistant_end", "flush_cache", "function",
-    "gen", "gen_int", "gen_string", "get_chat_template", "get_default_backend", "get_server_info",
-    "greedy_token_selection", "image", "launch_server", "register_chat_template", "select",
-    "separate_reasoning", "set_default_backend", "system", "system_begin", "system_end",
-    "token_length_normalized", "unconditional_likelihood_normalized", "user", "user_begin", "user_end",
+    "Backend",
+    "ChatTemplate",
+    "DynamicProgramError",
+    "Engine",
+    "EngineBackend",
+    "OpenAI",
+    "ProgramError",
+    "ProgramState",
+    "ProgramStateGroup",
+    "Runtime",
+    "RuntimeEndpoint",
+    "SglFunction",
+    "UnsupportedFeatureError",
+    "assistant",
+    "assistant_begin",
+    "assistant_end",
+    "flush_cache",
+    "function",
+    "gen",
+    "gen_int",
+    "gen_string",
+    "get_chat_template",
+    "get_default_backend",
+    "get_server_info",
+    "greedy_token_selection",
+    "image",
+    "launch_server",
+    "register_chat_template",
+    "select",
+    "separate_reasoning",
+    "set_default_backend",
+    "system",
+    "system_begin",
+    "system_end",
+    "token_length_normalized",
+    "unconditional_likelihood_normalized",
+    "user",
+    "user_begin",
+    "user_end",
 ]

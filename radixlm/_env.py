@@ -4,11 +4,12 @@ Thread contention is the first performance trap on small CPU machines: a torch p
 its OpenMP threads while another process is busy runs many times slower. Every radixlm entry point
 imports this module first.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch's CPU allocator puts allocations of 2 MB and more on transparent huge pages (where the
@@ -31,7 +32,7 @@ def limit_threads_for_helper_process() -> None:
 _HUGE_PAGE_MALLOC = "glibc.malloc.hugetlb=1"
 
 
-def with_huge_page_malloc(tunables: Optional[str]) -> str:
+def with_huge_page_malloc(tunables: str | None) -> str:
     """A ``GLIBC_TUNABLES`` value: ``tunables`` plus glibc.malloc.hugetlb=1, unless it sets that itself.
 
     glibc's malloc then asks for transparent huge pages for its large blocks (glibc >= 2.35 reads it

@@ -1,11 +1,11 @@
 """The ``radixlm`` command: ``generate`` (stream a completion), ``serve`` (HTTP server), ``demo``,
 ``router`` (one endpoint over several servers)."""
+
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from typing import Optional
 
 import radixlm._env  # noqa: F401  (thread settings before torch)
 
@@ -13,8 +13,13 @@ import radixlm._env  # noqa: F401  (thread settings before torch)
 def _add_generate(sub) -> None:
     p = sub.add_parser("generate", help="stream a completion from the in-process engine")
     p.add_argument("prompt", help="the prompt (with --chat: the user message)")
-    p.add_argument("--model", "--model-path", dest="model", default="smollm2-135m",
-                   help="registry name, HF directory, .gguf path or Hugging Face hub id")
+    p.add_argument(
+        "--model",
+        "--model-path",
+        dest="model",
+        default="smollm2-135m",
+        help="registry name, HF directory, .gguf path or Hugging Face hub id",
+    )
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -34,17 +39,25 @@ def _run_generate(args: argparse.Namespace) -> int:
     try:
         prompt = args.prompt
         if not args.raw and engine.tokenizer.chat_template:
-            prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}],
-                                                          tokenize=False, add_generation_prompt=True)
-        params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
-                  "seed": args.seed, "stop": args.stop, "regex": args.regex, "json_schema": args.json_schema}
+            prompt = engine.tokenizer.apply_chat_template(
+                [{"role": "user", "content": args.prompt}], tokenize=False, add_generation_prompt=True
+            )
+        params = {
+            "max_new_tokens": args.max_new_tokens,
+            "temperature": args.temperature,
+            "top_p": args.top_p,
+            "seed": args.seed,
+            "stop": args.stop,
+            "regex": args.regex,
+            "json_schema": args.json_schema,
+        }
         params = {k: v for k, v in params.items() if v is not None}
         print(f"[radixlm] loaded in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
         t1 = time.monotonic()
         shown = ""
-        last: Optional[dict] = None
+        last: dict | None = None
         for chunk in engine.generate(prompt, params, stream=True):
-            sys.stdout.write(chunk["text"][len(shown):])
+            sys.stdout.write(chunk["text"][len(shown) :])
             sys.stdout.flush()
             shown = chunk["text"]
             last = chunk
@@ -52,9 +65,11 @@ def _run_generate(args: argparse.Namespace) -> int:
         if last is not None:
             meta = last["meta_info"]
             dt = time.monotonic() - t1
-            print(f"[radixlm] {meta['completion_tokens']} tokens in {dt:.2f} s "
-                  f"({meta['completion_tokens'] / max(dt, 1e-9):.1f} tok/s), finish: {meta['finish_reason']}",
-                  file=sys.stderr)
+            print(
+                f"[radixlm] {meta['completion_tokens']} tokens in {dt:.2f} s "
+                f"({meta['completion_tokens'] / max(dt, 1e-9):.1f} tok/s), finish: {meta['finish_reason']}",
+                file=sys.stderr,
+            )
     finally:
         engine.shutdown()
     return 0
@@ -96,7 +111,7 @@ def _run_router(args: argparse.Namespace) -> int:
     return run_router_command(args)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="radixlm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)

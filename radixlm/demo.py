@@ -5,6 +5,7 @@ that streams an answer, forks three critiques that share the conversation's KV c
 typed value with a regex, and picks a verdict with ``select``; finally a batch of programs shows the
 radix cache at work.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,8 +24,9 @@ def city_report(s, city):
         f += rl.user(f"In one short sentence, what about its {aspect}?")
         f += rl.assistant(rl.gen("aspect", max_tokens=32, temperature=0, stop="\n"))
     s += rl.user("Roughly how many people live there, in millions? Answer with a number.")
-    s += rl.assistant(rl.gen("population_millions", max_tokens=8, regex=r"[0-9]{1,2}(\.[0-9])?",
-                             temperature=0))
+    s += rl.assistant(
+        rl.gen("population_millions", max_tokens=8, regex=r"[0-9]{1,2}(\.[0-9])?", temperature=0)
+    )
     s += rl.user("Is it a capital city?")
     s += rl.assistant(rl.select("is_capital", choices=["yes", "no"]))
     s["critiques"] = [f["aspect"] for f in critiques]
@@ -52,8 +54,10 @@ def main(model: str = "smollm2-135m") -> int:
         for city, st in zip(cities, states):
             print(f"  {city:>8}: capital={st['is_capital']:<3} population={st['population_millions']!r}")
         info = rl.get_server_info()
-        print(f"\nradix cache hit rate: {info.get('cache_hit_rate', 0.0):.0%} "
-              "of prompt tokens served from the cache")
+        print(
+            f"\nradix cache hit rate: {info.get('cache_hit_rate', 0.0):.0%} "
+            "of prompt tokens served from the cache"
+        )
     return 0
 
 

@@ -3,6 +3,7 @@
 Importing this module as ``radixlm.launch_server`` replaces the package attribute of that name (the
 ``launch_server`` function); the module therefore stays callable as that function.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """Shared fixtures (tiny random model directories, the real default model and its tokenizer) and the
 KV ownership check that runs after every test that serves requests."""
+
 from __future__ import annotations
 
 import os

@@ -1,10 +1,12 @@
 """The language's public functions, with SGLang's names and parameters (the default backend's
 setters live in ``radixlm.frontend.default_backend``)."""
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.function import SglFunction
@@ -23,7 +25,7 @@ from radixlm.frontend.ir import (
 from radixlm.program.choices import ChoicesSamplingMethod, method_name
 
 
-def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Optional[int] = None) -> Any:
+def function(func: Callable[..., Any] | None = None, num_api_spec_tokens: int | None = None) -> Any:
     """Decorate a program ``def prog(s, ...)``; bare (``@function``) or with options."""
     if func is not None:
         return SglFunction(func, num_api_spec_tokens=num_api_spec_tokens)
@@ -31,43 +33,43 @@ def function(func: Optional[Callable[..., Any]] = None, num_api_spec_tokens: Opt
 
 
 # ---- backends -------------------------------------------------------------------------------
-def flush_cache(backend: Optional[Any] = None, empty_cache: bool = False) -> Any:
+def flush_cache(backend: Any | None = None, empty_cache: bool = False) -> Any:
     """Drop the runtime's prefix cache (with ``empty_cache``, also the device allocator's cache)."""
     target = resolve_backend(backend)
     # NOTE: backends written before empty_cache existed override flush_cache() without it.
     return target.flush_cache(empty_cache=True) if empty_cache else target.flush_cache()
 
 
-def get_server_info(backend: Optional[Any] = None) -> dict[str, Any]:
+def get_server_info(backend: Any | None = None) -> dict[str, Any]:
     """The runtime's configuration and statistics."""
     return resolve_backend(backend).get_server_info()
 
 
 # ---- expressions ----------------------------------------------------------------------------
 def gen(
-    name: Optional[str] = None,
-    max_tokens: Optional[int] = None,
-    min_tokens: Optional[int] = None,
-    n: Optional[int] = None,
-    stop: Optional[Union[str, list[str]]] = None,
-    stop_token_ids: Optional[list[int]] = None,
-    temperature: Optional[float] = None,
-    top_p: Optional[float] = None,
-    top_k: Optional[int] = None,
-    min_p: Optional[float] = None,
-    frequency_penalty: Optional[float] = None,
-    presence_penalty: Optional[float] = None,
-    ignore_eos: Optional[bool] = None,
-    return_logprob: Optional[bool] = None,
-    logprob_start_len: Optional[int] = None,
-    top_logprobs_num: Optional[int] = None,
-    return_text_in_logprobs: Optional[bool] = None,
-    dtype: Optional[Union[type, str]] = None,
-    choices: Optional[list[str]] = None,
-    choices_method: Optional[ChoicesSamplingMethod] = None,
-    regex: Optional[str] = None,
-    json_schema: Optional[Union[str, dict]] = None,
-    stop_regex: Optional[Union[str, list[str]]] = None,
+    name: str | None = None,
+    max_tokens: int | None = None,
+    min_tokens: int | None = None,
+    n: int | None = None,
+    stop: str | list[str] | None = None,
+    stop_token_ids: list[int] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    frequency_penalty: float | None = None,
+    presence_penalty: float | None = None,
+    ignore_eos: bool | None = None,
+    return_logprob: bool | None = None,
+    logprob_start_len: int | None = None,
+    top_logprobs_num: int | None = None,
+    return_text_in_logprobs: bool | None = None,
+    dtype: type | str | None = None,
+    choices: list[str] | None = None,
+    choices_method: ChoicesSamplingMethod | None = None,
+    regex: str | None = None,
+    json_schema: str | dict | None = None,
+    stop_regex: str | list[str] | None = None,
 ) -> Expr:
     """Generate into variable ``name``. Unset options take the run's defaults. With ``choices``
     this is ``select``. ``regex``, ``json_schema`` and ``dtype`` (int, float, bool, str) constrain
@@ -86,31 +88,45 @@ def gen(
     if isinstance(json_schema, dict):
         json_schema = json.dumps(json_schema)
     params = dict(
-        max_tokens=max_tokens, min_tokens=min_tokens, n=n, stop=stop, stop_token_ids=stop_token_ids,
-        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, frequency_penalty=frequency_penalty,
-        presence_penalty=presence_penalty, ignore_eos=ignore_eos, return_logprob=return_logprob,
-        logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
-        return_text_in_logprobs=return_text_in_logprobs, dtype=dtype, regex=regex, json_schema=json_schema,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        n=n,
+        stop=stop,
+        stop_token_ids=stop_token_ids,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        min_p=min_p,
+        frequency_penalty=frequency_penalty,
+        presence_penalty=presence_penalty,
+        ignore_eos=ignore_eos,
+        return_logprob=return_logprob,
+        logprob_start_len=logprob_start_len,
+        top_logprobs_num=top_logprobs_num,
+        return_text_in_logprobs=return_text_in_logprobs,
+        dtype=dtype,
+        regex=regex,
+        json_schema=json_schema,
         stop_regex=stop_regex,
     )
     return Gen(name, {k: v for k, v in params.items() if v is not None})
 
 
-def gen_int(name: Optional[str] = None, **kwargs: Any) -> Expr:
+def gen_int(name: str | None = None, **kwargs: Any) -> Expr:
     """``gen`` constrained to an integer."""
     return gen(name, dtype="int", **kwargs)
 
 
-def gen_string(name: Optional[str] = None, **kwargs: Any) -> Expr:
+def gen_string(name: str | None = None, **kwargs: Any) -> Expr:
     """``gen`` constrained to a string value (the runtime's ``str`` type)."""
     return gen(name, dtype="str", **kwargs)
 
 
 def select(
-    name: Optional[str] = None,
-    choices: Optional[list[str]] = None,
+    name: str | None = None,
+    choices: list[str] | None = None,
     temperature: float = 0.0,
-    choices_method: Optional[ChoicesSamplingMethod] = None,
+    choices_method: ChoicesSamplingMethod | None = None,
 ) -> Expr:
     """Append the most likely of ``choices`` (scored in one batched prefill) and store it in ``name``."""
     if not choices:
@@ -118,15 +134,18 @@ def select(
     return Select(name, [str(c) for c in choices], temperature, method_name(choices_method))
 
 
-def separate_reasoning(expr: Optional[Expr] = None, model_type: Optional[str] = None) -> Expr:
+def separate_reasoning(expr: Expr | None = None, model_type: str | None = None) -> Expr:
     """Generate ``expr`` (a ``gen``), then split its variable's thinking from its answer: the variable
     holds the answer and ``<name>_reasoning_content`` the thinking (``model_type``: ``deepseek-r1`` or
     ``qwen3``, as ``--reasoning-parser``). The program's text keeps the whole output."""
     from radixlm.program.reasoning import ReasoningParser
 
     ReasoningParser(model_type or "")  # an unknown type fails here, in the user's code
-    named = [leaf.output_var for leaf in (expr.flatten() if expr is not None else [])
-             if isinstance(leaf, Gen) and leaf.output_var]
+    named = [
+        leaf.output_var
+        for leaf in (expr.flatten() if expr is not None else [])
+        if isinstance(leaf, Gen) and leaf.output_var
+    ]
     if not named:
         raise ValueError("separate_reasoning needs a gen(...) with a variable name")
     return ExprList([expr, SeparateReasoning(named[-1], model_type)])
@@ -137,15 +156,15 @@ def image(path: str) -> Expr:
     return Image(path)
 
 
-def system(expr: Optional[ExprLike] = None) -> Expr:
+def system(expr: ExprLike | None = None) -> Expr:
     return role("system", expr)
 
 
-def user(expr: Optional[ExprLike] = None) -> Expr:
+def user(expr: ExprLike | None = None) -> Expr:
     return role("user", expr)
 
 
-def assistant(expr: Optional[ExprLike] = None) -> Expr:
+def assistant(expr: ExprLike | None = None) -> Expr:
     return role("assistant", expr)
 
 

@@ -5,11 +5,12 @@ prefix and suffix of each role come from the chat template the backend reports f
 Jinja template, rendered with marker contents, so roles render exactly as in training), or from a
 named template in the registry (for OpenAI-style backends and base models).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 
 ROLES = ("system", "user", "assistant")
 _MARK = "<<<radixlm-content>>>"
@@ -55,7 +56,7 @@ class Turns:
 
     template: ChatTemplate
     #: The role whose turn is open (``None`` between turns).
-    open_role: Optional[str] = None
+    open_role: str | None = None
     #: Whether a turn has begun yet (the next one is not the first).
     started: bool = False
 
@@ -74,7 +75,7 @@ class Turns:
         self.open_role = None
         return self.template.suffix(role)
 
-    def copy(self) -> "Turns":
+    def copy(self) -> Turns:
         """The same position, for a fork."""
         return replace(self)
 
@@ -85,8 +86,9 @@ def _uniform(name: str, prefix_fmt: str, suffix: str, stop: tuple[str, ...] = ()
 
 REGISTRY: dict[str, ChatTemplate] = {
     "chatml": _uniform("chatml", "<|im_start|>{role}\n", "<|im_end|>\n", ("<|im_end|>",)),
-    "llama-3": _uniform("llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>",
-                        ("<|eot_id|>",)),
+    "llama-3": _uniform(
+        "llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>", ("<|eot_id|>",)
+    ),
     "default": ChatTemplate(
         "default",
         {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")},
@@ -116,7 +118,7 @@ def guess_chat_template(model_name: str) -> ChatTemplate:
     return REGISTRY["default"]
 
 
-def from_jinja(source: str, name: str = "model", special: Optional[dict[str, str]] = None) -> ChatTemplate:
+def from_jinja(source: str, name: str = "model", special: dict[str, str] | None = None) -> ChatTemplate:
     """Derive role prefixes and suffixes by rendering a Hugging Face Jinja chat template.
 
     Each role's segment is the difference between rendering a conversation with and without one
@@ -149,7 +151,7 @@ def _segment(render: Any, history: list[dict[str, str]], role: str) -> tuple[str
     full = render(history + [{"role": role, "content": _MARK}])
     if not full.startswith(head):
         raise ValueError(f"chat template renders {role!r} turns inconsistently")
-    prefix, suffix = full[len(head):].split(_MARK)
+    prefix, suffix = full[len(head) :].split(_MARK)
     return prefix, suffix
 
 

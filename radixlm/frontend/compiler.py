@@ -4,10 +4,11 @@ The graph format is documented in ``radixlm.program.graph_executor``. Role marke
 here with the backend's chat template, and run-level sampling defaults are merged into each op, so
 a graph is self-contained, JSON-serializable data.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.frontend.chat_template import ChatTemplate, Turns
 from radixlm.frontend.errors import DynamicProgramError
@@ -41,11 +42,11 @@ class _Cursor:
     and ``{"var", "node"}`` reads)."""
 
     turns: Turns
-    parent: Optional[int] = None
+    parent: int | None = None
     segments: Context = field(default_factory=list)
     op_index: int = 0
 
-    def fork(self) -> "_Cursor":
+    def fork(self) -> _Cursor:
         """A fork's cursor: the same position and pending text; its own op count."""
         return _Cursor(self.turns.copy(), self.parent, list(self.segments))
 
@@ -61,7 +62,7 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
     cursors: dict[int, _Cursor] = {0: _Cursor(Turns(chat_template))}
     arguments: dict[str, None] = {}  # placeholders, in order of first use
 
-    def add_node(state: int, op: Optional[dict[str, Any]]) -> int:
+    def add_node(state: int, op: dict[str, Any] | None) -> int:
         cur = cursors[state]
         node = {"id": len(nodes), "state": state, "parent": cur.parent, "extend": cur.segments, "op": op}
         if op is not None and op["type"] != "prefill":
@@ -123,5 +124,9 @@ def _role_text(turns: Turns, leaf: RoleBegin | RoleEnd) -> str:
 def _op(leaf: Gen | Select, defaults: dict[str, Any]) -> dict[str, Any]:
     if isinstance(leaf, Gen):
         return {"type": "gen", "name": leaf.name, "options": sampling_options(defaults, leaf.params)}
-    return {"type": "select", "name": leaf.name, "choices": list(leaf.choices),
-            "method": method_name(leaf.method)}
+    return {
+        "type": "select",
+        "name": leaf.name,
+        "choices": list(leaf.choices),
+        "method": method_name(leaf.method),
+    }

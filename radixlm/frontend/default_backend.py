@@ -1,12 +1,13 @@
 """Which backend a program talks to: the one passed in, else the process-wide default."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.backends.engine import EngineBackend
 
-_default_backend: Optional[Backend] = None
+_default_backend: Backend | None = None
 
 
 def as_backend(backend: Any) -> Backend:
@@ -26,11 +27,13 @@ def set_default_backend(backend: Any) -> None:
 
 def get_default_backend() -> Backend:
     if _default_backend is None:
-        raise ValueError("no backend: pass backend= or call radixlm.set_default_backend() first, e.g. "
-                         "radixlm.set_default_backend(radixlm.Runtime(model='smollm2-135m'))")
+        raise ValueError(
+            "no backend: pass backend= or call radixlm.set_default_backend() first, e.g. "
+            "radixlm.set_default_backend(radixlm.Runtime(model='smollm2-135m'))"
+        )
     return _default_backend
 
 
-def resolve_backend(backend: Optional[Any]) -> Backend:
+def resolve_backend(backend: Any | None) -> Backend:
     """``backend`` as a ``Backend`` (see ``as_backend``), or the default one when it is ``None``."""
     return as_backend(backend) if backend is not None else get_default_backend()

@@ -1,4 +1,5 @@
 """Exceptions of the language."""
+
 from __future__ import annotations
 
 
@@ -6,7 +7,7 @@ class ProgramError(RuntimeError):
     """A generation inside a program failed; ``__cause__`` holds the original exception."""
 
     @classmethod
-    def wrapping(cls, exc: BaseException) -> "ProgramError":
+    def wrapping(cls, exc: BaseException) -> ProgramError:
         """The error that reports ``exc`` (raise it ``from exc``)."""
         return cls(f"program failed: {type(exc).__name__}: {exc}")
 

@@ -5,6 +5,7 @@ values) is traced, compiled to a request graph and executed whole by the runtime
 rebuilt locally from the results; anything else runs in the interpreter. With greedy decoding both
 paths give the same variables.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,9 @@ import functools
 import inspect
 import os
 import threading
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Generator, Iterator, Optional, Union
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.compiler import compile_program
@@ -29,21 +31,25 @@ from radixlm.program.sampling import run_defaults, split_run_defaults
 EXECUTION_PATHS = ("auto", "graph", "interpreter")
 #: The graph path of one run: yields the compiled graph, receives the backend's result, returns the
 #: replayed state (or ``None``: run the interpreter). See ``SglFunction._graph_attempt``.
-GraphAttempt = Generator[dict[str, Any], Optional[dict[str, Any]], Optional[ProgramState]]
+GraphAttempt = Generator[dict[str, Any], dict[str, Any] | None, ProgramState | None]
 
 
 class SglFunction:
     """A program: ``func(s, *args, **kwargs)`` appends to the state ``s``."""
 
-    def __init__(self, func: Callable[..., Any], num_api_spec_tokens: Optional[int] = None,
-                 bind_arguments: Optional[dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        num_api_spec_tokens: int | None = None,
+        bind_arguments: dict[str, Any] | None = None,
+    ) -> None:
         self.func = func
         self.num_api_spec_tokens = num_api_spec_tokens
         self.bind_arguments = dict(bind_arguments or {})
         self.arg_names = list(inspect.signature(func).parameters)[1:]
         functools.update_wrapper(self, func)
 
-    def bind(self, **kwargs: Any) -> "SglFunction":
+    def bind(self, **kwargs: Any) -> SglFunction:
         """A copy with some arguments fixed."""
         unknown = sorted(set(kwargs) - set(self.arg_names))
         if unknown:
@@ -54,31 +60,65 @@ class SglFunction:
         return self.run(*args, **kwargs)
 
     # ---- running ----------------------------------------------------------------------------
-    def run(self, *args: Any, max_new_tokens: int = 128, n: int = 1, stop: Union[str, list[str], None] = None,
-            stop_token_ids: Optional[list[int]] = None, temperature: float = 1.0, top_p: float = 1.0,
-            top_k: int = -1, min_p: float = 0.0, frequency_penalty: float = 0.0,
-            presence_penalty: float = 0.0, ignore_eos: bool = False, return_logprob: Optional[bool] = None,
-            logprob_start_len: Optional[int] = None, top_logprobs_num: Optional[int] = None,
-            return_text_in_logprobs: Optional[bool] = None, stream: bool = False,
-            backend: Optional[Backend] = None, use_thread: bool = True, execution: str = "auto",
-            **kwargs: Any) -> ProgramState:
+    def run(
+        self,
+        *args: Any,
+        max_new_tokens: int = 128,
+        n: int = 1,
+        stop: str | list[str] | None = None,
+        stop_token_ids: list[int] | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        min_p: float = 0.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        ignore_eos: bool = False,
+        return_logprob: bool | None = None,
+        logprob_start_len: int | None = None,
+        top_logprobs_num: int | None = None,
+        return_text_in_logprobs: bool | None = None,
+        stream: bool = False,
+        backend: Backend | None = None,
+        use_thread: bool = True,
+        execution: str = "auto",
+        **kwargs: Any,
+    ) -> ProgramState:
         """Run the program once and return its state (raises ``ProgramError`` if a generation
         failed). ``stream=True`` returns at once; read ``state.text_iter()``. ``execution``:
         ``auto`` (default), ``graph`` (compiled, or raise) or ``interpreter``."""
-        defaults = run_defaults({
-            "max_new_tokens": max_new_tokens, "n": n, "stop": stop, "stop_token_ids": stop_token_ids,
-            "temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p,
-            "frequency_penalty": frequency_penalty, "presence_penalty": presence_penalty,
-            "ignore_eos": ignore_eos,
-            "return_logprob": return_logprob, "logprob_start_len": logprob_start_len,
-            "top_logprobs_num": top_logprobs_num, "return_text_in_logprobs": return_text_in_logprobs,
-        })
+        defaults = run_defaults(
+            {
+                "max_new_tokens": max_new_tokens,
+                "n": n,
+                "stop": stop,
+                "stop_token_ids": stop_token_ids,
+                "temperature": temperature,
+                "top_p": top_p,
+                "top_k": top_k,
+                "min_p": min_p,
+                "frequency_penalty": frequency_penalty,
+                "presence_penalty": presence_penalty,
+                "ignore_eos": ignore_eos,
+                "return_logprob": return_logprob,
+                "logprob_start_len": logprob_start_len,
+                "top_logprobs_num": top_logprobs_num,
+                "return_text_in_logprobs": return_text_in_logprobs,
+            }
+        )
         return self._run_one(args, kwargs, defaults, resolve_backend(backend), stream, use_thread, execution)
 
-    def run_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
-                  backend: Optional[Backend] = None, num_threads: Union[str, int] = "auto",
-                  progress_bar: bool = False, generator_style: bool = False, execution: str = "auto",
-                  **sampling_defaults: Any) -> Union[list[ProgramState], Iterator[ProgramState]]:
+    def run_batch(
+        self,
+        batch_kwargs: list[dict[str, Any] | tuple],
+        *,
+        backend: Backend | None = None,
+        num_threads: str | int = "auto",
+        progress_bar: bool = False,
+        generator_style: bool = False,
+        execution: str = "auto",
+        **sampling_defaults: Any,
+    ) -> list[ProgramState] | Iterator[ProgramState]:
         """Run the program on each argument dict; states come back in input order. The traced
         shared prefix of the batch is prefilled once first. ``num_threads="auto"`` uses up to 64
         workers (not one thread per program); ``progress_bar`` shows a tqdm bar. If programs fail,
@@ -106,11 +146,13 @@ class SglFunction:
         if errors:
             i, exc = errors[0]
             raise ProgramError(
-                f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}") from exc
+                f"{len(errors)} of {len(items)} programs failed; the first (#{i}): {exc}"
+            ) from exc
         return [f.result() for f in futures]
 
-    async def arun(self, *args: Any, backend: Optional[Backend] = None, execution: str = "auto",
-                   **kwargs: Any) -> ProgramState:
+    async def arun(
+        self, *args: Any, backend: Backend | None = None, execution: str = "auto", **kwargs: Any
+    ) -> ProgramState:
         """``run`` on asyncio. Static programs await the runtime directly; dynamic ones run the
         interpreter in a worker thread."""
         defaults, kwargs = split_run_defaults(kwargs)
@@ -119,12 +161,19 @@ class SglFunction:
         state = await adrive(attempt, functools.partial(_arun_graph, be))
         if state is not None:
             return state
-        return await asyncio.to_thread(self._interpret, args, {**self.bind_arguments, **kwargs}, defaults, be,
-                                       False, True)
+        return await asyncio.to_thread(
+            self._interpret, args, {**self.bind_arguments, **kwargs}, defaults, be, False, True
+        )
 
-    async def arun_batch(self, batch_kwargs: list[Union[dict[str, Any], tuple]], *,
-                         backend: Optional[Backend] = None, max_concurrency: int = 64,
-                         execution: str = "auto", **sampling_defaults: Any) -> list[ProgramState]:
+    async def arun_batch(
+        self,
+        batch_kwargs: list[dict[str, Any] | tuple],
+        *,
+        backend: Backend | None = None,
+        max_concurrency: int = 64,
+        execution: str = "auto",
+        **sampling_defaults: Any,
+    ) -> list[ProgramState]:
         """``run_batch`` on asyncio; raises ``ProgramError`` for the first failure."""
         be = resolve_backend(backend)
         items = [_as_call(b) for b in batch_kwargs]
@@ -148,7 +197,7 @@ class SglFunction:
         ``to_dot()``). ``ir.is_static`` tells whether it compiles to a request graph."""
         return trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=True)
 
-    def compile(self, *args: Any, backend: Optional[Backend] = None, **kwargs: Any) -> dict[str, Any]:
+    def compile(self, *args: Any, backend: Backend | None = None, **kwargs: Any) -> dict[str, Any]:
         """The request graph for these arguments (JSON-serializable; see
         ``radixlm.program.graph_executor``). Arguments not given are traced as placeholders: the
         graph lists them under ``"arguments"``, and ``bind_arguments(graph, name=value)`` fills them
@@ -158,16 +207,31 @@ class SglFunction:
         return compile_program(ir, resolve_backend(backend).chat_template, defaults)
 
     # ---- internals --------------------------------------------------------------------------
-    def _run_one(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
-                 stream: bool, use_thread: bool, execution: str) -> ProgramState:
+    def _run_one(
+        self,
+        args: tuple,
+        kwargs: dict[str, Any],
+        defaults: dict[str, Any],
+        backend: Backend,
+        stream: bool,
+        use_thread: bool,
+        execution: str,
+    ) -> ProgramState:
         attempt = self._graph_attempt(args, kwargs, defaults, backend, execution, stream)
         state = drive(attempt, functools.partial(_run_graph, backend))
         if state is not None:
             return state
         return self._interpret(args, {**self.bind_arguments, **kwargs}, defaults, backend, stream, use_thread)
 
-    def _graph_attempt(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
-                       execution: str, stream: bool) -> GraphAttempt:
+    def _graph_attempt(
+        self,
+        args: tuple,
+        kwargs: dict[str, Any],
+        defaults: dict[str, Any],
+        backend: Backend,
+        execution: str,
+        stream: bool,
+    ) -> GraphAttempt:
         """Try the graph path (``run`` drives this with ``drive``, ``arun`` with ``adrive``).
 
         Traces and compiles the program, yields the request graph, and receives the backend's
@@ -197,13 +261,24 @@ class SglFunction:
             raise UnsupportedFeatureError(backend.name, "request graphs")
         return None
 
-    def _interpret(self, args: tuple, kwargs: dict[str, Any], defaults: dict[str, Any], backend: Backend,
-                   stream: bool, use_thread: bool) -> ProgramState:
+    def _interpret(
+        self,
+        args: tuple,
+        kwargs: dict[str, Any],
+        defaults: dict[str, Any],
+        backend: Backend,
+        stream: bool,
+        use_thread: bool,
+    ) -> ProgramState:
         ctx = RunContext(backend, defaults, backend.chat_template, stream=stream)
         state = ProgramState(StreamExecutor(ctx, use_thread=use_thread or stream))
         if stream:
-            threading.Thread(target=self._body_then_end, args=(state, ctx, args, kwargs), daemon=True,
-                             name="radixlm-program").start()
+            threading.Thread(
+                target=self._body_then_end,
+                args=(state, ctx, args, kwargs),
+                daemon=True,
+                name="radixlm-program",
+            ).start()
             return state
         try:
             state.ret_value = self.func(state, *args, **kwargs)
@@ -212,8 +287,9 @@ class SglFunction:
             ctx.end_all()
         return state
 
-    def _body_then_end(self, state: ProgramState, ctx: RunContext, args: tuple,
-                       kwargs: dict[str, Any]) -> None:
+    def _body_then_end(
+        self, state: ProgramState, ctx: RunContext, args: tuple, kwargs: dict[str, Any]
+    ) -> None:
         try:
             state.ret_value = self.func(state, *args, **kwargs)
             state.executor.sync()
@@ -227,15 +303,20 @@ class SglFunction:
         """Prefill the text every program of the batch starts with, once."""
         if len(items) < 2:
             return
-        texts = [trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False)
-                 .leading_text(backend.chat_template) for a, k in items]
+        texts = [
+            trace_program(self.func, a, {**self.bind_arguments, **k}, placeholders=False).leading_text(
+                backend.chat_template
+            )
+            for a, k in items
+        ]
         shared = os.path.commonprefix(texts)
         if len(shared) >= 8:
             backend.cache_prefix([{"text": shared}])
 
 
-def _replay(ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backend: Backend,
-            defaults: dict[str, Any]) -> ProgramState:
+def _replay(
+    ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backend: Backend, defaults: dict[str, Any]
+) -> ProgramState:
     """Rebuild the program's state (text, messages, variables, forks) from a graph's results."""
     ctx = RunContext(backend, defaults, backend.chat_template, replay=replay_table(graph, result))
     root = ProgramState(StreamExecutor(ctx, use_thread=False))
@@ -255,21 +336,21 @@ def _replay(ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backen
     return root
 
 
-def _run_graph(backend: Backend, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _run_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return backend.run_graph(graph)
     except Exception as exc:
         raise ProgramError.wrapping(exc) from exc
 
 
-async def _arun_graph(backend: Backend, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+async def _arun_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return await backend.arun_graph(graph)
     except Exception as exc:
         raise ProgramError.wrapping(exc) from exc
 
 
-def _as_call(item: Union[dict[str, Any], tuple, list]) -> tuple[tuple, dict[str, Any]]:
+def _as_call(item: dict[str, Any] | tuple | list) -> tuple[tuple, dict[str, Any]]:
     if isinstance(item, dict):
         return (), dict(item)
     if isinstance(item, (tuple, list)):

@@ -9,13 +9,14 @@ nothing is swallowed.
 After a compiled run, the same executors replay the program with the graph's results
 (``replay_table``) instead of calling the backend, which rebuilds the state (text, messages, forks).
 """
+
 from __future__ import annotations
 
 import itertools
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, Turns
@@ -61,15 +62,15 @@ def replay_table(graph: dict[str, Any], result: dict[str, Any]) -> Replay:
 class RunContext:
     """What all states of one program run share."""
 
-    backend: Optional[Backend]
+    backend: Backend | None
     defaults: dict[str, Any]
     chat_template: ChatTemplate
     stream: bool = False
-    replay: Optional[Replay] = None
+    replay: Replay | None = None
     var_refs: dict[VarKey, Any] = field(default_factory=dict)  # each generation's value, for VarRef reads
     # NOTE: shared by the states' worker threads; safe because each thread numbers only its own state's keys.
     versions: VarVersions = field(default_factory=VarVersions)
-    executors: list["StreamExecutor"] = field(default_factory=list)
+    executors: list[StreamExecutor] = field(default_factory=list)
     _ids: Any = field(default_factory=itertools.count)
 
     def next_state_id(self) -> int:
@@ -93,18 +94,18 @@ class StreamExecutor:
         self.messages_: list[dict[str, str]] = []
         self.variables: dict[str, Any] = {}
         self.meta_info: dict[str, Any] = {}
-        self.error_: Optional[BaseException] = None
+        self.error_: BaseException | None = None
         self._var_events: dict[str, threading.Event] = {}
         self._turns = Turns(ctx.chat_template)
         self._role_start = 0  # where the open turn's content starts in text_
         self._op_index = 0
         self._fork_point = 0
         # Streaming: every appended piece of text as (variable name or None, chunk).
-        self._chunks: list[tuple[Optional[str], str]] = []
+        self._chunks: list[tuple[str | None, str]] = []
         self._cond = threading.Condition()
         self._finished = False
         self._ended = False
-        self._queue: Optional[queue.Queue] = None
+        self._queue: queue.Queue | None = None
         if use_thread:
             self._queue = queue.Queue()
             threading.Thread(target=self._work, daemon=True, name=f"radixlm-state-{self.state_id}").start()
@@ -215,11 +216,11 @@ class StreamExecutor:
         else:
             raise TypeError(f"unknown expression {leaf!r}")
 
-    def _append(self, text: str, var: Optional[str] = None) -> None:
+    def _append(self, text: str, var: str | None = None) -> None:
         """Append visible text (and the same text to the context)."""
         self._extend(text, var, [{"text": text}])
 
-    def _extend(self, text: str, var: Optional[str], segments: Context) -> None:
+    def _extend(self, text: str, var: str | None, segments: Context) -> None:
         """Append ``text`` to the visible text and ``segments`` to the context."""
         self.text_ += text
         extend(self.context, segments)
@@ -232,7 +233,7 @@ class StreamExecutor:
         self._op_index += 1
         return key
 
-    def _store(self, name: Optional[str], value: Any, meta: dict[str, Any]) -> None:
+    def _store(self, name: str | None, value: Any, meta: dict[str, Any]) -> None:
         if name is None:
             return
         self.ctx.var_refs[self.ctx.versions.next_key(self.state_id, name)] = value
@@ -253,13 +254,13 @@ class StreamExecutor:
             self._extend(value if isinstance(value, str) else "", gen.name, segments)
         self._store(gen.name, value, meta)
 
-    def _gen_streaming(self, options: dict[str, Any], name: Optional[str]) -> tuple[Any, dict[str, Any]]:
+    def _gen_streaming(self, options: dict[str, Any], name: str | None) -> tuple[Any, dict[str, Any]]:
         """Show text chunks as they arrive; the context gets the final outcome's segments."""
         req = self._with_messages(gen_request(self.context, options))
         backend = self._backend()
         backend.check_request(req)
         sent = 0
-        last: Optional[dict[str, Any]] = None
+        last: dict[str, Any] | None = None
         for last in backend.generate_stream(req):
             text = last["text"]
             if len(text) > sent:
@@ -276,8 +277,9 @@ class StreamExecutor:
         if self.ctx.replay is not None:
             value, meta = self.ctx.replay[key]
         else:
-            value, meta = self._backend().select(self.context, sel.choices, sel.method,
-                                                 self._messages_for_request())
+            value, meta = self._backend().select(
+                self.context, sel.choices, sel.method, self._messages_for_request()
+            )
         self._append(value, sel.name)
         self._store(sel.name, value, meta)
 
@@ -296,7 +298,7 @@ class StreamExecutor:
         """Finished turns plus the open one (its content so far), for chat-completion APIs."""
         msgs = list(self.messages_)
         if self._turns.open_role is not None:
-            msgs.append({"role": self._turns.open_role, "content": self.text_[self._role_start:]})
+            msgs.append({"role": self._turns.open_role, "content": self.text_[self._role_start :]})
         return msgs
 
     def _backend(self) -> Backend:
@@ -311,11 +313,11 @@ class StreamExecutor:
 
     def _role_end(self, role: str) -> None:
         suffix = self._turns.end(role)
-        self.messages_.append({"role": role, "content": self.text_[self._role_start:]})
+        self.messages_.append({"role": role, "content": self.text_[self._role_start :]})
         self._append(suffix)
 
     # ---- fork and join ----------------------------------------------------------------------
-    def fork(self, size: int) -> list["StreamExecutor"]:
+    def fork(self, size: int) -> list[StreamExecutor]:
         """Child executors that start from this state's text, messages and variables."""
         self.sync()
         if self.ctx.replay is None and self.ctx.backend is not None and self.context:
@@ -333,7 +335,7 @@ class StreamExecutor:
             children.append(child)
         return children
 
-    def join(self, children: list["StreamExecutor"], mode: str) -> None:
+    def join(self, children: list[StreamExecutor], mode: str) -> None:
         """``gather_variable``: new variables of the children become lists here.
         ``concate_and_append``: the children's text after the fork point is appended in order."""
         for child in children:
@@ -343,7 +345,7 @@ class StreamExecutor:
                 self.set_var(name, [c.variables.get(name) for c in children])
                 self.meta_info[name] = [c.meta_info.get(name) for c in children]
         elif mode == "concate_and_append":
-            self.submit("".join(c.text_[c._fork_point:] for c in children))
+            self.submit("".join(c.text_[c._fork_point :] for c in children))
             self.sync()
         else:
             raise ValueError(f"invalid join mode {mode!r}; use gather_variable or concate_and_append")
@@ -351,7 +353,7 @@ class StreamExecutor:
             child.end()
 
     # ---- streaming --------------------------------------------------------------------------
-    def iter_chunks(self, var_name: Optional[str] = None):
+    def iter_chunks(self, var_name: str | None = None):
         """Yield appended text as it arrives (only ``var_name``'s chunks when given)."""
         index = 0
         while True:

@@ -12,11 +12,12 @@ Variables: every generation of a variable is named by a ``VarKey`` (state, name,
 by ``VarVersions`` the same way wherever a program's generations are walked (tracer, interpreter,
 compiler, ``to_dot``), so a traced read of a variable finds the generation that produced it.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 from radixlm.frontend.chat_template import ChatTemplate, Turns
 
@@ -38,7 +39,7 @@ class VarKey:
         return f"{self.state}.{self.name}.{self.version}"
 
     @classmethod
-    def parse(cls, text: str) -> "VarKey":
+    def parse(cls, text: str) -> VarKey:
         """The key whose ``str()`` is ``text`` (names may contain dots)."""
         state, rest = text.split(".", 1)
         name, version = rest.rsplit(".", 1)
@@ -61,18 +62,18 @@ class VarVersions:
 class Expr:
     """Base of every IR expression; ``a + b`` concatenates."""
 
-    def __add__(self, other: Any) -> "ExprList":
+    def __add__(self, other: Any) -> ExprList:
         return ExprList([self, as_expr(other)])
 
-    def __radd__(self, other: Any) -> "ExprList":
+    def __radd__(self, other: Any) -> ExprList:
         return ExprList([as_expr(other), self])
 
-    def flatten(self) -> list["Expr"]:
+    def flatten(self) -> list[Expr]:
         """The expression as a flat list of leaves (constants, gens, roles, ...)."""
         return [self]
 
     @property
-    def output_var(self) -> Optional[str]:
+    def output_var(self) -> str | None:
         """The variable this expression generates into (``gen`` and ``select`` with a name)."""
         return None
 
@@ -114,11 +115,11 @@ class VarRef(Expr):
 class Gen(Expr):
     """Generate into variable ``name``; ``params`` holds only the options the user set."""
 
-    name: Optional[str]
+    name: str | None
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def output_var(self) -> Optional[str]:
+    def output_var(self) -> str | None:
         return self.name
 
     def __repr__(self) -> str:
@@ -130,13 +131,13 @@ class Gen(Expr):
 class Select(Expr):
     """Pick one of ``choices`` by scoring each continuation; the choice is appended to the text."""
 
-    name: Optional[str]
+    name: str | None
     choices: list[str]
     temperature: float = 0.0
     method: str = "token_length_normalized"
 
     @property
-    def output_var(self) -> Optional[str]:
+    def output_var(self) -> str | None:
         return self.name
 
     def __repr__(self) -> str:
@@ -193,7 +194,7 @@ class ExprList(Expr):
         return " + ".join(repr(i) for i in self.items)
 
 
-ExprLike = Union[str, Expr]
+ExprLike = str | Expr
 
 
 def as_expr(value: Any) -> Expr:
@@ -215,7 +216,7 @@ def split_sentinels(text: str) -> list[Expr]:
     pos = 0
     for m in _SENTINEL.finditer(text):
         if m.start() > pos:
-            out.append(Constant(text[pos:m.start()]))
+            out.append(Constant(text[pos : m.start()]))
         out.append(Argument(m.group(2)) if m.group(1) == "arg" else VarRef(VarKey.parse(m.group(2))))
         pos = m.end()
     if pos < len(text) or not out:
@@ -223,12 +224,12 @@ def split_sentinels(text: str) -> list[Expr]:
     return out
 
 
-def sentinel(kind: str, key: Union[str, VarKey]) -> str:
+def sentinel(kind: str, key: str | VarKey) -> str:
     """The text a traced placeholder turns into under ``str()``."""
     return f"\x00{kind}:{key}\x00"
 
 
-def role(name: str, expr: Optional[ExprLike] = None) -> Expr:
+def role(name: str, expr: ExprLike | None = None) -> Expr:
     """``role("user", x)`` is ``user_begin() + x + user_end()`` (an empty turn without ``x``)."""
     if expr is None:
         return ExprList([RoleBegin(name), RoleEnd(name)])
@@ -284,7 +285,7 @@ class SetVar:
         return f"s{self.state}[{self.name!r}] = {self.value!r}"
 
 
-Statement = Union[Extend, Fork, Join, SetVar]
+Statement = Extend | Fork | Join | SetVar
 
 
 @dataclass
@@ -294,7 +295,7 @@ class ProgramIR:
     name: str
     statements: list[Statement] = field(default_factory=list)
     #: Set when the program's control flow reads generated values (it then runs in the interpreter).
-    dynamic_reason: Optional[str] = None
+    dynamic_reason: str | None = None
 
     @property
     def is_static(self) -> bool:

@@ -1,8 +1,10 @@
 """``ProgramState``: what a program function receives as ``s`` and what ``run()`` returns."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterator, Optional
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from radixlm.frontend.interpreter import StreamExecutor
 from radixlm.frontend.ir import ExprLike
@@ -44,7 +46,7 @@ class ProgramState(StateBase):
         return self.executor.meta_info.get(name)
 
     # ---- whole state ------------------------------------------------------------------------
-    def sync(self) -> "ProgramState":
+    def sync(self) -> ProgramState:
         """Wait for every queued expression; raise if one failed."""
         self.executor.sync()
         return self
@@ -58,23 +60,23 @@ class ProgramState(StateBase):
         self.sync()
         return list(self.executor.messages_)
 
-    def error(self) -> Optional[BaseException]:
+    def error(self) -> BaseException | None:
         """The exception that stopped this state, if any (without raising it)."""
         return self.executor.error_
 
     # ---- fork -------------------------------------------------------------------------------
-    def fork(self, size: int = 1) -> "ProgramStateGroup":
+    def fork(self, size: int = 1) -> ProgramStateGroup:
         """``size`` states continuing from this one; they share its prefix (and its KV cache)."""
         children = [ProgramState(e) for e in self.executor.fork(int(size))]
         return ProgramStateGroup(children, self)
 
     # ---- streaming --------------------------------------------------------------------------
-    def text_iter(self, var_name: Optional[str] = None) -> Iterator[str]:
+    def text_iter(self, var_name: str | None = None) -> Iterator[str]:
         """Yield text as it is appended (with ``run(stream=True)``, token by token); with
         ``var_name`` only that variable's chunks. The chunks concatenate to the final text."""
         return self.executor.iter_chunks(var_name)
 
-    async def text_async_iter(self, var_name: Optional[str] = None) -> AsyncIterator[str]:
+    async def text_async_iter(self, var_name: str | None = None) -> AsyncIterator[str]:
         """``text_iter`` for asyncio code."""
         it = self.executor.iter_chunks(var_name)
         done = object()

@@ -1,9 +1,11 @@
 """What the running state (``ProgramState``) and the tracer's stand-in (``TracerState``) share:
 appending, item access, the role methods, and the group of states ``fork`` returns."""
+
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Generic, Iterator, Optional, TypeVar
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
 
 from radixlm.frontend.ir import Expr, ExprLike, RoleBegin, RoleEnd, role
 
@@ -35,16 +37,16 @@ class StateBase:
         self.set_var(name, value)
 
     # ---- roles ------------------------------------------------------------------------------
-    def system(self, expr: Optional[ExprLike] = None) -> Any:
+    def system(self, expr: ExprLike | None = None) -> Any:
         return self._role("system", expr)
 
-    def user(self, expr: Optional[ExprLike] = None) -> Any:
+    def user(self, expr: ExprLike | None = None) -> Any:
         return self._role("user", expr)
 
-    def assistant(self, expr: Optional[ExprLike] = None) -> Any:
+    def assistant(self, expr: ExprLike | None = None) -> Any:
         return self._role("assistant", expr)
 
-    def _role(self, name: str, expr: Optional[ExprLike]) -> Any:
+    def _role(self, name: str, expr: ExprLike | None) -> Any:
         """With ``expr``: append a whole turn. Without: a context manager around the turn."""
         if expr is not None:
             self._submit(role(name, expr))

@@ -6,11 +6,13 @@ value (comparisons, ``bool``, ``len``, ``int``, string methods, ``s.text()``) ra
 ``DynamicProgramError``: the program's control flow depends on generated values and it must run in
 the interpreter.
 """
+
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any
 
 from radixlm.frontend.errors import DynamicProgramError
 from radixlm.frontend.ir import (
@@ -35,7 +37,7 @@ from radixlm.frontend.state_base import StateBase, StateGroupBase
 class _Placeholder:
     """Stands for a value unknown while tracing; usable only as text."""
 
-    def __init__(self, kind: str, key: Union[str, VarKey]) -> None:
+    def __init__(self, kind: str, key: str | VarKey) -> None:
         self._kind = kind
         self._key = key
 
@@ -158,16 +160,16 @@ class TracerState(StateBase):
     def get_meta_info(self, name: str) -> Any:
         return self._dynamic("s.get_meta_info()")
 
-    def text_iter(self, var_name: Optional[str] = None) -> Any:
+    def text_iter(self, var_name: str | None = None) -> Any:
         return self._dynamic("s.text_iter()")
 
-    def sync(self) -> "TracerState":
+    def sync(self) -> TracerState:
         return self
 
     def error(self) -> None:
         return None
 
-    def fork(self, size: int = 1) -> "TracerStateGroup":
+    def fork(self, size: int = 1) -> TracerStateGroup:
         children = [TracerState(self._trace) for _ in range(int(size))]
         for child in children:
             child._vars = dict(self._vars)
@@ -186,8 +188,9 @@ class TracerStateGroup(StateGroupBase[TracerState]):
         self.parent._ir.statements.append(Join(self.parent.state_id, [c.state_id for c in self.states], mode))
 
 
-def trace_program(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any],
-                  placeholders: bool) -> ProgramIR:
+def trace_program(
+    func: Callable[..., Any], args: tuple, kwargs: dict[str, Any], placeholders: bool
+) -> ProgramIR:
     """Trace ``func(s, *args, **kwargs)``. With ``placeholders``, parameters not given become
     argument placeholders. Never raises for the program's own errors: they mark the IR dynamic."""
     ir = ProgramIR(name=getattr(func, "__name__", "program"))

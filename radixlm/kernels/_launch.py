@@ -1,4 +1,5 @@
 """Small helpers shared by the Triton launchers (no Triton import here)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Decode attention: one query token per request against its KV slots in the paged pool."""
+
 from __future__ import annotations
 
 import torch
@@ -35,14 +36,14 @@ def decode_attention_torch(
     valid = torch.arange(max_len, device=q.device)[None, :] < seq_lens[:, None]  # [bs, L]
     mask = valid[:, None, None, :]  # [bs, 1, 1, L]
     out = F.scaled_dot_product_attention(
-        q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale,
-        enable_gqa=num_q_heads != num_kv_heads,
+        q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale, enable_gqa=num_q_heads != num_kv_heads
     )  # [bs, Hq, 1, D]
     return out.squeeze(2)
 
 
-def default_num_kv_splits(batch_size: int, num_kv_heads: int, device: torch.device,
-                          max_seq_len: int | None = None) -> int:
+def default_num_kv_splits(
+    batch_size: int, num_kv_heads: int, device: torch.device, max_seq_len: int | None = None
+) -> int:
     """Splits that give about two programs per SM, fewer for short (known) maximum lengths.
 
     A host-only computation, so the choice is fixed for a captured CUDA graph of a given batch size.
@@ -78,8 +79,7 @@ def decode_attention_triton(
     group = num_q_heads // num_kv_heads
     if num_kv_splits is None:
         num_kv_splits = default_num_kv_splits(bs, num_kv_heads, q.device, max_seq_len)
-    mid_o = torch.empty((bs, num_q_heads, num_kv_splits, head_dim), dtype=torch.float32,
-                        device=q.device)
+    mid_o = torch.empty((bs, num_q_heads, num_kv_splits, head_dim), dtype=torch.float32, device=q.device)
     mid_lse = torch.empty((bs, num_q_heads, num_kv_splits), dtype=torch.float32, device=q.device)
     out = torch.empty_like(q)
     if bs == 0:
@@ -88,19 +88,49 @@ def decode_attention_triton(
 
     block_d = next_power_of_2(head_dim)
     kernels.decode_split_kernel[(bs, num_kv_heads, num_kv_splits)](
-        q, k_buffer, v_buffer, req_to_token, req_pool_indices, seq_lens, mid_o, mid_lse, sm_scale,
-        q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1),
-        v_buffer.stride(0), v_buffer.stride(1), req_to_token.stride(0),
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1),
-        GROUP=group, NUM_SPLITS=num_kv_splits, HEAD_DIM=head_dim,
-        BLOCK_H=max(16, next_power_of_2(group)), BLOCK_D=block_d, BLOCK_N=32 if q.is_cuda else 16,
+        q,
+        k_buffer,
+        v_buffer,
+        req_to_token,
+        req_pool_indices,
+        seq_lens,
+        mid_o,
+        mid_lse,
+        sm_scale,
+        q.stride(0),
+        q.stride(1),
+        k_buffer.stride(0),
+        k_buffer.stride(1),
+        v_buffer.stride(0),
+        v_buffer.stride(1),
+        req_to_token.stride(0),
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        GROUP=group,
+        NUM_SPLITS=num_kv_splits,
+        HEAD_DIM=head_dim,
+        BLOCK_H=max(16, next_power_of_2(group)),
+        BLOCK_D=block_d,
+        BLOCK_N=32 if q.is_cuda else 16,
         PRECISION=dot_precision(k_buffer.dtype),
     )
     kernels.decode_merge_kernel[(bs, num_q_heads)](
-        mid_o, mid_lse, out,
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1),
-        out.stride(0), out.stride(1),
-        NUM_SPLITS=num_kv_splits, HEAD_DIM=head_dim, BLOCK_S=next_power_of_2(num_kv_splits),
+        mid_o,
+        mid_lse,
+        out,
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        out.stride(0),
+        out.stride(1),
+        NUM_SPLITS=num_kv_splits,
+        HEAD_DIM=head_dim,
+        BLOCK_S=next_power_of_2(num_kv_splits),
         BLOCK_D=block_d,
     )
     return out

@@ -1,4 +1,5 @@
 """Extend (prefill) attention: new tokens on top of a cached prefix, causal within the new tokens."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -56,8 +57,9 @@ class ExtendMetadata(NamedTuple):
     max_extend_len: int  # host int: sizes the grid
 
 
-def build_extend_metadata(extend_prefix_lens: torch.Tensor, extend_seq_lens: torch.Tensor,
-                          max_extend_len: int) -> ExtendMetadata:
+def build_extend_metadata(
+    extend_prefix_lens: torch.Tensor, extend_seq_lens: torch.Tensor, max_extend_len: int
+) -> ExtendMetadata:
     """Start offsets from the per-request lengths (device tensors); one small cumsum per step."""
     start_loc = torch.cumsum(extend_seq_lens, 0) - extend_seq_lens
     return ExtendMetadata(extend_prefix_lens, extend_seq_lens, start_loc, int(max_extend_len))
@@ -90,12 +92,30 @@ def extend_attention_triton(
     block_n = 64 if q.is_cuda else 16
     grid = (bs, num_q_heads, -(-meta.max_extend_len // block_m))
     kernels.extend_kernel[grid](
-        q, k_buffer, v_buffer, out, req_to_token, req_pool_indices,
-        meta.prefix_lens, meta.extend_lens, meta.start_loc, sm_scale,
-        q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1),
-        v_buffer.stride(0), v_buffer.stride(1), out.stride(0), out.stride(1),
+        q,
+        k_buffer,
+        v_buffer,
+        out,
+        req_to_token,
+        req_pool_indices,
+        meta.prefix_lens,
+        meta.extend_lens,
+        meta.start_loc,
+        sm_scale,
+        q.stride(0),
+        q.stride(1),
+        k_buffer.stride(0),
+        k_buffer.stride(1),
+        v_buffer.stride(0),
+        v_buffer.stride(1),
+        out.stride(0),
+        out.stride(1),
         req_to_token.stride(0),
-        GROUP=num_q_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK_D=next_power_of_2(head_dim), PRECISION=dot_precision(k_buffer.dtype),
+        GROUP=num_q_heads // num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=next_power_of_2(head_dim),
+        PRECISION=dot_precision(k_buffer.dtype),
     )
     return out

@@ -3,6 +3,7 @@
 Semantics follow Hugging Face's ``LlamaRMSNorm``: normalise in fp32, round to the input dtype,
 then multiply by the weight (in the input dtype). ``x``/``residual``: ``[T, hidden]``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,15 +19,17 @@ def rmsnorm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
     return weight * (xf * rstd).to(x.dtype)
 
 
-def fused_add_rmsnorm_torch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_add_rmsnorm_torch(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact reference: ``h = x + residual``; returns ``(rmsnorm(h), h)``."""
     h = x + residual
     return rmsnorm_torch(h, weight, eps), h
 
 
-def _rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-                    eps: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _rmsnorm_triton(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     from radixlm.kernels._triton import rmsnorm as kernels
 
     x = x.contiguous()
@@ -37,9 +40,19 @@ def _rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor | None, weight: torc
     res_out = torch.empty_like(x2) if residual is not None else x2
     if x2.shape[0]:
         kernels.rmsnorm_kernel[(x2.shape[0],)](
-            x2, res_in, res_out, weight, out, eps, hidden,
-            x2.stride(0), res_in.stride(0), res_out.stride(0), out.stride(0),
-            HAS_RESIDUAL=residual is not None, BLOCK=next_power_of_2(hidden),
+            x2,
+            res_in,
+            res_out,
+            weight,
+            out,
+            eps,
+            hidden,
+            x2.stride(0),
+            res_in.stride(0),
+            res_out.stride(0),
+            out.stride(0),
+            HAS_RESIDUAL=residual is not None,
+            BLOCK=next_power_of_2(hidden),
         )
     return out.view(x.shape), res_out.view(x.shape) if residual is not None else None
 
@@ -49,8 +62,9 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
     return _rmsnorm_triton(x, None, weight, eps)[0]
 
 
-def fused_add_rmsnorm_triton(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                             eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_add_rmsnorm_triton(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`fused_add_rmsnorm_torch`: the add and the norm in one pass."""
     out, h = _rmsnorm_triton(x, residual, weight, eps)
     assert h is not None
@@ -62,8 +76,9 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return (rmsnorm_triton if _launch.use_triton(x) else rmsnorm_torch)(x, weight, eps)
 
 
-def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_add_rmsnorm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatch point (``_launch.use_triton``) for the fused add + RMSNorm."""
     fn = fused_add_rmsnorm_triton if _launch.use_triton(x) else fused_add_rmsnorm_torch
     return fn(x, residual, weight, eps)

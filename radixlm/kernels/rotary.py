@@ -3,6 +3,7 @@
 ``cos_sin_cache``: ``[max_positions, head_dim]`` fp32, cosines in the first half of each row and
 sines in the second. The rotation is computed in fp32 and rounded once to the input dtype.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,8 +12,9 @@ from radixlm.kernels import _launch
 from radixlm.kernels._launch import next_power_of_2
 
 
-def build_cos_sin_cache(inv_freq: torch.Tensor, max_positions: int,
-                        device: str | torch.device = "cpu") -> torch.Tensor:
+def build_cos_sin_cache(
+    inv_freq: torch.Tensor, max_positions: int, device: str | torch.device = "cpu"
+) -> torch.Tensor:
     """``[max_positions, 2 * len(inv_freq)]``: ``cos(p * f)`` then ``sin(p * f)`` per position.
 
     ``inv_freq`` carries any rope scaling. Computed on the CPU (whatever the default device), then
@@ -30,8 +32,9 @@ def _rotate_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
-def apply_rotary_torch(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
-                       cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def apply_rotary_torch(
+    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact reference. ``q``: ``[T, Hq, D]``, ``k``: ``[T, Hkv, D]``, ``positions``: ``[T]``.
 
     Returns new rotated ``(q, k)``.
@@ -49,14 +52,24 @@ def _rotate_triton(x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor
     if x.shape[0] and x.shape[1]:
         half = x.shape[-1] // 2
         kernels.rotary_kernel[(x.shape[0], x.shape[1])](
-            x, out, positions, cache, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-            cache.stride(0), HALF=half, BLOCK=next_power_of_2(half),
+            x,
+            out,
+            positions,
+            cache,
+            x.stride(0),
+            x.stride(1),
+            out.stride(0),
+            out.stride(1),
+            cache.stride(0),
+            HALF=half,
+            BLOCK=next_power_of_2(half),
         )
     return out
 
 
-def apply_rotary_triton(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
-                        cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def apply_rotary_triton(
+    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Triton version of :func:`apply_rotary_torch`: one program per ``(token, head)``.
 
     ``q``/``k`` may be strided views (e.g. slices of a fused qkv projection) with a unit stride
@@ -67,8 +80,9 @@ def apply_rotary_triton(q: torch.Tensor, k: torch.Tensor, positions: torch.Tenso
     return _rotate_triton(q, positions, cache), _rotate_triton(k, positions, cache)
 
 
-def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
-                 cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def apply_rotary(
+    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Dispatch point (``_launch.use_triton``): Triton on CUDA, the torch reference elsewhere."""
     fn = apply_rotary_triton if _launch.use_triton(q) else apply_rotary_torch
     return fn(q, k, positions, cos_sin_cache)

@@ -6,6 +6,7 @@ for the whole batch (one matrix product against all queries), the private suffix
 per request, and the two partial softmaxes are merged by their log-sum-exp. Mathematically the
 same attention as :func:`decode_attention_torch`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,9 @@ def _flash_cpu_available() -> bool:
     return hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
 
 
-def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float,
-                       mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``q`` ``[B, H, N, D]`` over ``k``/``v`` ``[B, H, P, D]``, where ``mask`` (bool,
     broadcastable to ``[B, H, N, P]``; None: every key) says which keys each query sees (at least
     one each): the normalised output ``[B, H, N, D]`` and the log-sum-exp of each row's scaled
@@ -46,7 +48,8 @@ def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_sca
         if mask is not None:
             bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, False, attn_mask=bias, scale=sm_scale)
+            q, k, v, 0.0, False, attn_mask=bias, scale=sm_scale
+        )
     scores = (q @ k.transpose(-1, -2)) * sm_scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -56,16 +59,22 @@ def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_sca
     return (e @ v) / total, (m + torch.log(total)).squeeze(-1)
 
 
-def merge_attention(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
-                    lse_b: torch.Tensor) -> torch.Tensor:
+def merge_attention(
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
+) -> torch.Tensor:
     """Attention over the union of two key sets from each set's normalised output ``[..., D]`` and
     log-sum-exp ``[...]``: the weight of set b is e^lse_b / (e^lse_a + e^lse_b) = sigmoid(lse_b - lse_a),
     so the merge is one interpolation over the outputs."""
     return torch.lerp(out_a, out_b, torch.sigmoid(lse_b - lse_a).unsqueeze(-1))
 
 
-def _shared_part(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, prefix_slots: torch.Tensor,
-                 sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _shared_part(
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    prefix_slots: torch.Tensor,
+    sm_scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Every query ``q`` ``[N, Hq, D]`` over the shared prefix's keys, read once for all of them,
     grouped by kv head: ``(out [Hkv, N * group, D], lse [Hkv, N * group])``."""
     n, num_q_heads, head_dim = q.shape
@@ -95,8 +104,9 @@ class TokenQueries:
     seq_lens_cpu: list[int]
 
     @classmethod
-    def of(cls, req_pool_indices: torch.Tensor, extend_prefix_lens: list[int],
-           extend_seq_lens: list[int]) -> "TokenQueries":
+    def of(
+        cls, req_pool_indices: torch.Tensor, extend_prefix_lens: list[int], extend_seq_lens: list[int]
+    ) -> TokenQueries:
         lens = [prefix + i + 1 for prefix, n in zip(extend_prefix_lens, extend_seq_lens) for i in range(n)]
         counts = torch.tensor(extend_seq_lens, device=req_pool_indices.device)
         rows = torch.repeat_interleave(req_pool_indices, counts).contiguous()
@@ -129,8 +139,18 @@ def decode_attention_shared_prefix_torch(
     if suffix_kernels is not None:
         assert seq_lens_cpu is not None
         return suffix_kernels.paged_decode_attention_after_prefix(
-            q.contiguous(), k_buffer, v_buffer, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu,
-            sm_scale, shared_len, out_p.contiguous(), lse_p.contiguous())
+            q.contiguous(),
+            k_buffer,
+            v_buffer,
+            req_to_token,
+            req_pool_indices,
+            seq_lens,
+            seq_lens_cpu,
+            sm_scale,
+            shared_len,
+            out_p.contiguous(),
+            lse_p.contiguous(),
+        )
     out_p, lse_p = _token_major(out_p, lse_p, bs)
 
     # Private suffixes, padded to the longest: [bs, Ls, Hkv, D].
@@ -149,8 +169,9 @@ def decode_attention_shared_prefix_torch(
     l_s = e_s.sum(dim=-1, keepdim=True)
     out_s = torch.einsum("bhgl,blhd->bhgd", e_s, vs) / l_s
     lse_s = (m_s + torch.log(l_s)).squeeze(-1)
-    return merge_attention(out_p, lse_p, out_s.reshape(bs, num_q_heads, head_dim),
-                           lse_s.reshape(bs, num_q_heads))
+    return merge_attention(
+        out_p, lse_p, out_s.reshape(bs, num_q_heads, head_dim), lse_s.reshape(bs, num_q_heads)
+    )
 
 
 def extend_attention_shared_prefix_torch(
@@ -186,8 +207,18 @@ def extend_attention_shared_prefix_torch(
     if suffix_kernels is not None:
         tq = token_queries or TokenQueries.of(req_pool_indices, extend_prefix_lens, extend_seq_lens)
         return suffix_kernels.paged_decode_attention_after_prefix(
-            q.contiguous(), k_buffer, v_buffer, req_to_token, tq.rows, tq.seq_lens, tq.seq_lens_cpu,
-            sm_scale, shared_len, out_p.contiguous(), lse_p.contiguous())
+            q.contiguous(),
+            k_buffer,
+            v_buffer,
+            req_to_token,
+            tq.rows,
+            tq.seq_lens,
+            tq.seq_lens_cpu,
+            sm_scale,
+            shared_len,
+            out_p.contiguous(),
+            lse_p.contiguous(),
+        )
     out_p, lse_p = _token_major(out_p, lse_p, num_tokens)
 
     # Private part, padded per request: queries [bs, Hkv, E*G, D] against keys [bs, Hkv, Ls, D].
@@ -200,19 +231,27 @@ def extend_attention_shared_prefix_torch(
     t_idx = torch.arange(max_ext, device=device)
     valid_q = t_idx[None, :] < ext[:, None]  # [bs, E]
     token_of = (starts[:, None] + t_idx[None, :]).clamp(max=num_tokens - 1)  # [bs, E]
-    q_pad = q[token_of].view(bs, max_ext, num_kv_heads, group, head_dim).permute(0, 2, 1, 3, 4).reshape(
-        bs, num_kv_heads, max_ext * group, head_dim)
+    q_pad = (
+        q[token_of]
+        .view(bs, max_ext, num_kv_heads, group, head_dim)
+        .permute(0, 2, 1, 3, 4)
+        .reshape(bs, num_kv_heads, max_ext * group, head_dim)
+    )
     slots = req_to_token[req_pool_indices, shared_len : shared_len + max_keys]
     ks = k_buffer[slots].to(q.dtype).transpose(1, 2)  # [bs, Hkv, Ls, D]
     vs = v_buffer[slots].to(q.dtype).transpose(1, 2)
     key_pos = shared_len + torch.arange(max_keys, device=device)  # absolute positions
     query_pos = prefix[:, None] + t_idx[None, :]  # [bs, E]
-    allowed = ((key_pos[None, None, :] <= query_pos[:, :, None])
-               & (key_pos[None, None, :] < (prefix + ext)[:, None, None]))
+    allowed = (key_pos[None, None, :] <= query_pos[:, :, None]) & (
+        key_pos[None, None, :] < (prefix + ext)[:, None, None]
+    )
     # NOTE: padded query rows would see no key at all (NaN); let them see key 0, then drop them.
     allowed = allowed | ~valid_q[:, :, None]
-    mask = allowed[:, None, :, None, :].expand(bs, 1, max_ext, group, max_keys).reshape(
-        bs, 1, max_ext * group, max_keys)
+    mask = (
+        allowed[:, None, :, None, :]
+        .expand(bs, 1, max_ext, group, max_keys)
+        .reshape(bs, 1, max_ext * group, max_keys)
+    )
     out_s, lse_s = attention_with_lse(q_pad, ks, vs, sm_scale, mask)  # [bs, Hkv, E*G, x]
 
     def gather_tokens(t: torch.Tensor) -> torch.Tensor:  # [bs, Hkv, E*G, x] -> [T, Hq, x]

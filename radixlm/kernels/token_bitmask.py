@@ -3,6 +3,7 @@
 The bitmask is int32 ``[bs, ceil(vocab / 32)]``; bit ``j % 32`` of word ``j // 32`` set means token
 ``j`` is allowed (the layout outlines-core's ``write_mask_into`` fills). Disallowed logits become -inf.
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,8 +32,9 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
 
 
-def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
-                              rows: torch.Tensor | None = None) -> None:
+def apply_token_bitmask_torch(
+    logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None = None
+) -> None:
     """In place: ``logits[r, j] = -inf`` where token ``j`` is not allowed for row ``r``.
 
     ``rows`` (optional) selects which logits rows the bitmask rows apply to, so unconstrained rows of
@@ -48,8 +50,9 @@ def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
             logits[r].masked_fill_(~allowed[j], float("-inf"))
 
 
-def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,
-                               rows: torch.Tensor | None = None) -> None:
+def apply_token_bitmask_triton(
+    logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None = None
+) -> None:
     """Triton version of :func:`apply_token_bitmask_torch`, same arguments and effect (in place).
 
     ``logits`` must have a unit stride along the vocabulary (rows may be strided).
@@ -64,13 +67,20 @@ def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,
     bitmask = bitmask.contiguous()
     block = min(4096 if logits.is_cuda else 256, next_power_of_2(vocab))
     kernels.apply_bitmask_kernel[(num_rows, -(-vocab // block))](
-        logits, bitmask, rows if rows is not None else bitmask, vocab,
-        logits.stride(0), bitmask.stride(0), HAS_ROWS=rows is not None, BLOCK=block,
+        logits,
+        bitmask,
+        rows if rows is not None else bitmask,
+        vocab,
+        logits.stride(0),
+        bitmask.stride(0),
+        HAS_ROWS=rows is not None,
+        BLOCK=block,
     )
 
 
-def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor,
-                        rows: torch.Tensor | None = None) -> None:
+def apply_token_bitmask(
+    logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None = None
+) -> None:
     """Dispatch point (``_launch.use_triton``): Triton on CUDA, the torch reference elsewhere."""
     fn = apply_token_bitmask_triton if _launch.use_triton(logits) else apply_token_bitmask_torch
     fn(logits, bitmask, rows)

@@ -4,10 +4,10 @@ Each method receives, per choice, the logprobs of the choice's own tokens given 
 (``token_logprobs[i]``: list of floats) and, for the unconditional method, the same tokens' logprobs
 without the prefix (the first of which is unknown and counts as 0).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class ChoicesSamplingMethod:
         return self.name == "unconditional_likelihood_normalized"
 
     def decide(
-        self, token_logprobs: list[list[float]], unconditional: Optional[list[list[float]]] = None
+        self, token_logprobs: list[list[float]], unconditional: list[list[float]] | None = None
     ) -> tuple[int, list[float]]:
         """Return ``(index of the chosen choice, one score per choice)``; higher is better."""
         if self.name == "token_length_normalized":
@@ -70,7 +70,7 @@ METHODS = {
 }
 
 
-def method_name(method: "ChoicesSamplingMethod | str | None") -> str:
+def method_name(method: ChoicesSamplingMethod | str | None) -> str:
     """Normalize a method object or name to its name (default: token_length_normalized)."""
     if method is None:
         return token_length_normalized.name

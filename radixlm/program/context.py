@@ -12,9 +12,11 @@ without special tokens, and concatenates the segments' ids.
 Segments are never mutated once in a list (appending replaces the last one), so a fork can copy
 its parent's context with ``list(context)``.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 Segment = dict[str, Any]
 Context = list[Segment]
@@ -96,6 +98,6 @@ def to_ids(context: Context, encode: Callable[[str], list[int]]) -> list[int]:
     return ids
 
 
-def is_batch(input_segments: Optional[list[Any]]) -> bool:
+def is_batch(input_segments: list[Any] | None) -> bool:
     """Whether an ``input_segments`` value holds several prompts (a list of contexts)."""
     return bool(input_segments) and isinstance(input_segments[0], list)

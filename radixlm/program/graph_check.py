@@ -6,6 +6,7 @@ missing field would fail deep inside a running program. ``check_graph`` enforces
 every parent and variable source comes earlier, which makes the graph acyclic), known op types with
 fields of the right types, and at most ``max_nodes`` nodes.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -57,16 +58,22 @@ def _check_node(node: Any, index: int) -> None:
 def _check_segment(seg: Any, index: int, where: str) -> None:
     if isinstance(seg, dict) and set(seg) == {"text"} and isinstance(seg["text"], str):
         return
-    if isinstance(seg, dict) and set(seg) == {"ids"} and isinstance(seg["ids"], list) \
-            and all(_is_int(i) for i in seg["ids"]):
+    if (
+        isinstance(seg, dict)
+        and set(seg) == {"ids"}
+        and isinstance(seg["ids"], list)
+        and all(_is_int(i) for i in seg["ids"])
+    ):
         return
     if isinstance(seg, dict) and set(seg) == {"var", "node"} and isinstance(seg["var"], str):
         if _is_int(seg["node"]) and 0 <= seg["node"] < index:
             return
         raise InvalidGraph(f"{where}.node must be the id of an earlier node, not {seg['node']!r}")
     if isinstance(seg, dict) and set(seg) == {"arg"} and isinstance(seg["arg"], str):
-        raise InvalidGraph(f"{where}: argument {seg['arg']!r} has no value: fill the graph's placeholders "
-                           "with bind_arguments() first")
+        raise InvalidGraph(
+            f"{where}: argument {seg['arg']!r} has no value: fill the graph's placeholders "
+            "with bind_arguments() first"
+        )
     raise InvalidGraph(f'{where} must be {{"text": str}}, {{"ids": [int]}} or {{"var": str, "node": int}}')
 
 
@@ -81,8 +88,9 @@ def _check_op(op: Any, where: str) -> None:
     if op["type"] == "gen":
         options = op.get("options", {})
         if not isinstance(options, dict):
-            raise InvalidGraph(f"{where}.options must be an object of sampling options, not "
-                               f"{type(options).__name__}")
+            raise InvalidGraph(
+                f"{where}.options must be an object of sampling options, not {type(options).__name__}"
+            )
         n = options.get("n", 1)
         if not _is_int(n) or n < 1:
             raise InvalidGraph(f"{where}.options.n must be an integer >= 1")

@@ -47,12 +47,14 @@ Result::
 ``gen`` and ``select`` run exactly the request protocols of the interpreter
 (``radixlm.program.protocols``), so under greedy decoding both paths give identical variables.
 """
+
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections import defaultdict
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from radixlm.program.context import Context, append_ids, append_text, extend
 from radixlm.program.graph_check import GRAPH_VERSION as GRAPH_VERSION  # the compiler reads it here
@@ -109,8 +111,14 @@ async def execute_program_stream(graph: dict[str, Any], generate: Generate) -> A
                         raise ValueError(f"unknown op type {op['type']!r}")
                     value = outcome.value
                     extend(context, outcome.continuation)
-                    events.put_nowait({"node": node["id"], "name": op.get("name"), "value": value,
-                                       "meta_info": outcome.meta_info})
+                    events.put_nowait(
+                        {
+                            "node": node["id"],
+                            "name": op.get("name"),
+                            "value": value,
+                            "meta_info": outcome.meta_info,
+                        }
+                    )
             values[node["id"]].set_result(value)
             contexts[node["id"]].set_result(context)
         except BaseException as exc:
@@ -150,8 +158,11 @@ def bind_arguments(graph: dict[str, Any], **values: Any) -> dict[str, Any]:
     missing = [n for n in names if n not in values]
     extra = sorted(set(values) - set(names))
     if missing or extra:
-        raise ValueError(f"bind_arguments: missing {missing or 'none'}, unknown {extra or 'none'} "
-                         f"(the graph's arguments are {names})")
+        raise ValueError(
+            f"bind_arguments: missing {missing or 'none'}, unknown {extra or 'none'} "
+            f"(the graph's arguments are {names})"
+        )
+
     def filled(segments: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for seg in segments:  # text merges as the compiler writes it, so bound == compiled with values
@@ -187,7 +198,7 @@ def plan_pins(nodes: list[dict[str, Any]], run_id: str) -> dict[int, dict[str, A
     return dict(fields)
 
 
-def _request_ancestor(node: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> Optional[int]:
+def _request_ancestor(node: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> int | None:
     """The nearest ancestor that runs a request (nodes without an op are passed through)."""
     parent = node["parent"]
     while parent is not None and by_id[parent]["op"] is None:

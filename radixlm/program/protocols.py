@@ -12,9 +12,11 @@ Responses are ``{"text", "output_ids", "meta_info"}`` (a list for a batch or ``n
 entries are ``[logprob, token_id, text-or-None]``. Protocols return an ``Outcome``: the value, its
 meta info and the segments it adds to the context (a gen's token ids, a select's choice text).
 """
+
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Generator, NamedTuple, Optional, TypeVar
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, NamedTuple, TypeVar
 
 from radixlm.program.choices import METHODS
 from radixlm.program.context import Context, continuation, with_text
@@ -104,7 +106,7 @@ def select_protocol(context: Context, choices: list[str], method: str) -> Protoc
     prefix_ids = [e[1] for e in entries[0]]
     choice_entries = [_after_common_prefix(prefix_ids, e) for e in entries[1:]]
     cond = [[_lp(e) for e in es] for es in choice_entries]
-    uncond: Optional[list[list[float]]] = None
+    uncond: list[list[float]] | None = None
     uncond_entries = None
     if decide.requires_unconditional_logprobs:
         alone = yield {
@@ -148,7 +150,7 @@ def _after_common_prefix(prefix_ids: list[int], entries: list[list[Any]]) -> lis
 def _align(uncond: list[float], n: int) -> list[float]:
     """Right-align the unconditional logprobs with the ``n`` conditional ones (0 where missing)."""
     if len(uncond) >= n:
-        return uncond[len(uncond) - n:]
+        return uncond[len(uncond) - n :]
     return [0.0] * (n - len(uncond)) + uncond
 
 

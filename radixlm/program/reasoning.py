@@ -9,10 +9,10 @@ Shared by the server (``--reasoning-parser``) and the language (``separate_reaso
 server's tool parsers, splits of a growing output are monotone (both parts only grow), so a stream
 sends their differences and they add up to the split of the finished output.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 THINK_START, THINK_END = "<think>", "</think>"
 REASONING_PARSERS = ("deepseek-r1", "qwen3")
@@ -37,7 +37,7 @@ class ReasoningParser:
         """Thinking and answer of ``text``; ``final`` False: hold back what may be a partial tag."""
         body = text.lstrip()
         if body.startswith(THINK_START):
-            body = body[len(THINK_START):]
+            body = body[len(THINK_START) :]
         elif not final and THINK_START.startswith(body):
             return ReasoningSplit("", "")
         elif not self.starts_thinking:
@@ -45,9 +45,9 @@ class ReasoningParser:
         close = body.find(THINK_END)
         if close < 0:
             hold = 0 if final else partial_suffix(body, THINK_END)
-            thinking = body[:len(body) - hold]
+            thinking = body[: len(body) - hold]
             return ReasoningSplit(thinking.strip(), "")
-        answer = body[close + len(THINK_END):].lstrip()
+        answer = body[close + len(THINK_END) :].lstrip()
         return ReasoningSplit(body[:close].strip(), answer)
 
 
@@ -59,7 +59,7 @@ def partial_suffix(text: str, marker: str) -> int:
     return 0
 
 
-def get_reasoning_parser(name: Optional[str]) -> Optional[ReasoningParser]:
+def get_reasoning_parser(name: str | None) -> ReasoningParser | None:
     return None if name in (None, "none") else ReasoningParser(name)
 
 

@@ -4,14 +4,28 @@ A ``gen`` takes SGLang's option names (``max_tokens``, ``min_tokens``, ...); req
 native ``/generate`` names (``max_new_tokens``, ``min_new_tokens``, ...). Run-level defaults are
 ``run()``'s keywords, already in request names.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 #: Options that go into ``sampling_params`` of a /generate request.
 SAMPLING_KEYS = (
-    "max_new_tokens", "min_new_tokens", "n", "stop", "stop_token_ids", "temperature", "top_p", "top_k",
-    "min_p", "frequency_penalty", "presence_penalty", "ignore_eos", "dtype", "regex", "json_schema",
+    "max_new_tokens",
+    "min_new_tokens",
+    "n",
+    "stop",
+    "stop_token_ids",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "ignore_eos",
+    "dtype",
+    "regex",
+    "json_schema",
     "stop_regex",
 )
 #: Options that are request-level fields of a /generate request.
@@ -19,9 +33,20 @@ LOGPROB_KEYS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "retu
 
 #: Run-level sampling defaults (SGLang's ``run()`` keywords) and their values.
 RUN_DEFAULTS: dict[str, Any] = {
-    "max_new_tokens": 128, "n": 1, "stop": None, "stop_token_ids": None, "temperature": 1.0, "top_p": 1.0,
-    "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "ignore_eos": False,
-    "return_logprob": None, "logprob_start_len": None, "top_logprobs_num": None,
+    "max_new_tokens": 128,
+    "n": 1,
+    "stop": None,
+    "stop_token_ids": None,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": -1,
+    "min_p": 0.0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "ignore_eos": False,
+    "return_logprob": None,
+    "logprob_start_len": None,
+    "top_logprobs_num": None,
     "return_text_in_logprobs": None,
 }
 

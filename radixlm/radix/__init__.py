@@ -1,4 +1,5 @@
 """The radix tree prefix cache. Imports nothing from ``radixlm.runtime`` or ``radixlm.frontend``."""
+
 from __future__ import annotations
 
 from radixlm.radix.factory import create_prefix_cache

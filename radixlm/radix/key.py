@@ -1,7 +1,8 @@
 """Token-id keys of the radix tree: normalisation and fast common-prefix comparison."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -23,7 +24,7 @@ def common_prefix_len(node_key: tuple[int, ...], key: tuple[int, ...], start: in
     i = 0
     while i < n:
         j = min(i + _CHUNK, n)
-        if node_key[i:j] != key[start + i:start + j]:
+        if node_key[i:j] != key[start + i : start + j]:
             while node_key[i] == key[start + i]:
                 i += 1
             return i

@@ -1,4 +1,5 @@
 """Hit-rate and eviction counters shared by both prefix caches."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,8 @@
 """The disabled prefix cache (``--disable-radix-cache``): same interface, caches nothing."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

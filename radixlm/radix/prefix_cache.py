@@ -21,9 +21,11 @@ So the release path is identical for both caches::
 With the cache disabled ``prefix_len`` is always 0 and ``insert`` returns ``len(token_ids)``, so the
 caller frees every slot it computed and the "tree" owns nothing.
 """
+
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 import torch
 

@@ -1,9 +1,10 @@
 """RadixAttention's data structure: a radix tree over token ids whose values are KV slot indices."""
+
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -204,10 +205,14 @@ class RadixCache:
             _require(len(node.key) > 0, f"{node}: empty key")
             _require(node.value.dtype == torch.int64 and node.value.dim() == 1, f"{node}: bad value tensor")
             _require(node.value.numel() == len(node.key), f"{node}: key and value lengths differ")
-            _require(node.parent is not None and node.parent.children.get(node.key[0]) is node,
-                     f"{node}: not its parent's child under its first token")
-            _require(node.lock_ref >= sum(c.lock_ref for c in node.children.values()),
-                     f"{node}: lock_ref below its children's sum")
+            _require(
+                node.parent is not None and node.parent.children.get(node.key[0]) is node,
+                f"{node}: not its parent's child under its first token",
+            )
+            _require(
+                node.lock_ref >= sum(c.lock_ref for c in node.children.values()),
+                f"{node}: lock_ref below its children's sum",
+            )
             if node.lock_ref == 0:
                 evictable += len(node.key)
             else:

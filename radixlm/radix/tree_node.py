@@ -1,4 +1,5 @@
 """One node of the radix tree: a run of token ids and the KV slots that hold their keys and values."""
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,9 @@ class TreeNode:
 
     __slots__ = ("key", "value", "parent", "children", "lock_ref", "last_access")
 
-    def __init__(self, key: tuple[int, ...], value: torch.Tensor, parent: TreeNode | None,
-                 last_access: int) -> None:
+    def __init__(
+        self, key: tuple[int, ...], value: torch.Tensor, parent: TreeNode | None, last_access: int
+    ) -> None:
         self.key = key
         self.value = value
         self.parent = parent

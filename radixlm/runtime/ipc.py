@@ -8,6 +8,7 @@ Topology (ZeroMQ PUSH/PULL over ``ipc://``; every arrow is one socket pair):
 Replies of the scheduler (flush, stats) and a child's death notice travel the same path, so the
 TokenizerManager reads exactly one socket.
 """
+
 from __future__ import annotations
 
 import os

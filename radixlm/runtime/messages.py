@@ -3,15 +3,16 @@
 Small dataclasses, pickled. Token ids travel as numpy int32 arrays, never Python lists (lists of
 ints pickle ~4x slower). The scheduler dispatches on the message type through one table.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
-from radixlm.runtime.request_ids import sample_rid
+from radixlm.runtime.requests.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 # The ``status_code`` of an abort the client asked for (nginx's "client closed request"): a normal
@@ -35,10 +36,10 @@ class TokenizedGenerateReq:
     # ``pin_children`` requests that list its rid in ``unpin_rids`` have been admitted.
     pin_children: int = 0
     unpin_rids: list[str] = field(default_factory=list)
-    pin_timeout_s: Optional[float] = None  # how long the pin may last; None: the server's pin_timeout_s
+    pin_timeout_s: float | None = None  # how long the pin may last; None: the server's pin_timeout_s
     # The client's rid when this is one sample of an ``n > 1`` request (its parent): aborting the
     # parent aborts every sample.
-    group_rid: Optional[str] = None
+    group_rid: str | None = None
 
 
 @dataclass
@@ -67,7 +68,10 @@ class GetStatsReq:
 # ---- Scheduler -> Detokenizer / Engine ------------------------------------------------------
 # The logprob fields of ``ReqTokenOut``, passed on as deltas (only the new positions).
 LOGPROB_FIELDS = (
-    "input_token_logprobs", "input_top_logprobs", "output_token_logprobs", "output_top_logprobs",
+    "input_token_logprobs",
+    "input_top_logprobs",
+    "output_token_logprobs",
+    "output_top_logprobs",
 )
 
 
@@ -79,21 +83,21 @@ class ReqTokenOut:
     new_token_ids: np.ndarray  # int32
     finished: bool
     # {"type": "stop", "matched": ...} | {"type": "length", ...} | {"type": "abort", "message": ...}
-    finish_reason: Optional[dict[str, Any]]
+    finish_reason: dict[str, Any] | None
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
     # logprobs (present only when asked): lists of (logprob, token_id); top: per position a list
     # of (logprob, token_id)
-    input_token_logprobs: Optional[list[tuple[Optional[float], int]]] = None
-    input_top_logprobs: Optional[list[Optional[list[tuple[float, int]]]]] = None
-    output_token_logprobs: Optional[list[tuple[float, int]]] = None  # only the new tokens
-    output_top_logprobs: Optional[list[list[tuple[float, int]]]] = None  # only the new tokens
+    input_token_logprobs: list[tuple[float | None, int]] | None = None
+    input_top_logprobs: list[list[tuple[float, int]] | None] | None = None
+    output_token_logprobs: list[tuple[float, int]] | None = None  # only the new tokens
+    output_top_logprobs: list[list[tuple[float, int]]] | None = None  # only the new tokens
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     stop_strings: list[str] = field(default_factory=list)
     no_stop_trim: bool = False
-    first_token_at: Optional[float] = None  # time.perf_counter() (system-wide) of the first output token
+    first_token_at: float | None = None  # time.perf_counter() (system-wide) of the first output token
 
 
 @dataclass
@@ -122,7 +126,7 @@ class ReqTextOut:
     output_ids: np.ndarray  # all output ids so far
     finished: bool
     meta_info: dict[str, Any]
-    first_token_at: Optional[float] = None  # passed on from ``ReqTokenOut`` (metrics)
+    first_token_at: float | None = None  # passed on from ``ReqTokenOut`` (metrics)
 
 
 @dataclass
@@ -156,6 +160,7 @@ def expand_parallel_samples(req: TokenizedGenerateReq) -> list[TokenizedGenerate
     out = []
     for i in range(n):
         params = dataclasses.replace(req.sampling_params, n=1, seed=None if seed is None else seed + i)
-        out.append(dataclasses.replace(req, rid=sample_rid(req.rid, i), group_rid=req.rid,
-                                       sampling_params=params))
+        out.append(
+            dataclasses.replace(req, rid=sample_rid(req.rid, i), group_rid=req.rid, sampling_params=params)
+        )
     return out

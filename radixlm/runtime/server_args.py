@@ -1,11 +1,12 @@
 """Options shared by the in-process Engine, the scheduler and the HTTP server."""
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 Device = Literal["auto", "cpu", "cuda"]
 # auto: fp32 on CPU (bf16 matmuls are slow there), bf16 on CUDA
@@ -34,7 +35,7 @@ class ServerArgs:
     """
 
     model: str = "smollm2-135m"
-    tokenizer: Optional[str] = None
+    tokenizer: str | None = None
     device: Device = "auto"
     dtype: Dtype = "auto"
     # The KV cache's element type; auto: the model's dtype. float16/bfloat16 halve the bytes a decode
@@ -49,9 +50,9 @@ class ServerArgs:
     # Memory
     kv_cache_gb: float = 1.0  # KV pool budget on CPU
     mem_fraction_static: float = 0.85  # fraction of free GPU memory for weights + KV
-    max_total_tokens: Optional[int] = None  # overrides the budget: exact number of KV slots
+    max_total_tokens: int | None = None  # overrides the budget: exact number of KV slots
     max_running_requests: int = 128
-    context_length: Optional[int] = None  # defaults to the model's max positions
+    context_length: int | None = None  # defaults to the model's max positions
     # Scheduling
     max_prefill_tokens: int = 4096
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
@@ -72,34 +73,34 @@ class ServerArgs:
     # Jump only while at most this many requests run: a mixed extend step costs per token like a
     # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
     # unlimited on CUDA (where a step's cost hardly depends on its token count).
-    jump_forward_max_batch: Optional[int] = None
+    jump_forward_max_batch: int | None = None
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
     grammar_compile_timeout: float = 60.0  # a compile still running then is stopped; its request fails
     grammar_max_concurrent_compiles: int = 2  # compiles running young (slow ones stop counting)
-    json_whitespace_pattern: Optional[str] = None  # None: bounded default; "free": unbounded
+    json_whitespace_pattern: str | None = None  # None: bounded default; "free": unbounded
     # GPU
     disable_cuda_graph: bool = False
     cuda_graph_max_bs: int = 160
     # Server
     host: str = "127.0.0.1"
     port: int = 30000
-    api_key: Optional[str] = None
-    served_model_name: Optional[str] = None
-    chat_template: Optional[str] = None
+    api_key: str | None = None
+    served_model_name: str | None = None
+    chat_template: str | None = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"
     # Front door (runtime/server/front_door.py): limits and security checks in the HTTP process
-    api_key_file: Optional[str] = None  # the API key read from a file (or env RADIXLM_API_KEY)
-    allowed_hosts: Optional[str] = None  # comma-separated Host names accepted beside localhost names
-    allowed_origins: Optional[str] = None  # comma-separated CORS origins ("*": any); None: none
+    api_key_file: str | None = None  # the API key read from a file (or env RADIXLM_API_KEY)
+    allowed_hosts: str | None = None  # comma-separated Host names accepted beside localhost names
+    allowed_origins: str | None = None  # comma-separated CORS origins ("*": any); None: none
     max_request_bytes: int = 16 << 20  # larger bodies get 413
     max_json_depth: int = 64  # nesting of a request body and of a JSON schema
     max_queued_requests: int = 512  # in flight beyond max_running_requests: then 503 + Retry-After
-    queue_timeout: Optional[float] = None  # seconds a request may wait for its first token
+    queue_timeout: float | None = None  # seconds a request may wait for its first token
     max_n: int = 64
-    max_prompt_tokens: Optional[int] = None  # None: the context length
+    max_prompt_tokens: int | None = None  # None: the context length
     max_stop_strings: int = 32
     max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices (all together)
     max_program_nodes: int = 1024
@@ -111,14 +112,14 @@ class ServerArgs:
     dp_size: int = 1
     nnodes: int = 1
     node_rank: int = 0
-    dist_init_addr: Optional[str] = None  # host:port of rank 0's rendezvous; default a free local port
+    dist_init_addr: str | None = None  # host:port of rank 0's rendezvous; default a free local port
     load_balance_method: LoadBalanceMethod = "cache_aware"  # how dp_size replicas share requests
     balance_abs_threshold: int = 32  # cache_aware: imbalance when max - min load passes this ...
     balance_rel_threshold: float = 1.5  # ... and max load > this x min load
     # Misc
     seed: int = 0
-    num_threads: Optional[int] = None  # torch threads in the scheduler process
-    enable_deterministic_inference: bool = False  # batch-invariant results (runtime/deterministic.py)
+    num_threads: int | None = None  # torch threads in the scheduler process
+    enable_deterministic_inference: bool = False  # batch-invariant (runtime/executor/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
     log_level: LogLevel = "warning"
 

@@ -1,5 +1,6 @@
 """The language over HTTP against one real local server (tiny random model): ``Runtime``,
 ``RuntimeEndpoint``, ``POST /program``, ``input_segments``, pins, and ``OpenAI`` on our own ``/v1``."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,15 @@ from tests.frontend import programs
 
 @pytest.fixture(scope="module")
 def runtime(tiny_llama_dir):
-    rt = sgl.Runtime(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512,
-                     debug_invariants=True, log_level="info")
+    rt = sgl.Runtime(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        debug_invariants=True,
+        log_level="info",
+    )
     yield rt
     rt.shutdown()
 
@@ -38,8 +46,12 @@ def wait_idle(backend) -> dict:
     """Stats once nothing runs (pins all released); asserts that no KV slot leaked."""
     for _ in range(50):
         s = stats(backend)
-        if (s["num_running"] == 0 and s["num_queued"] == 0 and s["kv_used"] == 0
-                and s["num_pinned_contexts"] == 0):
+        if (
+            s["num_running"] == 0
+            and s["num_queued"] == 0
+            and s["kv_used"] == 0
+            and s["num_pinned_contexts"] == 0
+        ):
             assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
             return s
         time.sleep(0.1)
@@ -53,7 +65,7 @@ def test_typical_programs_same_over_program_endpoint_and_interpreter(endpoint, r
     assert graph.execution_path == "graph" and endpoint._has_program_endpoint  # no fallback
     assert graph.executor.variables == interp.executor.variables
     assert graph.text() == interp.text() and graph.messages() == interp.messages()
-    assert "POST /program HTTP/1.1\" 200" in runtime._server.log()
+    assert 'POST /program HTTP/1.1" 200' in runtime._server.log()
     wait_idle(endpoint)
 
 
@@ -63,9 +75,11 @@ def test_generated_tokens_continue_exactly(endpoint):
         s += "Start:" + sgl.gen("a", max_tokens=8, ignore_eos=True) + sgl.gen("b", max_tokens=2)
 
     sgl.flush_cache(endpoint)
-    states = [two.run(backend=endpoint, temperature=0, execution="interpreter"),
-              two.run(backend=endpoint, temperature=0, execution="graph"),
-              two.run(backend=endpoint, temperature=0, stream=True)]
+    states = [
+        two.run(backend=endpoint, temperature=0, execution="interpreter"),
+        two.run(backend=endpoint, temperature=0, execution="graph"),
+        two.run(backend=endpoint, temperature=0, stream=True),
+    ]
     for state in states:
         state.sync()
         a, b = state.get_meta_info("a"), state.get_meta_info("b")
@@ -91,53 +105,72 @@ def test_sixteen_forks_compute_the_context_once(endpoint, execution):
     state = many.run(ctx=context, backend=endpoint, temperature=0, execution=execution)
     assert state.execution_path == execution
     metas = state.get_meta_info("x")
-    assert len(metas) == 16 and all(m["cached_tokens"] >= 200 for m in metas), \
-        [m["cached_tokens"] for m in metas]
+    assert len(metas) == 16 and all(m["cached_tokens"] >= 200 for m in metas), [
+        m["cached_tokens"] for m in metas
+    ]
     assert sum(m["prompt_tokens"] - m["cached_tokens"] for m in metas) < 16 * 12
     wait_idle(endpoint)
 
 
 def test_runtime_backend_streams_and_batches(runtime):
-    state = programs.multi_turn.run(question_1="Hi.", question_2="Bye.", backend=runtime, temperature=0,
-                                    stream=True)
+    state = programs.multi_turn.run(
+        question_1="Hi.", question_2="Bye.", backend=runtime, temperature=0, stream=True
+    )
     chunks = list(state.text_iter())
     assert "".join(chunks) == state.text()
     assert [m["role"] for m in state.messages()] == ["system", "user", "assistant", "user", "assistant"]
     questions = [f"q{i}?" for i in range(4)]
-    singles = [programs.few_shot_qa.run(question=q, backend=runtime, temperature=0)["answer"]
-               for q in questions]
-    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=runtime,
-                                           temperature=0)
+    singles = [
+        programs.few_shot_qa.run(question=q, backend=runtime, temperature=0)["answer"] for q in questions
+    ]
+    batch = programs.few_shot_qa.run_batch(
+        [{"question": q} for q in questions], backend=runtime, temperature=0
+    )
     assert [s["answer"] for s in batch] == singles and all(s.execution_path == "graph" for s in batch)
 
 
 def test_input_segments_tokenize_each_text_piece(client):
-    ids = client.post("/generate", json={
-        "text": "ab", "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}}).json()
-    seg = client.post("/generate", json={
-        "input_segments": [{"text": "a"}, {"ids": []}, {"text": "b"}],
-        "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}}).json()
+    ids = client.post(
+        "/generate",
+        json={"text": "ab", "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}},
+    ).json()
+    seg = client.post(
+        "/generate",
+        json={
+            "input_segments": [{"text": "a"}, {"ids": []}, {"text": "b"}],
+            "sampling_params": {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True},
+        },
+    ).json()
     assert seg["output_ids"] == ids["output_ids"] and seg["meta_info"]["prompt_tokens"] == 2
-    batch = client.post("/generate", json={
-        "input_segments": [[{"text": "ab"}], [{"text": "a"}, {"ids": ids["output_ids"][:1]}]],
-        "sampling_params": {"max_new_tokens": 0}}).json()
+    batch = client.post(
+        "/generate",
+        json={
+            "input_segments": [[{"text": "ab"}], [{"text": "a"}, {"ids": ids["output_ids"][:1]}]],
+            "sampling_params": {"max_new_tokens": 0},
+        },
+    ).json()
     assert [b["meta_info"]["prompt_tokens"] for b in batch] == [2, 2]
 
 
-@pytest.mark.parametrize("body,fragment", [
-    ({"input_segments": []}, "non-empty list of segments"),
-    ({"input_segments": [{"text": 1}]}, "input_segments[0] must be"),
-    ({"input_segments": [{"text": "a", "ids": [1]}]}, "input_segments[0] must be"),
-    ({"input_segments": [[{"text": "a"}], [{"bytes": "b"}]]}, "input_segments[1][0] must be"),
-    ({"input_segments": [{"ids": [99999]}]}, "vocabulary"),
-    ({"input_segments": [{"text": ""}]}, "empty"),
-    ({"input_segments": [{"text": "a"}], "text": "a"},
-     "exactly one of text and input_ids (or input_segments)"),
-    ({"text": "a", "pin_children": -1}, "pin_children"),
-    ({"text": "a", "pin_children": 2, "sampling_params": {"n": 2}}, "pin_children needs n == 1"),
-    ({"text": "a", "unpin_rids": "r"}, "unpin_rids must be a list"),
-    ({"text": ["a", "b"], "unpin_rids": ["r"]}, "one list of rids (or null) per prompt"),
-])
+@pytest.mark.parametrize(
+    "body,fragment",
+    [
+        ({"input_segments": []}, "non-empty list of segments"),
+        ({"input_segments": [{"text": 1}]}, "input_segments[0] must be"),
+        ({"input_segments": [{"text": "a", "ids": [1]}]}, "input_segments[0] must be"),
+        ({"input_segments": [[{"text": "a"}], [{"bytes": "b"}]]}, "input_segments[1][0] must be"),
+        ({"input_segments": [{"ids": [99999]}]}, "vocabulary"),
+        ({"input_segments": [{"text": ""}]}, "empty"),
+        (
+            {"input_segments": [{"text": "a"}], "text": "a"},
+            "exactly one of text and input_ids (or input_segments)",
+        ),
+        ({"text": "a", "pin_children": -1}, "pin_children"),
+        ({"text": "a", "pin_children": 2, "sampling_params": {"n": 2}}, "pin_children needs n == 1"),
+        ({"text": "a", "unpin_rids": "r"}, "unpin_rids must be a list"),
+        ({"text": ["a", "b"], "unpin_rids": ["r"]}, "one list of rids (or null) per prompt"),
+    ],
+)
 def test_malformed_program_fields_are_400s(client, body, fragment):
     r = client.post("/generate", json=body)
     assert r.status_code == 400 and fragment in r.json()["error"]["message"]
@@ -146,12 +179,16 @@ def test_malformed_program_fields_are_400s(client, body, fragment):
 def test_pins_hold_until_the_children_are_admitted(client, endpoint):
     greedy = {"max_new_tokens": 2, "temperature": 0}
     wait_idle(endpoint)
-    parent = client.post("/generate", json={"text": "parent context", "rid": "pin-parent", "pin_children": 2,
-                                            "sampling_params": greedy})
+    parent = client.post(
+        "/generate",
+        json={"text": "parent context", "rid": "pin-parent", "pin_children": 2, "sampling_params": greedy},
+    )
     assert parent.status_code == 200 and stats(endpoint)["num_pinned_contexts"] == 1
     for i in range(2):
-        child = client.post("/generate", json={"text": f"parent context {i}", "unpin_rids": ["pin-parent"],
-                                               "sampling_params": greedy}).json()
+        child = client.post(
+            "/generate",
+            json={"text": f"parent context {i}", "unpin_rids": ["pin-parent"], "sampling_params": greedy},
+        ).json()
         assert child["meta_info"]["cached_tokens"] >= len("parent context")
         assert stats(endpoint)["num_pinned_contexts"] == 1 - i
     wait_idle(endpoint)
@@ -165,7 +202,8 @@ def test_openai_backend_against_our_v1(runtime, endpoint):
     assert state["answer"] == native["answer"]
     chat = sgl.OpenAI(model, base_url=runtime.url + "/v1")
     state = programs.multi_turn.run(question_1="Hi.", question_2="Bye.", backend=chat, temperature=0)
-    reply = chat.client.chat.completions.create(model=model, messages=state.messages()[:2], max_tokens=8,
-                                                temperature=0)
+    reply = chat.client.chat.completions.create(
+        model=model, messages=state.messages()[:2], max_tokens=8, temperature=0
+    )
     assert state["answer_1"] == reply.choices[0].message.content
     assert [m["role"] for m in state.messages()] == ["system", "user", "assistant", "user", "assistant"]

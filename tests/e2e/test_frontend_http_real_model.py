@@ -1,5 +1,6 @@
 """The language over HTTP on the default model (SmolLM2-135M-Instruct, a BPE tokenizer): programs
 through ``POST /program`` equal the interpreter, token-exact continuation, select's boundaries."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,9 +18,9 @@ def runtime(real_model_dir):
     rt.shutdown()
 
 
-@pytest.mark.parametrize("prog,kwargs", programs.STATIC_CASES + [
-    (programs.extract, {"text": "Alice is 31 years old."}),
-])
+@pytest.mark.parametrize(
+    "prog,kwargs", programs.STATIC_CASES + [(programs.extract, {"text": "Alice is 31 years old."})]
+)
 def test_programs_same_over_program_endpoint_and_interpreter(runtime, prog, kwargs):
     graph = prog.run(backend=runtime, temperature=0, **kwargs)
     interp = prog.run(backend=runtime, temperature=0, execution="interpreter", **kwargs)
@@ -47,8 +48,9 @@ def test_select_boundaries_over_http(runtime):
         s += sgl.select("city", choices=choices)
 
     for execution in ("interpreter", "graph"):
-        spaced = capital.run(sep="", choices=[" Berlin", " Paris", " Rome"], backend=runtime,
-                             execution=execution)
+        spaced = capital.run(
+            sep="", choices=[" Berlin", " Paris", " Rome"], backend=runtime, execution=execution
+        )
         bare = capital.run(sep=" ", choices=["Berlin", "Paris", "Rome"], backend=runtime, execution=execution)
         assert spaced["city"] == " Paris" and bare["city"] == "Paris"
         first_tokens = [es[0][2] for es in bare.get_meta_info("city")["input_token_logprobs"]]

@@ -6,6 +6,7 @@ The 135M model does not pick tools reliably on its own, so the first turn runs w
 the tool's schema, the SDK runs the Python function and sends its result back as a ``tool`` message,
 and the model answers in text.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,10 +48,15 @@ def test_runner_calls_tools_and_feeds_results_back(real_model_dir):
     async def run(url: str):
         client = AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         model = OpenAIChatCompletionsModel(model="smollm2-135m", openai_client=client)
-        agent = Agent(name="helper", instructions="Use the tools to answer.", model=model,
-                      tools=[get_weather, add],
-                      model_settings=ModelSettings(tool_choice="required", temperature=0, max_tokens=96,
-                                                   parallel_tool_calls=False))
+        agent = Agent(
+            name="helper",
+            instructions="Use the tools to answer.",
+            model=model,
+            tools=[get_weather, add],
+            model_settings=ModelSettings(
+                tool_choice="required", temperature=0, max_tokens=96, parallel_tool_calls=False
+            ),
+        )
         try:
             return await Runner.run(agent, "What is the weather in Paris?", max_turns=4)
         finally:
@@ -63,8 +69,10 @@ def test_runner_calls_tools_and_feeds_results_back(real_model_dir):
     called = [i for i in result.new_items if isinstance(i, ToolCallItem)]
     outputs = [i for i in result.new_items if isinstance(i, ToolCallOutputItem)]
     assert len(called) == len(outputs) == len(calls)
-    expected = [f"It is sunny and 21 C in {args['city']}." if name == "get_weather"
-                else str(args["a"] + args["b"]) for name, args in calls]
+    expected = [
+        f"It is sunny and 21 C in {args['city']}." if name == "get_weather" else str(args["a"] + args["b"])
+        for name, args in calls
+    ]
     assert [str(o.output) for o in outputs] == expected
     assert len(result.raw_responses) >= 2  # the model ran again after the tool results were sent back
     assert isinstance(result.final_output, str) and result.final_output.strip()

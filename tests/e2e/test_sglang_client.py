@@ -3,6 +3,7 @@
 The venv is built once under ``$RADIXLM_CACHE/venvs`` (about 15 s); without a package registry the
 test is skipped with the pip error as the reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from radixlm.runtime.weights.model_registry import cache_dir
 
 SGLANG_VERSION = "0.5.2"
 
-PROGRAMS = textwrap.dedent('''
+PROGRAMS = textwrap.dedent("""
     import json, sys
     import sglang as sgl
 
@@ -64,7 +65,7 @@ PROGRAMS = textwrap.dedent('''
     sgl.flush_cache()
     out["server_info_keys"] = sorted(sgl.get_server_info())
     print("RESULT " + json.dumps(out))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -74,32 +75,48 @@ def sglang_python() -> str:
     if not (venv / ".complete").is_file():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              f"sglang=={SGLANG_VERSION}", "pybase64", "pydantic"],
-                             capture_output=True, text=True, timeout=600)
+        pip = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"sglang=={SGLANG_VERSION}",
+                "pybase64",
+                "pydantic",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if pip.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
-            pytest.skip(f"cannot install sglang=={SGLANG_VERSION} from the package registry: "
-                        f"{pip.stderr[-500:]}")
+            pytest.skip(
+                f"cannot install sglang=={SGLANG_VERSION} from the package registry: {pip.stderr[-500:]}"
+            )
         (venv / ".complete").write_text("ok\n")
     return str(python)
 
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512) as handle:
+    with launch_server(
+        model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512
+    ) as handle:
         yield handle
 
 
 def test_sglang_frontend_programs(sglang_python, server, tmp_path: Path):
     script = tmp_path / "programs.py"
     script.write_text(PROGRAMS)
-    run = subprocess.run([sglang_python, str(script), server.url], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sglang_python, str(script), server.url], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, f"stderr:\n{run.stderr[-4000:]}\nserver log:\n{server.log()[-2000:]}"
     line = next(s for s in run.stdout.splitlines() if s.startswith("RESULT "))
-    out = json.loads(line[len("RESULT "):])
+    out = json.loads(line[len("RESULT ") :])
 
     gen = out["gen"]
     assert isinstance(gen["answer"], str) and gen["text"].endswith(gen["answer"])

@@ -1,5 +1,6 @@
 """What an SGLang user types, against a real local server: ``Runtime(model_path=...)``, argument-less
 ``compile()`` bound later and run as one request graph, and ``gen(stop_regex=...)``."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,14 @@ from radixlm.program.graph_executor import bind_arguments
 
 @pytest.fixture(scope="module")
 def runtime(tiny_llama_dir):
-    rt = sgl.Runtime(model_path=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                     context_length=512, debug_invariants=True)
+    rt = sgl.Runtime(
+        model_path=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        debug_invariants=True,
+    )
     yield rt
     rt.shutdown()
 

@@ -5,12 +5,14 @@ token-boundary handling is exercised; logprobs are a fixed hash of (previous tok
 Completions are canned (by prompt suffix) or a hash-determined sequence of words. Prompts come as
 ``input_segments``; output ids are the pieces' ids (a table maps them back to text).
 """
+
 from __future__ import annotations
 
 import asyncio
 import re
 import zlib
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.program.context import Context, is_batch
@@ -40,8 +42,9 @@ def token_id(piece: str) -> int:
 
 def prompt_text(context: Context) -> str:
     """A context's text: ids segments decoded through the pieces seen so far."""
-    return "".join(seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"])
-                   for seg in context)
+    return "".join(
+        seg["text"] if "text" in seg else "".join(_PIECES[i] for i in seg["ids"]) for seg in context
+    )
 
 
 def prompts(req: dict[str, Any]) -> list[str]:
@@ -58,8 +61,13 @@ class FakeBackend(Backend):
     name = "Fake"
     supports_graphs = True
 
-    def __init__(self, canned: Optional[dict[str, str]] = None, fail_on: Optional[str] = None,
-                 chat_template: Any = None, graphs: bool = True) -> None:
+    def __init__(
+        self,
+        canned: dict[str, str] | None = None,
+        fail_on: str | None = None,
+        chat_template: Any = None,
+        graphs: bool = True,
+    ) -> None:
         super().__init__(chat_template)
         self.canned = canned or {}
         self.fail_on = fail_on
@@ -87,17 +95,22 @@ class FakeBackend(Backend):
         text = "" if sp.get("max_new_tokens") == 0 else self.complete(prompt, sp)
         output_ids = [token_id(p) for p in tokenize(text)]
         reason: dict[str, Any] = {"type": "length"}
-        for stop in ([sp["stop"]] if isinstance(sp.get("stop"), str) else sp.get("stop") or []):
+        for stop in [sp["stop"]] if isinstance(sp.get("stop"), str) else sp.get("stop") or []:
             if stop in text:
                 text, reason = text[: text.index(stop)], {"type": "stop", "matched": stop}
         pieces = tokenize(prompt)
-        meta: dict[str, Any] = {"prompt_tokens": len(pieces), "completion_tokens": len(output_ids),
-                                "cached_tokens": 0, "finish_reason": reason}
+        meta: dict[str, Any] = {
+            "prompt_tokens": len(pieces),
+            "completion_tokens": len(output_ids),
+            "cached_tokens": 0,
+            "finish_reason": reason,
+        }
         if req.get("return_logprob"):
             start = max(req.get("logprob_start_len", 0), 0)
             meta["input_token_logprobs"] = [
                 [None if i == 0 else logprob(pieces[i - 1], p), token_id(p), p]
-                for i, p in enumerate(pieces) if i >= start
+                for i, p in enumerate(pieces)
+                if i >= start
             ]
         return {"text": text, "output_ids": output_ids, "meta_info": meta}
 
@@ -123,7 +136,7 @@ class FakeBackend(Backend):
         if not pieces:
             yield final
 
-    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def run_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         if not self.supports_graphs:
             return None
         self.graph_runs += 1

@@ -2,6 +2,7 @@
 
 Shared by the fake-backend tests and the real-runtime tests.
 """
+
 from __future__ import annotations
 
 import radixlm as sgl

@@ -1,4 +1,5 @@
 """Role prefixes and suffixes derived from Hugging Face chat templates and the named registry."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,8 +48,10 @@ def test_guess_chat_template_by_family():
 @pytest.mark.real_model
 def test_roles_render_exactly_like_apply_chat_template(smollm2_tokenizer):
     template = from_jinja(smollm2_tokenizer.chat_template)
-    for turns in ([("user", "Hi"), ("assistant", "Hello!"), ("user", "2+2?")],
-                  [("system", "Be brief."), ("user", "Hi"), ("assistant", "Yo")]):
+    for turns in (
+        [("user", "Hi"), ("assistant", "Hello!"), ("user", "2+2?")],
+        [("system", "Be brief."), ("user", "Hi"), ("assistant", "Yo")],
+    ):
         msgs = [{"role": r, "content": c} for r, c in turns]
         expected = smollm2_tokenizer.apply_chat_template(msgs, tokenize=False)
         assert render(template, turns) == expected

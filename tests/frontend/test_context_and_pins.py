@@ -1,4 +1,5 @@
 """Token-exact contexts and the pins of request graphs, against the fake backend."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,13 +28,16 @@ def test_segments_merge_and_are_never_mutated():
     assert to_ids(with_text(ctx, "xy"), lambda t: [ord(ch) for ch in t]) == [97, 98, 1, 2, 3, 120, 121]
 
 
-@pytest.mark.parametrize("reason,options,expected", [
-    ({"type": "length", "length": 3}, {}, [{"ids": [5, 6, 7]}]),
-    ({"type": "stop", "matched": None}, {}, [{"ids": [5, 6, 7]}]),  # grammar end
-    ({"type": "stop", "matched": 7}, {}, [{"ids": [5, 6]}]),  # EOS / stop token: not in the text either
-    ({"type": "stop", "matched": 7}, {"no_stop_trim": True}, [{"ids": [5, 6, 7]}]),
-    ({"type": "stop", "matched": "\n"}, {}, [{"text": "ab"}]),  # stop string: the cut text, re-encoded
-])
+@pytest.mark.parametrize(
+    "reason,options,expected",
+    [
+        ({"type": "length", "length": 3}, {}, [{"ids": [5, 6, 7]}]),
+        ({"type": "stop", "matched": None}, {}, [{"ids": [5, 6, 7]}]),  # grammar end
+        ({"type": "stop", "matched": 7}, {}, [{"ids": [5, 6]}]),  # EOS / stop token: not in the text either
+        ({"type": "stop", "matched": 7}, {"no_stop_trim": True}, [{"ids": [5, 6, 7]}]),
+        ({"type": "stop", "matched": "\n"}, {}, [{"text": "ab"}]),  # stop string: the cut text, re-encoded
+    ],
+)
 def test_continuation_of_a_gen(reason, options, expected):
     resp = {"text": "ab", "output_ids": [5, 6, 7], "meta_info": {"finish_reason": reason}}
     assert continuation(resp, options) == expected
@@ -62,25 +66,36 @@ def test_generated_tokens_continue_as_ids(execution):
 
 
 def _graph(nodes):
-    return {"version": 1, "name": "g", "nodes": [
-        {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op}
-        for i, (p, t, op) in enumerate(nodes)]}
+    return {
+        "version": 1,
+        "name": "g",
+        "nodes": [
+            {"id": i, "state": 0, "parent": p, "extend": [{"text": t}], "op": op}
+            for i, (p, t, op) in enumerate(nodes)
+        ],
+    }
 
 
 GEN = {"type": "gen", "name": "x", "options": {"max_new_tokens": 2}}
 
 
 def test_pins_count_request_children_through_extend_only_nodes():
-    graph = _graph([
-        (None, "a", {"type": "prefill"}),  # 0: three children run requests (1, 3 via 2, 4 via 2)
-        (0, "b", GEN),  # 1
-        (0, "c", None),  # 2: runs nothing; its children count for node 0
-        (2, "d", GEN),  # 3
-        (2, "e", {"type": "select", "name": "s", "choices": ["x", "y"], "method": "token_length_normalized"}),
-        (None, "f", {**GEN, "options": {"n": 2}}),  # 5: n > 1 pins nothing
-        (5, "g", GEN),  # 6
-        (4, "h", None),  # 7: a leaf that runs nothing
-    ])
+    graph = _graph(
+        [
+            (None, "a", {"type": "prefill"}),  # 0: three children run requests (1, 3 via 2, 4 via 2)
+            (0, "b", GEN),  # 1
+            (0, "c", None),  # 2: runs nothing; its children count for node 0
+            (2, "d", GEN),  # 3
+            (
+                2,
+                "e",
+                {"type": "select", "name": "s", "choices": ["x", "y"], "method": "token_length_normalized"},
+            ),
+            (None, "f", {**GEN, "options": {"n": 2}}),  # 5: n > 1 pins nothing
+            (5, "g", GEN),  # 6
+            (4, "h", None),  # 7: a leaf that runs nothing
+        ]
+    )
     pins = plan_pins(graph["nodes"], "run")
     assert pins[0] == {"rid": "program-run-0", "pin_children": 3}
     assert pins[1] == pins[3] == pins[4] == {"unpin_rids": ["program-run-0"]}

@@ -1,4 +1,5 @@
 """The language on the default model (SmolLM2-135M-Instruct) in an in-process Engine."""
+
 from __future__ import annotations
 
 import re
@@ -51,13 +52,18 @@ def test_typed_and_regex_generation(backend):
 
 
 def test_streaming_on_the_default_model(backend):
-    state = programs.few_shot_qa.run(question="What is the capital of Spain?", backend=backend,
-                                     stream=True, temperature=0)
+    state = programs.few_shot_qa.run(
+        question="What is the capital of Spain?", backend=backend, stream=True, temperature=0
+    )
     chunks = list(state.text_iter("answer"))
     assert chunks and "".join(chunks) == state["answer"]
     assert "Madrid" in state["answer"]
-    state = programs.multi_turn.run(question_1="Tell me about Spain.", question_2="And Italy?",
-                                    backend=backend,
-                                    stream=True, temperature=0)
+    state = programs.multi_turn.run(
+        question_1="Tell me about Spain.",
+        question_2="And Italy?",
+        backend=backend,
+        stream=True,
+        temperature=0,
+    )
     chunks = list(state.text_iter())
     assert len(chunks) > 8 and "".join(chunks) == state.text()

@@ -1,4 +1,5 @@
 """The language against the real runtime: an in-process Engine over a tiny random model."""
+
 from __future__ import annotations
 
 import asyncio
@@ -78,8 +79,12 @@ def test_streaming_chunks_concatenate_to_final_text(backend):
     state = programs.few_shot_qa.run(question="What?", backend=backend, stream=True, temperature=0)
     chunks = list(state.text_iter())
     assert "".join(chunks) == state.text()
-    answer_chunks = [c for c in programs.few_shot_qa.run(question="What?", backend=backend, stream=True,
-                                                         temperature=0).text_iter("answer")]
+    answer_chunks = [
+        c
+        for c in programs.few_shot_qa.run(
+            question="What?", backend=backend, stream=True, temperature=0
+        ).text_iter("answer")
+    ]
     assert "".join(answer_chunks) == state["answer"]
     # NOTE: the tiny tokenizer's ids differ per process, so the random model may stop at once.
     assert len(answer_chunks) >= (1 if state["answer"] else 0)
@@ -87,16 +92,19 @@ def test_streaming_chunks_concatenate_to_final_text(backend):
 
 def test_run_batch_order_and_async(backend):
     questions = [f"q{i}?" for i in range(6)]
-    singles = [programs.few_shot_qa.run(question=q, backend=backend, temperature=0)["answer"]
-               for q in questions]
-    batch = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=backend,
-                                           temperature=0)
+    singles = [
+        programs.few_shot_qa.run(question=q, backend=backend, temperature=0)["answer"] for q in questions
+    ]
+    batch = programs.few_shot_qa.run_batch(
+        [{"question": q} for q in questions], backend=backend, temperature=0
+    )
     assert [s["answer"] for s in batch] == singles
 
     async def main():
         one = await programs.few_shot_qa.arun(question=questions[0], backend=backend, temperature=0)
-        many = await programs.few_shot_qa.arun_batch([{"question": q} for q in questions], backend=backend,
-                                                     temperature=0)
+        many = await programs.few_shot_qa.arun_batch(
+            [{"question": q} for q in questions], backend=backend, temperature=0
+        )
         return one, many
 
     one, many = asyncio.run(main())

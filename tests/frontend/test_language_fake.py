@@ -1,4 +1,5 @@
 """The language's plumbing against a deterministic fake backend (fast, no model)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,10 +33,25 @@ def test_variables_text_and_meta(fake):
 def test_gen_params_reach_the_request(fake):
     @sgl.function
     def prog(s):
-        s += "x" + sgl.gen("a", max_tokens=3, min_tokens=1, stop=["\n"], stop_token_ids=[7], temperature=0.5,
-                           top_p=0.9, top_k=5, min_p=0.1, frequency_penalty=0.2, presence_penalty=0.3,
-                           ignore_eos=True, return_logprob=True, logprob_start_len=0, top_logprobs_num=2,
-                           return_text_in_logprobs=True, json_schema={"type": "object"})
+        s += "x" + sgl.gen(
+            "a",
+            max_tokens=3,
+            min_tokens=1,
+            stop=["\n"],
+            stop_token_ids=[7],
+            temperature=0.5,
+            top_p=0.9,
+            top_k=5,
+            min_p=0.1,
+            frequency_penalty=0.2,
+            presence_penalty=0.3,
+            ignore_eos=True,
+            return_logprob=True,
+            logprob_start_len=0,
+            top_logprobs_num=2,
+            return_text_in_logprobs=True,
+            json_schema={"type": "object"},
+        )
 
     prog.run(backend=fake, execution="interpreter")
     req = fake.requests[-1]
@@ -62,11 +78,13 @@ def test_roles_messages_and_default_system_prompt(fake):
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant"]
     assert msgs[1]["content"] == "Hi." and msgs[2]["content"] == state["answer_1"]
     assert state.text().startswith(
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi.")
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi."
+    )
     # Without a system turn, the template's own system prompt comes first, as in training.
     state = programs.role_blocks.run(question="Q?", backend=fake)
     assert state.text().startswith(
-        "<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>")
+        "<|im_start|>system\nYou are a test model.<|im_end|>\n<|im_start|>user\nQ?<|im_end|>"
+    )
     assert state.messages()[0] == {"role": "user", "content": "Q?"}
 
 
@@ -154,8 +172,13 @@ def test_bind(fake):
 @pytest.mark.parametrize("execution", ["auto", "interpreter"])
 def test_run_batch_keeps_order(fake, execution, capsys):
     questions = [f"question {i}?" for i in range(12)]
-    states = programs.few_shot_qa.run_batch([{"question": q} for q in questions], backend=fake,
-                                            temperature=0, progress_bar=True, execution=execution)
+    states = programs.few_shot_qa.run_batch(
+        [{"question": q} for q in questions],
+        backend=fake,
+        temperature=0,
+        progress_bar=True,
+        execution=execution,
+    )
     singles = [programs.few_shot_qa.run(question=q, backend=fake, temperature=0)["answer"] for q in questions]
     assert [s["answer"] for s in states] == singles
     assert "12/12" in capsys.readouterr().err
@@ -165,29 +188,36 @@ def test_run_batch_warms_the_shared_prefix(fake):
     programs.few_shot_qa.run_batch([{"question": "a?"}, {"question": "b?"}], backend=fake, num_threads=2)
     first = fake.requests[0]
     assert first["sampling_params"] == {"max_new_tokens": 0}
-    assert first["input_segments"] == [{"text": "The following are questions with answers.\n\n"
-                                                 "Q: What is the capital of France?\nA: Paris\n\n"
-                                                 "Q: What is the capital of Germany?\nA: Berlin\n\nQ: "}]
+    assert first["input_segments"] == [
+        {
+            "text": "The following are questions with answers.\n\n"
+            "Q: What is the capital of France?\nA: Paris\n\n"
+            "Q: What is the capital of Germany?\nA: Berlin\n\nQ: "
+        }
+    ]
 
 
 def test_run_batch_generator_style(fake):
-    gen = programs.few_shot_qa.run_batch([{"question": "a?"}, {"question": "b?"}], backend=fake,
-                                         generator_style=True)
+    gen = programs.few_shot_qa.run_batch(
+        [{"question": "a?"}, {"question": "b?"}], backend=fake, generator_style=True
+    )
     assert [s.execution_path for s in gen] == ["graph", "graph"]
 
 
 def test_async_api(fake):
     async def main():
         one = await programs.few_shot_qa.arun(question="x?", backend=fake, temperature=0)
-        many = await programs.few_shot_qa.arun_batch([{"question": f"{i}?"} for i in range(5)], backend=fake,
-                                                     temperature=0)
+        many = await programs.few_shot_qa.arun_batch(
+            [{"question": f"{i}?"} for i in range(5)], backend=fake, temperature=0
+        )
         dyn = await programs.reads_generated_value.arun(question="x?", backend=fake, temperature=0)
         return one, many, dyn
 
     one, many, dyn = asyncio.run(main())
     assert one["answer"] == programs.few_shot_qa.run(question="x?", backend=fake, temperature=0)["answer"]
     assert [s["answer"] for s in many] == [
-        programs.few_shot_qa.run(question=f"{i}?", backend=fake, temperature=0)["answer"] for i in range(5)]
+        programs.few_shot_qa.run(question=f"{i}?", backend=fake, temperature=0)["answer"] for i in range(5)
+    ]
     assert one.execution_path == "graph" and dyn.execution_path == "interpreter"
 
 
@@ -269,8 +299,10 @@ def test_select_boundary_merging_with_the_prefix(fake):
     assert [[e[2] for e in es] for es in meta["input_token_logprobs"]] == [[" foo"], [" fox", " bar"]]
 
 
-@pytest.mark.parametrize("method", [sgl.token_length_normalized, sgl.greedy_token_selection,
-                                    sgl.unconditional_likelihood_normalized])
+@pytest.mark.parametrize(
+    "method",
+    [sgl.token_length_normalized, sgl.greedy_token_selection, sgl.unconditional_likelihood_normalized],
+)
 def test_choice_methods(fake, method):
     @sgl.function
     def prog(s):
@@ -287,8 +319,9 @@ def test_choice_method_math():
     lps = [[-1.0, -3.0], [-1.0], [-2.0]]
     assert sgl.token_length_normalized.decide(lps)[0] == 1
     assert sgl.greedy_token_selection.decide([[-1.0, -0.5], [-1.0], [-2.0]])[0] == 0
-    idx, scores = sgl.unconditional_likelihood_normalized.decide([[-1.0, -1.0], [-0.5]],
-                                                                 [[-9.0, -0.1], [-0.1]])
+    idx, scores = sgl.unconditional_likelihood_normalized.decide(
+        [[-1.0, -1.0], [-0.5]], [[-9.0, -0.1], [-0.1]]
+    )
     assert idx == 1 and scores == [pytest.approx(-0.95), pytest.approx(-0.5)]
 
 

@@ -1,5 +1,6 @@
 """Argument-less ``trace()`` / ``compile()`` (missing arguments become placeholders, filled later by
 ``bind_arguments``) and ``gen(stop_regex=...)`` reaching the request."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """``sgl.separate_reasoning`` in the language: a gen's thinking split from its answer, as in SGLang."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Engines for tests: small KV pools, so that leaks and pressure show up quickly."""
+
 from __future__ import annotations
 
 from typing import Any

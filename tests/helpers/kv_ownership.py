@@ -6,10 +6,12 @@ and HTTP servers (anything with a string ``url``: ``launch_server`` handles, ``R
 ``/get_server_info`` must report no slot owned by a request once the server is idle. Test servers run
 with ``debug_invariants``, so their scheduler also walks the pool itself whenever it goes idle.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import httpx
 

@@ -6,14 +6,15 @@
 - ``PagedSession``: allocates KV slots and ``req_to_token`` rows, builds ``ForwardBatch``es for
   extend and decode, and can start a request on another request's cached prefix.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
-from radixlm.runtime.model_runner import ModelRunner
+from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
 
 CHATML_TEMPLATE = (
@@ -26,10 +27,21 @@ TINY_VOCAB = 320  # > 3 specials + 256 bytes of the tiny tokenizer
 
 
 def _tiny_kwargs(**overrides) -> dict:
-    kwargs = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                  rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
-                  pad_token_id=2, tie_word_embeddings=False)
+    kwargs = dict(
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-6,
+        initializer_range=0.1,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        tie_word_embeddings=False,
+    )
     kwargs.update(overrides)
     return kwargs
 
@@ -67,9 +79,13 @@ def save_tiny_tokenizer(path: str | Path) -> None:
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|im_start|>",
-                                        eos_token="<|im_end|>", pad_token="<|im_end|>",
-                                        unk_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
     tokenizer.chat_template = CHATML_TEMPLATE
     tokenizer.save_pretrained(str(path))
@@ -95,9 +111,17 @@ def save_tiny_model(config, path: str | Path, seed: int = 0, with_tokenizer: boo
 def make_runner(model: str | Path, **overrides) -> ModelRunner:
     """A CPU fp32 ModelRunner (unquantized unless ``quantization`` is given) with the torch backend,
     one thread and small pools."""
-    args = dict(model=str(model), device="cpu", dtype="float32", attention_backend="torch",
-                quantization="none", num_threads=1, max_total_tokens=4096, max_running_requests=16,
-                context_length=512)
+    args = dict(
+        model=str(model),
+        device="cpu",
+        dtype="float32",
+        attention_backend="torch",
+        quantization="none",
+        num_threads=1,
+        max_total_tokens=4096,
+        max_running_requests=16,
+        context_length=512,
+    )
     args.update(overrides)
     return ModelRunner(ServerArgs(**args))
 
@@ -135,8 +159,9 @@ class PagedSession:
         del self.seq_lens[row]
         self.runner.req_to_token_pool.free(row)
 
-    def extend(self, rows: list[int], new_tokens: list[list[int]],
-               all_logits: bool = False) -> list[torch.Tensor]:
+    def extend(
+        self, rows: list[int], new_tokens: list[list[int]], all_logits: bool = False
+    ) -> list[torch.Tensor]:
         """Append ``new_tokens[i]`` to request ``rows[i]`` in one extend step.
 
         Returns per request the logits of its last new token ``[vocab]``, or of all its new tokens
@@ -153,8 +178,9 @@ class PagedSession:
         """One decode step: append ``tokens[i]`` to ``rows[i]``; logits ``[bs, vocab]``."""
         return self.runner.forward(self._build(ForwardMode.DECODE, rows, [[t] for t in tokens], False))
 
-    def _build(self, mode: ForwardMode, rows: list[int], new_tokens: list[list[int]],
-               all_logits: bool) -> ForwardBatch:
+    def _build(
+        self, mode: ForwardMode, rows: list[int], new_tokens: list[list[int]], all_logits: bool
+    ) -> ForwardBatch:
         runner, dev = self.runner, self.runner.device
         prefix = [self.seq_lens[r] for r in rows]
         ext = [len(t) for t in new_tokens]
@@ -232,13 +258,21 @@ def assert_logits_close(ours: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-
 
 
 _GGUF_LAYER_NAMES = {
-    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
-_GGUF_GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
-                      "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+_GGUF_GLOBAL_NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
 
 
 def llamacpp_permute(w, num_heads: int):
@@ -246,8 +280,9 @@ def llamacpp_permute(w, num_heads: int):
     return w.reshape(num_heads, 2, w.shape[0] // num_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def save_tiny_gguf(config, state_dict: dict[str, torch.Tensor], path: str | Path,
-                   block_types: dict[str, str] | None = None) -> Path:
+def save_tiny_gguf(
+    config, state_dict: dict[str, torch.Tensor], path: str | Path, block_types: dict[str, str] | None = None
+) -> Path:
     """Write a llama/qwen2 model as an fp32 GGUF file the way llama.cpp's converter lays it out:
     GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer.
 

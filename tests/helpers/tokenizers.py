@@ -1,5 +1,6 @@
 """Tokenizers for tests: the real SmolLM2 one (the root conftest's ``smollm2_tokenizer`` fixture) and tiny
 synthetic ones."""
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,17 @@ def tiny_byte_level_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|end|>", "<|start|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    corpus = ['{"name": "Ada", "age": 36, "tags": ["x", "y"]}',
-              "The quick brown fox jumps over the lazy dog.",
-              "héllo wörld ünïcode 日本語 émoji 🙂", "0123456789 true false null"] * 20
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|end|>", "<|start|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = [
+        '{"name": "Ada", "age": 36, "tags": ["x", "y"]}',
+        "The quick brown fox jumps over the lazy dog.",
+        "héllo wörld ünïcode 日本語 émoji 🙂",
+        "0123456789 true false null",
+    ] * 20
     tok.train_from_iterator(corpus, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|end|>", bos_token="<|start|>")
 
@@ -54,6 +61,7 @@ def tiny_sentencepiece_tokenizer():
         vocab.setdefault(a + b, len(vocab))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
-    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
-                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")

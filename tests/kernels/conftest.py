@@ -4,6 +4,7 @@
 lazily (on first launch), so setting it here, at collection time, is early enough even when other
 test directories imported ``radixlm.kernels`` first. On a CUDA machine nothing is changed.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Random paged KV layouts for the attention kernel tests: shuffled slots, holes, shared rows."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -14,8 +15,14 @@ class PagedKV(NamedTuple):
     seq_lens: list[int]
 
 
-def random_paged_kv(seq_lens: list[int], num_kv_heads: int, head_dim: int, device: torch.device,
-                    seed: int = 0, max_context: int = 160) -> PagedKV:
+def random_paged_kv(
+    seq_lens: list[int],
+    num_kv_heads: int,
+    head_dim: int,
+    device: torch.device,
+    seed: int = 0,
+    max_context: int = 160,
+) -> PagedKV:
     """K/V for ``len(seq_lens)`` requests in a pool twice as large as needed.
 
     Each request's slots are a random, non-contiguous subset of the pool (slot 0 is never used),
@@ -33,5 +40,6 @@ def random_paged_kv(seq_lens: list[int], num_kv_heads: int, head_dim: int, devic
     for row, n in zip(rows.tolist(), seq_lens):
         req_to_token[row, :n] = slots[start : start + n]
         start += n
-    return PagedKV(k_buffer.to(device), v_buffer.to(device), req_to_token.to(device),
-                   rows.to(device), list(seq_lens))
+    return PagedKV(
+        k_buffer.to(device), v_buffer.to(device), req_to_token.to(device), rows.to(device), list(seq_lens)
+    )

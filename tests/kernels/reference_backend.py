@@ -3,6 +3,7 @@
 ``TorchAttentionBackend`` reads a prefix shared by the batch once (cascade attention); this one
 attends per request with no such shortcut, so it checks the cascade path and the Triton kernels alike.
 """
+
 from __future__ import annotations
 
 from radixlm.kernels.decode_attention import decode_attention_torch
@@ -13,12 +14,26 @@ from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
 class ReferenceAttentionBackend(TorchAttentionBackend):
     def forward_extend(self, q, layer_id, fb, sm_scale):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                      fb.req_pool_indices, fb.extend_prefix_lens_cpu,
-                                      fb.extend_seq_lens_cpu, sm_scale)
+        return extend_attention_torch(
+            q,
+            k_buffer,
+            v_buffer,
+            fb.req_to_token_pool.req_to_token,
+            fb.req_pool_indices,
+            fb.extend_prefix_lens_cpu,
+            fb.extend_seq_lens_cpu,
+            sm_scale,
+        )
 
     def forward_decode(self, q, layer_id, fb, sm_scale):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return decode_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                      fb.req_pool_indices, fb.seq_lens, sm_scale,
-                                      max(fb.seq_lens_cpu))
+        return decode_attention_torch(
+            q,
+            k_buffer,
+            v_buffer,
+            fb.req_to_token_pool.req_to_token,
+            fb.req_pool_indices,
+            fb.seq_lens,
+            sm_scale,
+            max(fb.seq_lens_cpu),
+        )

@@ -2,6 +2,7 @@
 against plain torch references: random pools and slots, ragged lengths across chunk bounds, GQA
 groups, head sizes that are not a multiple of 8; results independent of the batch and the threads;
 bad arguments refused by name."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,13 +26,14 @@ def _pool(slots: int, heads_kv: int, dim: int, rows: int, ctx: int, seed: int = 
 
 @pytest.mark.parametrize("heads_q,heads_kv,dim", [(9, 3, 64), (4, 4, 128), (8, 2, 40), (6, 1, 16)])
 @pytest.mark.parametrize("lens", [[1], [127, 128, 129], [300, 5, 1000, 77], [256] * 6])
-def test_paged_decode_attention_matches_gather_and_sdpa(heads_q: int, heads_kv: int, dim: int,
-                                                        lens: list[int]) -> None:
+def test_paged_decode_attention_matches_gather_and_sdpa(
+    heads_q: int, heads_kv: int, dim: int, lens: list[int]
+) -> None:
     k, v, req_to_token = _pool(3000, heads_kv, dim, rows=12, ctx=1024)
     rows = torch.randperm(12)[: len(lens)]
     seq_lens = torch.tensor(lens)
     q = torch.randn(len(lens), heads_q, dim)
-    scale = dim ** -0.5
+    scale = dim**-0.5
     out = kernels.paged_decode_attention(q, k, v, req_to_token, rows, seq_lens, lens, scale)
     ref = decode_attention_torch(q, k, v, req_to_token, rows, seq_lens, scale)
     torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
@@ -39,8 +41,9 @@ def test_paged_decode_attention_matches_gather_and_sdpa(heads_q: int, heads_kv: 
 
 @pytest.mark.parametrize("pool_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("heads_q,heads_kv,dim", [(9, 3, 64), (8, 2, 40), (6, 1, 12)])
-def test_16_bit_pools_read_as_their_fp32_values(pool_dtype: torch.dtype, heads_q: int, heads_kv: int,
-                                                dim: int) -> None:
+def test_16_bit_pools_read_as_their_fp32_values(
+    pool_dtype: torch.dtype, heads_q: int, heads_kv: int, dim: int
+) -> None:
     """A 16-bit pool is widened exactly as it is read: the result has the bits of the fp32 kernel on
     the same values in an fp32 pool (rows whose width is not a multiple of 8 included), and is
     attention over those values (the reference on the widened pool)."""
@@ -49,14 +52,15 @@ def test_16_bit_pools_read_as_their_fp32_values(pool_dtype: torch.dtype, heads_q
     lens = [1, 129, 1000, 256, 7]
     rows, seq_lens = torch.randperm(6)[: len(lens)], torch.tensor(lens)
     q = torch.randn(len(lens), heads_q, dim)
-    out = kernels.paged_decode_attention(q, k16, v16, req_to_token, rows, seq_lens, lens, dim ** -0.5)
-    widened = kernels.paged_decode_attention(q, k16.float(), v16.float(), req_to_token, rows, seq_lens,
-                                             lens, dim ** -0.5)
+    out = kernels.paged_decode_attention(q, k16, v16, req_to_token, rows, seq_lens, lens, dim**-0.5)
+    widened = kernels.paged_decode_attention(
+        q, k16.float(), v16.float(), req_to_token, rows, seq_lens, lens, dim**-0.5
+    )
     assert torch.equal(out, widened)
-    ref = decode_attention_torch(q, k16, v16, req_to_token, rows, seq_lens, dim ** -0.5)
+    ref = decode_attention_torch(q, k16, v16, req_to_token, rows, seq_lens, dim**-0.5)
     torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="v_pool"):  # K and V of different dtypes are refused
-        kernels.paged_decode_attention(q, k16, v, req_to_token, rows, seq_lens, lens, dim ** -0.5)
+        kernels.paged_decode_attention(q, k16, v, req_to_token, rows, seq_lens, lens, dim**-0.5)
 
 
 def test_paged_decode_attention_peaked_scores() -> None:
@@ -68,8 +72,9 @@ def test_paged_decode_attention_peaked_scores() -> None:
         out = kernels.paged_decode_attention(q, k, v, req_to_token, rows, torch.tensor(lens), lens, 1.0)
         # fp32 scores of magnitude ~500 carry ~3e-5 of rounding each (the fp32 torch reference is off
         # from float64 by as much), so the kernel is held to float64 at a bound that allows for it
-        ref = decode_attention_torch(q.double(), k.double(), v.double(), req_to_token, rows,
-                                     torch.tensor(lens), 1.0)
+        ref = decode_attention_torch(
+            q.double(), k.double(), v.double(), req_to_token, rows, torch.tensor(lens), 1.0
+        )
         assert torch.isfinite(out).all()
         torch.testing.assert_close(out.double(), ref, atol=1e-4, rtol=1e-5)
 
@@ -81,12 +86,21 @@ def test_paged_decode_attention_is_batch_and_thread_invariant() -> None:
     rows = torch.arange(8)
     q = torch.randn(8, 9, 64)
     batch = kernels.paged_decode_attention(q, k, v, req_to_token, rows, torch.tensor(lens), lens, 0.125)
-    one_thread = kernels.paged_decode_attention(q, k, v, req_to_token, rows, torch.tensor(lens), lens,
-                                                0.125, threads=1)
+    one_thread = kernels.paged_decode_attention(
+        q, k, v, req_to_token, rows, torch.tensor(lens), lens, 0.125, threads=1
+    )
     assert torch.equal(batch, one_thread)
     for i in (0, 3, 7):
-        alone = kernels.paged_decode_attention(q[i:i + 1].contiguous(), k, v, req_to_token, rows[i:i + 1],
-                                               torch.tensor(lens[i:i + 1]), lens[i:i + 1], 0.125)
+        alone = kernels.paged_decode_attention(
+            q[i : i + 1].contiguous(),
+            k,
+            v,
+            req_to_token,
+            rows[i : i + 1],
+            torch.tensor(lens[i : i + 1]),
+            lens[i : i + 1],
+            0.125,
+        )
         assert torch.equal(alone[0], batch[i])
 
 
@@ -133,7 +147,7 @@ def test_rmsnorm_kernel_rows_are_batch_invariant() -> None:
     x, w = torch.randn(512, 576), torch.randn(576)
     batch = kernels.rmsnorm(x, w, 1e-6)
     for i in (0, 200, 511):
-        assert torch.equal(kernels.rmsnorm(x[i:i + 1].contiguous(), w, 1e-6)[0], batch[i])
+        assert torch.equal(kernels.rmsnorm(x[i : i + 1].contiguous(), w, 1e-6)[0], batch[i])
 
 
 def test_rmsnorm_kernels_refuse_bad_arguments() -> None:
@@ -153,7 +167,7 @@ def test_rotary_kernel_has_the_reference_bits(tokens: int) -> None:
 
     cache = build_cos_sin_cache(1.0 / (10000 ** (torch.arange(0, 64, 2).float() / 64)), 4096)
     qkv = torch.randn(tokens, (9 + 2 * 3) * 64)
-    q, k = qkv[:, : 9 * 64].view(tokens, 9, 64), qkv[:, 9 * 64: 12 * 64].view(tokens, 3, 64)
+    q, k = qkv[:, : 9 * 64].view(tokens, 9, 64), qkv[:, 9 * 64 : 12 * 64].view(tokens, 3, 64)
     positions = torch.randint(0, 4096, (tokens,))
     out_q, out_k = kernels.rotary(q, k, positions, cache)
     ref_q, ref_k = apply_rotary_torch(q, k, positions, cache)

@@ -3,6 +3,7 @@
 The padded batch (dummy row 0, dummy slot 0, length 1) must give the real rows the eager logits;
 the graph capture itself is checked by the GPU test.
 """
+
 from __future__ import annotations
 
 from unittest import mock
@@ -10,8 +11,8 @@ from unittest import mock
 import pytest
 import torch
 
-from radixlm.runtime import cuda_graph_runner as cgr
-from radixlm.runtime.forward_batch import ForwardMode
+from radixlm.runtime.executor import cuda_graph_runner as cgr
+from radixlm.runtime.executor.forward_batch import ForwardMode
 from tests.helpers.model_helpers import (
     PagedSession,
     assert_logits_close,
@@ -41,8 +42,12 @@ def test_buckets():
 
 
 def test_padded_static_batch_matches_eager(tmp_path, device):
-    runner = make_runner(save_tiny_model(tiny_llama_config(), tmp_path, with_tokenizer=False),
-                         device=str(device), attention_backend="triton", disable_cuda_graph=True)
+    runner = make_runner(
+        save_tiny_model(tiny_llama_config(), tmp_path, with_tokenizer=False),
+        device=str(device),
+        attention_backend="triton",
+        disable_cuda_graph=True,
+    )
     with mock.patch.object(cgr.CudaGraphRunner, "capture"), mock.patch("torch.cuda.graph_pool_handle"):
         graphs = cgr.CudaGraphRunner(runner, max_bs=8)
     graphs._graphs = {bs: EagerGraph(graphs, bs) for bs in graphs.buckets}

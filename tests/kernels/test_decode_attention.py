@@ -1,4 +1,5 @@
 """Triton decode attention equals the torch reference on paged, GQA, split-KV layouts."""
+
 from __future__ import annotations
 
 import random
@@ -36,8 +37,9 @@ def test_decode_head_dim_not_power_of_two(device):
     q = torch.randn(2, 3, 24, device=device)
     lens = torch.tensor(kv.seq_lens, device=device)
     args = (q, kv.k_buffer, kv.v_buffer, kv.req_to_token, kv.req_pool_indices, lens, 0.2)
-    torch.testing.assert_close(decode_attention_triton(*args, num_kv_splits=2),
-                               decode_attention_torch(*args), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        decode_attention_triton(*args, num_kv_splits=2), decode_attention_torch(*args), atol=2e-5, rtol=1e-4
+    )
 
 
 def test_default_splits_bounded():

@@ -4,6 +4,7 @@ The kernel walks activation rows in passes of 1-4 and weight rows in groups of 1
 products over threads; deterministic inference (``--enable-deterministic-inference``) needs each
 output element to come out bit-identical whichever of those paths computed it.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,12 +25,12 @@ def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> N
     blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
     x = torch.randn(70, k, generator=gen) * torch.rand(70, 1, generator=gen) * 3
     ggml_type = gguf_blocks.GGML_TYPES[fmt]
-    alone = torch.cat([kernels.gguf_linear(x[i:i + 1], blocks, ggml_type, 1) for i in range(len(x))])
+    alone = torch.cat([kernels.gguf_linear(x[i : i + 1], blocks, ggml_type, 1) for i in range(len(x))])
     for threads in (1, 2, 3):
         for m in range(1, 65):
             start = m % 7  # rows land at every position within the kernel's 4-row passes
-            batch = kernels.gguf_linear(x[start:start + m], blocks, ggml_type, threads)
-            assert torch.equal(batch, alone[start:start + m]), f"{fmt} batch {m} threads {threads}"
+            batch = kernels.gguf_linear(x[start : start + m], blocks, ggml_type, threads)
+            assert torch.equal(batch, alone[start : start + m]), f"{fmt} batch {m} threads {threads}"
 
 
 def test_concurrent_callers_get_their_own_results() -> None:
@@ -76,7 +77,10 @@ def test_spinning_helpers_give_the_same_results(tmp_path) -> None:
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[2])  # this checkout's radixlm, not an installed one
-    env = {**os.environ, "RADIXLM_GGUF_SPIN_US": "100",
-           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "RADIXLM_GGUF_SPIN_US": "100",
+        "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+    }
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

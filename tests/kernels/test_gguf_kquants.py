@@ -6,6 +6,7 @@ llama.cpp's ``block_q4_K``/``block_q6_K`` description, written out here independ
 gguf-py's. Kernel: as in test_gguf_linear.py, the reference is the blocks dequantized then ``F.linear``
 in float64, and the bound is the rounding of activations to int8 blocks of 32, computed from the data.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ The kernels' only approximation is the activations: each block of 32 is rounded 
 ``sum_j |w_j| * d_block(j) / 2`` (plus fp32 accumulation rounding). The tests assert that bound per
 output element, computed from the data, instead of a guessed tolerance.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -119,8 +120,12 @@ def test_quantize_dequantize_error_is_within_half_a_step(fmt: str) -> None:
     w = torch.randn(20, 128)
     back = gguf_blocks.dequantize(gguf_blocks.quantize(w, fmt), fmt)
     blocks = w.reshape(20, 4, 32)
-    step = {"q4_0": blocks.abs().amax(-1) / 8, "q4_1": (blocks.amax(-1) - blocks.amin(-1)) / 15,
-            "q5_0": blocks.abs().amax(-1) / 16, "q8_0": blocks.abs().amax(-1) / 127}[fmt]
+    step = {
+        "q4_0": blocks.abs().amax(-1) / 8,
+        "q4_1": (blocks.amax(-1) - blocks.amin(-1)) / 15,
+        "q5_0": blocks.abs().amax(-1) / 16,
+        "q8_0": blocks.abs().amax(-1) / 127,
+    }[fmt]
     err = (back - w).abs().reshape(20, 4, 32).amax(-1)
     allowed = step * (1.0 if fmt in ("q4_0", "q5_0") else 0.5)
     assert (err <= allowed * 1.01 + blocks.abs().amax(-1) * 2.0**-10 + 1e-6).all()
@@ -150,5 +155,5 @@ def test_int8_linear_error_bound_and_batch_invariance(m: int) -> None:
     w_step = w.abs().amax(1).double() / 127
     bound = (x_step / 2) * w.abs().double().sum(1) + x.abs().double() @ (w_step / 2).expand(96, 72)
     assert ((out - ref).abs() <= bound * 1.01 + 1e-4).all()
-    alone = torch.cat([layer(x[i:i + 1]) for i in range(m)])
+    alone = torch.cat([layer(x[i : i + 1]) for i in range(m)])
     assert torch.equal(alone, layer(x))  # a token's result does not depend on its batch

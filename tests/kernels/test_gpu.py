@@ -1,4 +1,5 @@
 """GPU-only checks: bf16 model forward (Triton vs reference), long-context decode, CUDA graphs."""
+
 from __future__ import annotations
 
 import random
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_torch, decode_attention_triton
-from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
+from radixlm.runtime.executor.cuda_graph_runner import CudaGraphRunner
 from tests.helpers.model_helpers import (
     PagedSession,
     assert_logits_close,
@@ -18,20 +19,32 @@ from tests.helpers.model_helpers import (
 from tests.kernels.paged_fixtures import random_paged_kv
 from tests.kernels.reference_backend import ReferenceAttentionBackend
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
-    cfg = tiny_llama_config(num_attention_heads=8, num_key_value_heads=2, hidden_size=512,
-                            num_hidden_layers=3, max_position_embeddings=4096)  # head_dim 64
+    cfg = tiny_llama_config(
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        hidden_size=512,
+        num_hidden_layers=3,
+        max_position_embeddings=4096,
+    )  # head_dim 64
     return save_tiny_model(cfg, tmp_path_factory.mktemp("gpu_llama"), with_tokenizer=False)
 
 
 def _runner(path, backend: str, dtype: str, **kw):
-    runner = make_runner(path, device="cuda", dtype=dtype, attention_backend=backend,
-                         context_length=4096, max_total_tokens=16384, max_running_requests=32, **kw)
+    runner = make_runner(
+        path,
+        device="cuda",
+        dtype=dtype,
+        attention_backend=backend,
+        context_length=4096,
+        max_total_tokens=16384,
+        max_running_requests=32,
+        **kw,
+    )
     if backend == "torch":
         runner.attn_backend = ReferenceAttentionBackend()
     return runner
@@ -72,11 +85,19 @@ def test_long_context_decode(dtype):
     seq_lens = [rnd.randint(1, 5000) for _ in range(6)]
     kv = random_paged_kv(seq_lens, 4, 128, torch.device("cuda"), max_context=5000)
     q = torch.randn(6, 16, 128, device="cuda", dtype=dtype)
-    args = (q, kv.k_buffer.to(dtype), kv.v_buffer.to(dtype), kv.req_to_token,
-            kv.req_pool_indices, torch.tensor(seq_lens, device="cuda"), 0.088)
+    args = (
+        q,
+        kv.k_buffer.to(dtype),
+        kv.v_buffer.to(dtype),
+        kv.req_to_token,
+        kv.req_pool_indices,
+        torch.tensor(seq_lens, device="cuda"),
+        0.088,
+    )
     tol = 1e-4 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(decode_attention_triton(*args), decode_attention_torch(*args),
-                               atol=tol, rtol=tol)
+    torch.testing.assert_close(
+        decode_attention_triton(*args), decode_attention_torch(*args), atol=tol, rtol=tol
+    )
 
 
 @pytest.mark.parametrize("bs", [1, 3, 5])
@@ -87,7 +108,6 @@ def test_cuda_graph_replay_equals_eager(llama_dir, bs):
     graph_runner = CudaGraphRunner(graphed, max_bs=8)
     plain_forward = graphed.forward
     # The integration the model runner does: replay when the batch fits a captured graph.
-    graphed.forward = lambda fb: (graph_runner.replay(fb) if graph_runner.can_run(fb)
-                                  else plain_forward(fb))
+    graphed.forward = lambda fb: graph_runner.replay(fb) if graph_runner.can_run(fb) else plain_forward(fb)
     for o, r in zip(_step_logits(graphed, prompts, 6), _step_logits(eager, prompts, 6)):
         assert_logits_close(o, r, rtol=1e-4)  # padding changes split counts and GEMM shapes

@@ -12,6 +12,7 @@ the logits' largest magnitude on these random 2-layer models, whose greedy token
 ``test_gpu_engine.py``); bf16 rounds weights and activations to 8 significant bits (~0.4% each),
 which moves these logits by ~1%, so 4% there.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -42,8 +43,9 @@ def _cuda_runner(path, **overrides):
 
 
 def _assert_same_model(gpu, cpu, rtol: float, greedy: bool) -> None:
-    for ours, ref in zip(prefill_then_decode_logits(gpu, TINY_SEQ),
-                         prefill_then_decode_logits(cpu, TINY_SEQ)):
+    for ours, ref in zip(
+        prefill_then_decode_logits(gpu, TINY_SEQ), prefill_then_decode_logits(cpu, TINY_SEQ)
+    ):
         assert_logits_close(ours.float().cpu(), ref, rtol=rtol)
     if greedy:
         assert greedy_generate(gpu, PROMPTS, 12) == greedy_generate(cpu, PROMPTS, 12)
@@ -56,8 +58,12 @@ def test_a_gguf_file_is_dequantized_on_the_gpu(tmp_path, dtype: str, rtol: float
 
     config = tiny_llama_config(tie_word_embeddings=True)
     torch.manual_seed(0)
-    path = save_tiny_gguf(config, LlamaForCausalLM(config).state_dict(), tmp_path / "tiny.gguf",
-                          block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"})
+    path = save_tiny_gguf(
+        config,
+        LlamaForCausalLM(config).state_dict(),
+        tmp_path / "tiny.gguf",
+        block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"},
+    )
     gpu = _cuda_runner(path, quantization="auto", dtype=dtype)
     assert gpu.quantization == "none"
     assert not any(isinstance(m, (GGUFLinear, Int8Linear)) for m in gpu.model.modules())

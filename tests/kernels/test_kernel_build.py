@@ -1,5 +1,6 @@
 """The compiled-kernel cache: it survives a build killed part way, serves concurrent loads, and is
 reused by any checkout of the same sources."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def test_load_after_a_killed_build_left_torchs_lock_file() -> None:
 def test_concurrent_loads_share_one_build() -> None:
     assert load_decode_kernels() is not None
     code = "from radixlm.kernels.cpu.build import load_decode_kernels; assert load_decode_kernels()"
-    loads = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    loads = [
+        subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
     for load in loads:
         _, err = load.communicate(timeout=120)
         assert load.returncode == 0, err

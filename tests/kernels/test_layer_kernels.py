@@ -2,6 +2,7 @@
 dispatch point each (``radixlm.kernels._launch.use_triton``): forcing the Triton kernels gives the
 torch path's logits. Runs on the CPU through the Triton interpreter, or on CUDA.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -31,14 +32,21 @@ def _logits(model_dir, device: torch.device, dtype: str) -> list[torch.Tensor]:
     return logits
 
 
-@pytest.mark.parametrize("dtype,rtol", [
-    ("float32", 1e-4),
-    pytest.param("bfloat16", 3e-2, marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                            reason="bf16 checked on CUDA only")),
-])
+@pytest.mark.parametrize(
+    "dtype,rtol",
+    [
+        ("float32", 1e-4),
+        pytest.param(
+            "bfloat16",
+            3e-2,
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 checked on CUDA only"),
+        ),
+    ],
+)
 @pytest.mark.parametrize("make_config", [tiny_llama_config, tiny_qwen3_config])
-def test_triton_norm_and_rotary_match_torch_in_the_model(device, tmp_path, monkeypatch, make_config,
-                                                         dtype, rtol):
+def test_triton_norm_and_rotary_match_torch_in_the_model(
+    device, tmp_path, monkeypatch, make_config, dtype, rtol
+):
     model_dir = save_tiny_model(make_config(), tmp_path, with_tokenizer=False)
     monkeypatch.setattr(_launch, "use_triton", lambda x: False)
     ref = _logits(model_dir, device, dtype)

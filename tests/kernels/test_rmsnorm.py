@@ -1,4 +1,5 @@
 """Triton RMSNorm (plain and fused with the residual add) equals the torch reference."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,7 @@ pytestmark = pytest.mark.triton_interpret
 def test_rmsnorm(device, hidden):
     x = torch.randn(5, hidden, device=device) * 3
     w = torch.randn(hidden, device=device)
-    torch.testing.assert_close(rmsnorm_triton(x, w, 1e-5), rmsnorm_torch(x, w, 1e-5),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rmsnorm_triton(x, w, 1e-5), rmsnorm_torch(x, w, 1e-5), atol=1e-5, rtol=1e-5)
 
 
 def test_fused_add_rmsnorm(device):

@@ -1,4 +1,5 @@
 """Triton rotary embedding equals the torch reference, which equals Hugging Face's rotate-half."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,5 +31,6 @@ def test_rotary_matches_reference_and_hf(device):
     out_q, out_k = apply_rotary_triton(q, k, positions, cache)
     torch.testing.assert_close(out_q, ref_q, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out_k, ref_k, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(ref_q.cpu(), _hf_rotate(q.cpu(), positions.cpu(), inv_freq),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ref_q.cpu(), _hf_rotate(q.cpu(), positions.cpu(), inv_freq), atol=1e-5, rtol=1e-5
+    )

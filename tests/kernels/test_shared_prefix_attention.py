@@ -1,5 +1,6 @@
 """Cascade attention over a shared cached prefix (decode and extend; torch, torch's flash kernel and
 the C++ decode kernel for the private suffixes) equals plain attention."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,12 +42,13 @@ def _batch_with_shared_prefix(shared: int, suffixes: list[int], hkv: int, group:
 @pytest.mark.parametrize("shared,suffixes", [(5, [1, 1]), (40, [1, 7, 3, 12]), (100, [2, 30, 1])])
 def test_cascade_equals_plain_decode(hkv, group, shared, suffixes):
     q, k, v, table, rows, seq_lens = _batch_with_shared_prefix(shared, suffixes, hkv, group, 16, seed=shared)
-    scale = 16 ** -0.5
+    scale = 16**-0.5
     ref = decode_attention_torch(q, k, v, table, rows, seq_lens, scale)
     found = common_slot_prefix_len(table, rows, int(seq_lens.min()) - 1)
     assert found >= shared  # suffix slots differ, so the common prefix is exactly the shared part
-    out = decode_attention_shared_prefix_torch(q, k, v, table, rows, seq_lens, scale, shared,
-                                               int(seq_lens.max()))
+    out = decode_attention_shared_prefix_torch(
+        q, k, v, table, rows, seq_lens, scale, shared, int(seq_lens.max())
+    )
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -59,10 +61,11 @@ def test_cascade_with_in_place_suffixes_equals_plain_decode(hkv, group, dim, sha
     # an fp16 pool (--kv-cache-dtype float16) against the reference on the same fp16 values
     q, k, v, table, rows, seq_lens = _batch_with_shared_prefix(shared, suffixes, hkv, group, dim, seed=dim)
     k, v = k.to(pool_dtype), v.to(pool_dtype)
-    scale = dim ** -0.5
+    scale = dim**-0.5
     ref = decode_attention_torch(q, k, v, table, rows, seq_lens, scale)
-    out = decode_attention_shared_prefix_torch(q, k, v, table, rows, seq_lens, scale, shared,
-                                               int(seq_lens.max()), kernels, seq_lens.tolist())
+    out = decode_attention_shared_prefix_torch(
+        q, k, v, table, rows, seq_lens, scale, shared, int(seq_lens.max()), kernels, seq_lens.tolist()
+    )
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -102,28 +105,41 @@ def test_common_prefix_len_stops_at_first_difference():
     assert common_slot_prefix_len(table, torch.tensor([1, 1]), 3) == 3
 
 
-@pytest.mark.parametrize("in_place", [False, pytest.param(True, marks=pytest.mark.skipif(
-    kernels is None, reason="the CPU decode kernels cannot be built here"))])
+@pytest.mark.parametrize(
+    "in_place",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here"),
+        ),
+    ],
+)
 @pytest.mark.parametrize("hkv,group", [(1, 1), (3, 3), (2, 4)])
-@pytest.mark.parametrize("shared,cached_tails,exts", [
-    (40, [0, 0], [5, 1]),             # tails start right after the shared prefix
-    (33, [3, 0, 9, 1], [7, 2, 1, 12]),  # some requests have private cached tokens before their extend
-    (64, [0, 5, 2], [30, 1, 17]),
-])
+@pytest.mark.parametrize(
+    "shared,cached_tails,exts",
+    [
+        (40, [0, 0], [5, 1]),  # tails start right after the shared prefix
+        (33, [3, 0, 9, 1], [7, 2, 1, 12]),  # some requests have private cached tokens before their extend
+        (64, [0, 5, 2], [30, 1, 17]),
+    ],
+)
 def test_cascade_extend_equals_plain_extend(hkv, group, shared, cached_tails, exts, in_place):
     from radixlm.kernels.extend_attention import extend_attention_torch
     from radixlm.kernels.shared_prefix_attention import extend_attention_shared_prefix_torch
 
     totals = [c + e for c, e in zip(cached_tails, exts)]
-    _, k, v, table, rows, _ = _batch_with_shared_prefix(shared, totals, hkv, group, 16,
-                                                        seed=shared + len(exts))
+    _, k, v, table, rows, _ = _batch_with_shared_prefix(
+        shared, totals, hkv, group, 16, seed=shared + len(exts)
+    )
     gen = torch.Generator().manual_seed(7)
     q = torch.randn(sum(exts), hkv * group, 16, generator=gen)
     prefix_lens = [shared + c for c in cached_tails]
-    scale = 16 ** -0.5
+    scale = 16**-0.5
     ref = extend_attention_torch(q, k, v, table, rows, prefix_lens, exts, scale)
     # in place: each new token's private keys (its cached tail, then the new tokens up to itself)
     # read by the C++ decode kernel as a one-token decode
-    out = extend_attention_shared_prefix_torch(q, k, v, table, rows, prefix_lens, exts, scale, shared,
-                                               kernels if in_place else None)
+    out = extend_attention_shared_prefix_torch(
+        q, k, v, table, rows, prefix_lens, exts, scale, shared, kernels if in_place else None
+    )
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 reference on random shapes (ragged K and N, 1 to 40 rows, with and without bias); a row's bits do
 not depend on the other rows or the threads; ``Linear`` takes it for a few rows and leaves a rebound
 ``F.linear`` (deterministic inference) in charge; bad arguments are refused by name."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu.build import load_decode_kernels
-from radixlm.runtime.deterministic import batch_invariant_linear, padded_linear
+from radixlm.runtime.executor.deterministic import batch_invariant_linear, padded_linear
 from radixlm.runtime.layers import linear as linear_module
 from radixlm.runtime.layers.linear import HEAD_MAX_ROWS, SMALL_BATCH_MAX_ROWS, Embedding, Linear
 from tests.helpers.float_products import assert_matches_float64, random_product
@@ -30,7 +31,7 @@ def test_small_batch_linear_rows_do_not_depend_on_batch_or_threads() -> None:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(40, 333, generator=g)
     w = torch.randn(1027, 333, generator=g)
-    alone = torch.cat([kernels.small_batch_linear(x[i:i + 1], w, threads=1) for i in range(40)])
+    alone = torch.cat([kernels.small_batch_linear(x[i : i + 1], w, threads=1) for i in range(40)])
     for rows in (2, 3, 4, 5, 9, 16, 40):
         for threads in (1, 2, 3):
             assert torch.equal(kernels.small_batch_linear(x[:rows], w, threads=threads), alone[:rows])
@@ -65,8 +66,9 @@ def test_linear_layers_take_the_kernel_for_a_few_rows(monkeypatch: pytest.Monkey
     embed.weight.data.normal_()
     calls = []
     real = kernels.small_batch_linear
-    monkeypatch.setattr(kernels, "small_batch_linear",
-                        lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    monkeypatch.setattr(
+        kernels, "small_batch_linear", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw)
+    )
     x = torch.randn(2, 3, 64)  # six rows, any leading shape
     with torch.inference_mode():  # as the engine runs its forward passes
         out = layer(x)

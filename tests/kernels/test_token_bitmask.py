@@ -1,4 +1,5 @@
 """Triton bitmask application equals the torch reference (bit j%32 of word j//32, optional rows)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,7 @@ pytestmark = pytest.mark.triton_interpret
 def _random_bitmask(rows: int, vocab: int, seed: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     words = -(-vocab // 32) + 1  # one spare word, as a padded mask buffer has
-    return torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=gen, dtype=torch.int64).to(
-        torch.int32)
+    return torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=gen, dtype=torch.int64).to(torch.int32)
 
 
 @pytest.mark.parametrize("vocab", [32, 77, 300])

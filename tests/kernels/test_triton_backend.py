@@ -2,6 +2,7 @@
 
 Runs on the CPU through the Triton interpreter (a few hundred program instances), or on CUDA.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ as a Python name when it is dotted (``Scheduler.step``, ``radixlm.program.contex
 (``alloc(n)``), a CamelCase name (``ScheduledBatch``) or a snake_case name (``validate_request``).
 Plain words (``lpm``, ``gen``) and expressions (``n > 1``) are prose.
 """
+
 from __future__ import annotations
 
 import ast
@@ -66,7 +67,8 @@ class PackageIndex:
                 return all(p in self.names for p in parts[i:])
         if parts[0][:1].isupper() and parts[0] in self.classes:
             return all(p in self.classes[parts[0]] or p in self.names for p in parts[1:2]) and all(
-                p in self.names for p in parts[2:])
+                p in self.names for p in parts[2:]
+            )
         if parts[0][:1].isupper():
             return False
         return all(p in self.names for p in parts[1:])  # ``fb.logits_indices``: a variable's attributes
@@ -92,8 +94,9 @@ def _problem(span: str, index: PackageIndex) -> str | None:
     if span.endswith((".py", ".md", ".sh", ".toml", "/")) or "/" in span:
         if not PATH.match(span):
             return None
-        exists = (PACKAGE / span).exists() or (REPO / span).exists() or (
-            "/" not in span and any(REPO.rglob(span)))
+        exists = (
+            (PACKAGE / span).exists() or (REPO / span).exists() or ("/" not in span and any(REPO.rglob(span)))
+        )
         return None if exists else "no such file or folder"
     if not NAME.match(span):
         return None
@@ -121,6 +124,9 @@ def test_the_checker_catches_missing_names():
 @pytest.mark.parametrize("doc", [DOC], ids=["architecture.md"])
 def test_every_named_symbol_exists(doc: Path):
     index = PackageIndex(PACKAGE)
-    missing = {span: why for span in code_spans(doc.read_text(encoding="utf-8"))
-               if (why := _problem(span, index)) is not None}
+    missing = {
+        span: why
+        for span in code_spans(doc.read_text(encoding="utf-8"))
+        if (why := _problem(span, index)) is not None
+    }
     assert missing == {}

@@ -1,5 +1,6 @@
 """The process environment radixlm sets up (``radixlm/_env.py``): huge pages for the malloc of the
 processes that hold int8 model weights, only for them."""
+
 from __future__ import annotations
 
 import os
@@ -77,8 +78,9 @@ print(huge_mb() - before)
     grown = {}
     for label, tunables in (("plain", ""), ("huge", with_huge_page_malloc(None))):
         env = dict(os.environ, GLIBC_TUNABLES=tunables)
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        )
         grown[label] = int(out.stdout.strip().splitlines()[-1])
     assert grown["huge"] >= 32, grown  # the 64 MB of packed int8 weights, mostly on 2 MB pages
     assert grown["huge"] > grown["plain"], grown

@@ -4,6 +4,7 @@ Imports are read from the source (every ``import`` statement, at module level or
 ``if TYPE_CHECKING:`` blocks excepted, since they never run), so a lazy import that hides a cycle
 counts like any other.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,7 +30,8 @@ def _is_type_checking_block(node: ast.AST) -> bool:
         return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imported_names(tree: ast.AST, module: str, is_package: bool) -> list[str]:
@@ -155,6 +157,9 @@ def test_dependencies_point_one_way(package):
 
 
 def test_no_file_is_too_long():
-    long = {str(p.relative_to(PACKAGE_ROOT.parent)): n for p in PACKAGE_ROOT.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(PACKAGE_ROOT.parent)): n
+        for p in PACKAGE_ROOT.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert long == {}

@@ -1,5 +1,6 @@
 """Benchmarks and examples are not run by the suite, so their imports of our code are checked here:
 every ``radixlm`` or ``tests`` module they import exists and defines the names they take from it."""
+
 from __future__ import annotations
 
 import ast

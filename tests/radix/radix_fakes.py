@@ -1,4 +1,5 @@
 """Test doubles for the radix cache tests: a set-based slot allocator that catches double frees."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Disabled mode, the factory, and the release path shared by both prefix caches."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,14 @@ def test_disabled_cache_never_hits_and_owns_nothing() -> None:
     assert (cache.total_size(), cache.evictable_size(), cache.protected_size()) == (0, 0, 0)
     assert cache.all_slots().numel() == 0
     cache.match_prefix([1], count=False)
-    assert cache.stats() == {"hit_tokens": 0, "requested_tokens": 3, "hit_rate": 0.0, "evicted_tokens": 0,
-                             "num_nodes": 0, "cached_tokens": 0}
+    assert cache.stats() == {
+        "hit_tokens": 0,
+        "requested_tokens": 3,
+        "hit_rate": 0.0,
+        "evicted_tokens": 0,
+        "num_nodes": 0,
+        "cached_tokens": 0,
+    }
     cache.reset()
     assert cache.stats()["requested_tokens"] == 0
     cache.check_invariants()

@@ -1,4 +1,5 @@
 """Unit tests of RadixCache: match, split, insert, locks, eviction, sizes, metrics, invariants."""
+
 from __future__ import annotations
 
 import pytest
@@ -180,8 +181,14 @@ def test_all_slots_and_reset(cache: RadixCache, alloc: FakeAllocator) -> None:
     assert alloc.free_set == free_before  # reset frees nothing
     assert cache.total_size() == 0 and cache.all_slots().numel() == 0
     assert cache.match_prefix([1, 2]).last_node is cache.root
-    assert cache.stats() == {"hit_tokens": 0, "requested_tokens": 2, "hit_rate": 0.0, "evicted_tokens": 0,
-                             "num_nodes": 0, "cached_tokens": 0}
+    assert cache.stats() == {
+        "hit_tokens": 0,
+        "requested_tokens": 2,
+        "hit_rate": 0.0,
+        "evicted_tokens": 0,
+        "num_nodes": 0,
+        "cached_tokens": 0,
+    }
     cache.check_invariants()
 
 

@@ -1,4 +1,5 @@
 """The chunked common-prefix comparison equals the token-by-token definition."""
+
 from __future__ import annotations
 
 import torch

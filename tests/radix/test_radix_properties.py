@@ -3,6 +3,7 @@
 The model is a dict from every cached prefix (tuple of token ids) to its last token's slot, plus the
 prefixes held locked. A tiny alphabet makes prefixes collide and nodes split often.
 """
+
 from __future__ import annotations
 
 import torch
@@ -65,7 +66,7 @@ class RadixMachine(RuleBasedStateMachine):
         """
         m = self.cache.match_prefix(ids, count=False)
         self.cache.inc_lock(m.last_node)
-        self.locks.append((m.last_node, tuple(ids[:m.slots.numel()])))
+        self.locks.append((m.last_node, tuple(ids[: m.slots.numel()])))
         prefix_len = m.slots.numel() if reuse_prefix else 0
         fresh = self._take(len(ids) - prefix_len)
         if fresh is not None:
@@ -75,7 +76,7 @@ class RadixMachine(RuleBasedStateMachine):
             assert cached == expected_cached
             self.alloc.free(slots[prefix_len:cached])
             for i in range(cached, len(ids)):
-                self.model[tuple(ids[:i + 1])] = int(slots[i])
+                self.model[tuple(ids[: i + 1])] = int(slots[i])
         self.cache.dec_lock(m.last_node)
         self.locks.pop()
 
@@ -89,7 +90,7 @@ class RadixMachine(RuleBasedStateMachine):
     def lock(self, ids: list[int]) -> None:
         m = self.cache.match_prefix(ids, count=False)
         self.cache.inc_lock(m.last_node)
-        self.locks.append((m.last_node, tuple(ids[:m.slots.numel()])))
+        self.locks.append((m.last_node, tuple(ids[: m.slots.numel()])))
 
     @precondition(lambda self: self.locks)
     @rule(index=st.integers(0, 100))
@@ -116,8 +117,9 @@ class RadixMachine(RuleBasedStateMachine):
         held = self.cache.all_slots().tolist()
         assert not set(held) & self.alloc.free_set
         assert len(held) + len(self.alloc.free_set) == NUM_SLOTS
-        assert (self.cache.total_size() == self.cache.evictable_size() + self.cache.protected_size()
-                == len(held))
+        assert (
+            self.cache.total_size() == self.cache.evictable_size() + self.cache.protected_size() == len(held)
+        )
         assert self.cache.protected_size() == len(self._locked_prefixes())
         for node, prefix in self.locks:
             assert node.parent is not None or not prefix  # still attached

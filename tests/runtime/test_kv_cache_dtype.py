@@ -1,11 +1,12 @@
 """``kv_cache_dtype``: a 16-bit KV cache under an fp32 model on the CPU (half the bytes a decode
 step reads, twice the tokens held) stays close to the fp32 cache, and reports itself."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from radixlm.runtime.model_runner import resolve_kv_dtype
+from radixlm.runtime.executor.model_runner import resolve_kv_dtype
 from tests.helpers.engines import make_engine
 from tests.helpers.kv_ownership import assert_engine_kv_returned
 from tests.helpers.model_helpers import (
@@ -33,8 +34,9 @@ def test_a_16_bit_cache_stays_close_to_fp32(tiny_dir, kv_dtype: str, rtol: float
     assert half.kv_pool.get_kv_buffer(0)[0].dtype == getattr(torch, kv_dtype)
     assert half.model_info()["kv_cache_dtype"] == kv_dtype
     assert exact.model_info()["kv_cache_dtype"] == "float32"
-    for ours, ref in zip(prefill_then_decode_logits(half, TINY_SEQ),
-                         prefill_then_decode_logits(exact, TINY_SEQ)):
+    for ours, ref in zip(
+        prefill_then_decode_logits(half, TINY_SEQ), prefill_then_decode_logits(exact, TINY_SEQ)
+    ):
         assert_logits_close(ours, ref, rtol=rtol)
     prompts = [[(7 * i + j) % 300 + 3 for j in range(5 + i % 4)] for i in range(8)]
     if kv_dtype == "float16":
@@ -53,8 +55,10 @@ def test_a_16_bit_cache_holds_twice_the_tokens(tiny_dir) -> None:
 def test_engine_serves_and_reports_a_16_bit_cache(tiny_dir) -> None:
     engine = make_engine(str(tiny_dir), kv_cache_dtype="float16")
     try:
-        out = engine.generate(input_ids=[[3, 4, 5, 6], [3, 4, 5, 7, 8]],
-                              sampling_params={"max_new_tokens": 6, "temperature": 0.0, "ignore_eos": True})
+        out = engine.generate(
+            input_ids=[[3, 4, 5, 6], [3, 4, 5, 7, 8]],
+            sampling_params={"max_new_tokens": 6, "temperature": 0.0, "ignore_eos": True},
+        )
         assert all(len(o["output_ids"]) == 6 for o in out)
         info = engine.get_server_info()
         assert info["kv_cache_dtype"] == "float16" and info["model_info"]["kv_cache_dtype"] == "float16"

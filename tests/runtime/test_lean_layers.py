@@ -1,4 +1,5 @@
 """The CPU fast paths of the layers give the same numbers as the kernel references they replace."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,8 +39,9 @@ def test_rmsnorm_fp32_matches_reference(kernel: bool, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-ops"])
-def test_rotary_matches_reference_and_follows_new_positions(kernel: bool,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rotary_matches_reference_and_follows_new_positions(
+    kernel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:
@@ -48,7 +50,7 @@ def test_rotary_matches_reference_and_follows_new_positions(kernel: bool,
     rotary = RotaryEmbedding(64, 512, 10000.0)
     qkv = torch.randn(5, (9 + 2 * 3) * 64)
     q = qkv[:, : 9 * 64].view(5, 9, 64)  # strided views, as the fused projection gives them
-    k = qkv[:, 9 * 64: 12 * 64].view(5, 3, 64)
+    k = qkv[:, 9 * 64 : 12 * 64].view(5, 3, 64)
     for positions in (torch.tensor([0, 1, 2, 3, 4]), torch.tensor([400, 17, 3, 250, 511])):
         out_q, out_k = rotary(positions, q, k)
         ref_q, ref_k = apply_rotary_torch(q, k, positions, rotary.cos_sin_cache)
@@ -57,8 +59,9 @@ def test_rotary_matches_reference_and_follows_new_positions(kernel: bool,
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-ops"])
 @pytest.mark.parametrize("rows,width", [(1, 16), (3, 8), (64, 3072), (5, 2 * 13)])
-def test_silu_and_mul_matches_reference(kernel: bool, rows: int, width: int,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_silu_and_mul_matches_reference(
+    kernel: bool, rows: int, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ragged widths (a vector tail), one row to a decode batch's 64 (threaded), and inputs from
     large negative to large positive gates: within a few ulp of torch's ``silu(gate) * up``."""
     if kernel and build.load_decode_kernels() is None:
@@ -70,7 +73,7 @@ def test_silu_and_mul_matches_reference(kernel: bool, rows: int, width: int,
     edges = torch.tensor([-100.0, -87.5, 0.0, -0.0, 1e-6, 90.0])  # exp's clamp, signs of zero, overflow
     x[0, : min(6, width // 2)] = edges[: width // 2]
     out = silu_and_mul(x)
-    ref = torch.nn.functional.silu(x[:, : width // 2]) * x[:, width // 2:]
+    ref = torch.nn.functional.silu(x[:, : width // 2]) * x[:, width // 2 :]
     assert out.shape == (rows, width // 2)
     torch.testing.assert_close(out, ref, rtol=6e-7, atol=1e-30)  # ~5 ulp
     if rows > 1:  # a row's result does not depend on the rows beside it
@@ -79,7 +82,8 @@ def test_silu_and_mul_matches_reference(kernel: bool, rows: int, width: int,
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["cpp-kernel", "torch-gather"])
 def test_planned_decode_attention_matches_reference_on_ragged_lengths(
-        kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:

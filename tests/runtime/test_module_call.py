@@ -1,6 +1,7 @@
 """``layers.module.Module``: calling a runtime module calls its ``forward`` (an instance's own
 ``forward`` included), hooks are refused rather than ignored, and every module of a runtime model is
 one (so none is left on hook dispatch)."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,21 +46,42 @@ def test_a_forward_set_on_the_instance_is_the_one_called():
     assert torch.equal(module(torch.tensor([1.0]), shift=1.0), torch.tensor([3.0]))
 
 
-@pytest.mark.parametrize("register", ["register_forward_hook", "register_forward_pre_hook",
-                                      "register_full_backward_hook", "register_full_backward_pre_hook",
-                                      "register_backward_hook"])
+@pytest.mark.parametrize(
+    "register",
+    [
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_full_backward_pre_hook",
+        "register_backward_hook",
+    ],
+)
 def test_registering_a_hook_raises_instead_of_being_ignored(register):
     with pytest.raises(NotImplementedError, match="ScaleTwice .*hooks registered on it would never run"):
         getattr(ScaleTwice(1.0), register)(lambda *args: None)
 
 
 def test_every_module_of_a_runtime_model_calls_forward_directly():
-    cfg = ModelConfig(architecture="Qwen3ForCausalLM", hidden_size=32, intermediate_size=64, num_layers=2,
-                      num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, max_position_embeddings=64,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None, tie_word_embeddings=False,
-                      qkv_bias=True, o_bias=True, qk_norm=True, mlp_bias=True)
+    cfg = ModelConfig(
+        architecture="Qwen3ForCausalLM",
+        hidden_size=32,
+        intermediate_size=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=8,
+        vocab_size=64,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        rope_scaling=None,
+        tie_word_embeddings=False,
+        qkv_bias=True,
+        o_bias=True,
+        qk_norm=True,
+        mlp_bias=True,
+    )
     model = LlamaForCausalLM(cfg)
-    on_dispatch = [name for name, m in model.named_modules()
-                   if not isinstance(m, (Module, nn.ModuleList))]
+    on_dispatch = [name for name, m in model.named_modules() if not isinstance(m, (Module, nn.ModuleList))]
     assert on_dispatch == []
     assert sum(isinstance(m, Module) for m in model.modules()) > 10

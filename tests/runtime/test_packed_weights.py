@@ -2,6 +2,7 @@
 float64 reference on random shapes; a row's bits do not depend on how many rows share the product;
 layers take it beyond a few rows and the small-batch kernel below; the model runner packs every float
 layer and the tied LM head unless asked not to (or in deterministic mode), with the same greedy text."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,9 @@ from radixlm.runtime.layers.packed_weights import pack_model_weights, pack_weigh
 from tests.helpers.float_products import assert_matches_float64, random_product
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config
 
-pytestmark = pytest.mark.skipif(not packing_supported(torch.device("cpu"), torch.float32),
-                                reason="this torch build has no oneDNN")
+pytestmark = pytest.mark.skipif(
+    not packing_supported(torch.device("cpu"), torch.float32), reason="this torch build has no oneDNN"
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def test_packed_product_rows_do_not_depend_on_the_row_count() -> None:
     x = torch.randn(333, 576, generator=g)
     packed = pack_weight(torch.randn(1536, 576, generator=g))
     with torch.inference_mode():
-        alone = torch.cat([packed_linear(x[i:i + 1], packed, None, 1536) for i in range(333)])
+        alone = torch.cat([packed_linear(x[i : i + 1], packed, None, 1536) for i in range(333)])
         for rows in (1, 7, 13, 64, 333):
             assert torch.equal(packed_linear(x[:rows], packed, None, 1536), alone[:rows])
 
@@ -51,8 +53,9 @@ def test_layers_take_the_packed_product_beyond_a_few_rows(monkeypatch: pytest.Mo
     pack_model_weights(torch.nn.ModuleDict({"layer": layer, "lm_head": head}))
     assert layer.packed is not None and head.packed is not None
     calls: list[tuple[int, ...]] = []
-    monkeypatch.setattr(linear_module, "packed_linear",
-                        lambda x, *a: calls.append(tuple(x.shape)) or packed_linear(x, *a))
+    monkeypatch.setattr(
+        linear_module, "packed_linear", lambda x, *a: calls.append(tuple(x.shape)) or packed_linear(x, *a)
+    )
     with torch.inference_mode():
         x = torch.randn(PACKED_KERNEL_MAX_ROWS, 64)
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)

@@ -1,4 +1,5 @@
 """``ServerArgs``: frozen, enumerated options checked at construction, CLI choices from the types."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,16 @@ def test_frozen_and_replace_makes_a_checked_copy():
         args.replace(device="tpu")
 
 
-@pytest.mark.parametrize("name, value", [("device", "tpu"), ("dtype", "int8"), ("attention_backend", "flash"),
-                                         ("schedule_policy", "random"), ("log_level", "loud")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("device", "tpu"),
+        ("dtype", "int8"),
+        ("attention_backend", "flash"),
+        ("schedule_policy", "random"),
+        ("log_level", "loud"),
+    ],
+)
 def test_bad_enumerated_value_names_the_option_and_the_choices(name, value):
     with pytest.raises(ValueError, match=name) as e:
         ServerArgs(**{name: value})

@@ -4,10 +4,12 @@ A backend answers /generate-style requests (see ``radixlm.program.protocols`` fo
 optionally streams them, optionally executes a whole compiled request graph next to the KV cache,
 and reports the chat template its model was trained with.
 """
+
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any
 
 from radixlm.frontend.chat_template import ChatTemplate, from_jinja, get_chat_template
 from radixlm.frontend.errors import UnsupportedFeatureError
@@ -26,9 +28,9 @@ class Backend:
     #: Whether gen requests must carry the conversation as ``messages`` (chat-completion APIs).
     chat_mode = False
 
-    def __init__(self, chat_template: Union[str, ChatTemplate, None] = None) -> None:
+    def __init__(self, chat_template: str | ChatTemplate | None = None) -> None:
         self._chat_template_override = chat_template
-        self._chat_template: Optional[ChatTemplate] = None
+        self._chat_template: ChatTemplate | None = None
 
     # ---- generation -------------------------------------------------------------------------
     def generate(self, req: Request) -> Any:
@@ -43,8 +45,9 @@ class Backend:
         """Responses with cumulative text as tokens arrive; the last one is final."""
         yield self.generate(req)
 
-    def select(self, context: Context, choices: list[str], method: Any,
-               messages: Optional[list] = None) -> tuple[str, dict]:
+    def select(
+        self, context: Context, choices: list[str], method: Any, messages: list | None = None
+    ) -> tuple[str, dict]:
         """Pick a choice continuing ``context``; returns ``(choice, meta_info)``."""
         value, meta, _ = drive(select_protocol(context, choices, method_name(method)), self.generate)
         return value, meta
@@ -62,11 +65,11 @@ class Backend:
         raise UnsupportedFeatureError(self.name, "image inputs", f"{model} is a text-only model")
 
     # ---- whole programs ---------------------------------------------------------------------
-    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def run_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         """Execute a compiled request graph; None when this backend cannot (use the interpreter)."""
         return None
 
-    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    async def arun_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.run_graph, graph)
 
     # ---- model and server -------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The in-process backend: programs run against a ``radixlm.Engine`` in this process."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Coroutine, Iterator, Optional, Union
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
@@ -27,8 +29,9 @@ class EngineBackend(Backend):
     name = "Engine"
     supports_graphs = True
 
-    def __init__(self, engine: Any = None, chat_template: Union[str, ChatTemplate, None] = None,
-                 **server_args: Any) -> None:
+    def __init__(
+        self, engine: Any = None, chat_template: str | ChatTemplate | None = None, **server_args: Any
+    ) -> None:
         super().__init__(chat_template)
         if engine is None or isinstance(engine, str):  # a model name (None: the default, or model_path=)
             from radixlm.runtime.engine import Engine
@@ -59,10 +62,10 @@ class EngineBackend(Backend):
     def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
         return self.engine.generate(**self._kwargs(req), stream=True)
 
-    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def run_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         return run_coroutine(self.arun_graph(graph))
 
-    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    async def arun_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         return await execute_program(graph, self.agenerate)
 
     def model_info(self) -> dict[str, Any]:

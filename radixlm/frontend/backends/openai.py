@@ -5,10 +5,12 @@ completion models get the program's text. Features the API cannot serve raise
 ``UnsupportedFeatureError`` naming them: ``regex`` and typed generation (``dtype``), prompt
 scoring (so ``select`` picks the choice that best matches a greedy completion), images.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
@@ -17,11 +19,24 @@ from radixlm.program.context import Context, as_text
 from radixlm.program.protocols import Request
 
 # /generate sampling params -> OpenAI request fields (the rest go in ``extra_body`` when set).
-_STANDARD = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "n": "n",
-             "stop": "stop", "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
-             "seed": "seed"}
-_NEUTRAL = {"top_k": -1, "min_p": 0.0, "ignore_eos": False, "min_new_tokens": 0, "repetition_penalty": 1.0,
-            "stop_token_ids": []}
+_STANDARD = {
+    "max_new_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "n": "n",
+    "stop": "stop",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "seed": "seed",
+}
+_NEUTRAL = {
+    "top_k": -1,
+    "min_p": 0.0,
+    "ignore_eos": False,
+    "min_new_tokens": 0,
+    "repetition_penalty": 1.0,
+    "stop_token_ids": [],
+}
 
 
 class OpenAI(Backend):
@@ -30,9 +45,15 @@ class OpenAI(Backend):
 
     name = "OpenAI"
 
-    def __init__(self, model_name: str, base_url: Optional[str] = None, api_key: Optional[str] = None,
-                 is_chat_model: bool = True, chat_template: Union[str, ChatTemplate, None] = None,
-                 **client_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        is_chat_model: bool = True,
+        chat_template: str | ChatTemplate | None = None,
+        **client_kwargs: Any,
+    ) -> None:
         super().__init__(chat_template if chat_template is not None else guess_chat_template(model_name))
         import openai
 
@@ -45,8 +66,11 @@ class OpenAI(Backend):
         sampling = req.get("sampling_params", {})
         for feature in ("regex", "dtype"):
             if sampling.get(feature) is not None:
-                raise UnsupportedFeatureError(self.name, feature, "use RuntimeEndpoint or Runtime for "
-                                              "constrained generation with a regex or a type")
+                raise UnsupportedFeatureError(
+                    self.name,
+                    feature,
+                    "use RuntimeEndpoint or Runtime for constrained generation with a regex or a type",
+                )
         if req.get("logprob_start_len", -1) >= 0 or sampling.get("max_new_tokens") == 0:
             raise UnsupportedFeatureError(self.name, "prompt logprobs")
 
@@ -59,8 +83,10 @@ class OpenAI(Backend):
                 body[_STANDARD[key]] = val
             elif key == "json_schema":
                 schema = json.loads(val) if isinstance(val, str) else val
-                body["response_format"] = {"type": "json_schema",
-                                           "json_schema": {"name": "output", "schema": schema}}
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "output", "schema": schema},
+                }
             elif _NEUTRAL.get(key, object()) != val:
                 extra[key] = val
         if req.get("return_logprob"):
@@ -72,8 +98,11 @@ class OpenAI(Backend):
         if self.is_chat_model:
             messages = req.get("messages") or []
             if not messages or messages[-1]["role"] != "assistant" or messages[-1]["content"]:
-                raise UnsupportedFeatureError(self.name, "gen outside an empty assistant turn",
-                                              "with a chat model, write s += sgl.assistant(sgl.gen(...))")
+                raise UnsupportedFeatureError(
+                    self.name,
+                    "gen outside an empty assistant turn",
+                    "with a chat model, write s += sgl.assistant(sgl.gen(...))",
+                )
             body["messages"] = messages[:-1]
         else:
             body["prompt"] = as_text(req["input_segments"], self.name)
@@ -103,14 +132,17 @@ class OpenAI(Backend):
             finish = choice.finish_reason or finish
             yield {"text": text, "meta_info": {"id": chunk.id, "finish_reason": finish}}
 
-    def select(self, context: Context, choices: list[str], method: Any,
-               messages: Optional[list] = None) -> tuple[str, dict]:
+    def select(
+        self, context: Context, choices: list[str], method: Any, messages: list | None = None
+    ) -> tuple[str, dict]:
         """No prompt scoring over this API: generate greedily and take the choice sharing the
         longest prefix with the output (ties: the first)."""
         longest = max(len(c) for c in choices)
-        req = {"input_segments": list(context),
-               "messages": (messages or []) + [{"role": "assistant", "content": ""}],
-               "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0}}
+        req = {
+            "input_segments": list(context),
+            "messages": (messages or []) + [{"role": "assistant", "content": ""}],
+            "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0},
+        }
         if messages and messages[-1]["role"] == "assistant":
             req["messages"] = messages
         out = self.generate(req)
@@ -127,9 +159,12 @@ class OpenAI(Backend):
 
     def _meta(self, resp: Any, choice: Any) -> dict[str, Any]:
         usage = getattr(resp, "usage", None)
-        return {"id": resp.id, "finish_reason": {"type": choice.finish_reason},
-                "prompt_tokens": getattr(usage, "prompt_tokens", None),
-                "completion_tokens": getattr(usage, "completion_tokens", None)}
+        return {
+            "id": resp.id,
+            "finish_reason": {"type": choice.finish_reason},
+            "prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None),
+        }
 
 
 def _common_prefix(a: str, b: str) -> int:

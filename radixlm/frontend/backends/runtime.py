@@ -1,7 +1,8 @@
 """``Runtime``: start a local radixlm server subprocess and talk to it over HTTP."""
+
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
 from radixlm.frontend.chat_template import ChatTemplate
@@ -14,8 +15,9 @@ class Runtime(RuntimeEndpoint):
 
     name = "Runtime"
 
-    def __init__(self, model: Optional[str] = None, chat_template: Union[str, ChatTemplate, None] = None,
-                 **server_args: Any) -> None:
+    def __init__(
+        self, model: str | None = None, chat_template: str | ChatTemplate | None = None, **server_args: Any
+    ) -> None:
         from radixlm.runtime.server.launch import launch_server
 
         self._server = launch_server(model=model, **server_args)
@@ -27,12 +29,12 @@ class Runtime(RuntimeEndpoint):
         return self
 
     def shutdown(self) -> None:
-        server: Optional[Any] = getattr(self, "_server", None)
+        server: Any | None = getattr(self, "_server", None)
         if server is not None:
             server.shutdown()
             self._server = None
 
-    def __enter__(self) -> "Runtime":
+    def __enter__(self) -> Runtime:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -3,10 +3,12 @@
 Prompts go as ``input_segments`` (text pieces and the token ids of earlier generations), a radixlm
 extension of SGLang's ``/generate``, so programs continue exactly the tokens the model generated.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate
@@ -24,9 +26,9 @@ class RuntimeEndpoint(Backend):
     def __init__(
         self,
         base_url: str,
-        api_key: Optional[str] = None,
-        chat_template: Union[str, ChatTemplate, None] = None,
-        timeout: Optional[float] = None,
+        api_key: str | None = None,
+        chat_template: str | ChatTemplate | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(chat_template)
         import requests
@@ -35,7 +37,7 @@ class RuntimeEndpoint(Backend):
         self.api_key = api_key
         self.timeout = timeout
         self._session = requests.Session()
-        self._model_info: Optional[dict[str, Any]] = None
+        self._model_info: dict[str, Any] | None = None
         self._has_program_endpoint = True
 
     @property
@@ -46,8 +48,9 @@ class RuntimeEndpoint(Backend):
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
-        resp = self._session.request(method, self.base_url + path, json=body, headers=self._headers(),
-                                     timeout=self.timeout)
+        resp = self._session.request(
+            method, self.base_url + path, json=body, headers=self._headers(), timeout=self.timeout
+        )
         _raise_for_status(resp.status_code, resp.text, path)
         return resp.json() if resp.content else None
 
@@ -59,13 +62,18 @@ class RuntimeEndpoint(Backend):
         return await self._apost("/generate", req)
 
     def generate_stream(self, req: Request) -> Iterator[dict[str, Any]]:
-        with self._session.post(self.base_url + "/generate", json={**req, "stream": True},
-                                headers=self._headers(), stream=True, timeout=self.timeout) as resp:
+        with self._session.post(
+            self.base_url + "/generate",
+            json={**req, "stream": True},
+            headers=self._headers(),
+            stream=True,
+            timeout=self.timeout,
+        ) as resp:
             _raise_for_status(resp.status_code, resp.text if resp.status_code >= 400 else "", "/generate")
             for line in resp.iter_lines(decode_unicode=True):
                 if not line or not line.startswith("data:"):
                     continue
-                data = line[len("data:"):].strip()
+                data = line[len("data:") :].strip()
                 if data == "[DONE]":
                     return
                 event = json.loads(data)
@@ -73,18 +81,19 @@ class RuntimeEndpoint(Backend):
                     raise RuntimeError(f"/generate stream failed: {event['error']}")
                 yield event
 
-    def run_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def run_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         if not self._has_program_endpoint:
             return None
-        resp = self._session.post(self.base_url + "/program", json={"graph": graph}, headers=self._headers(),
-                                  timeout=self.timeout)
+        resp = self._session.post(
+            self.base_url + "/program", json={"graph": graph}, headers=self._headers(), timeout=self.timeout
+        )
         if resp.status_code in (404, 405):
             self._has_program_endpoint = False
             return None
         _raise_for_status(resp.status_code, resp.text, "/program")
         return resp.json()
 
-    async def arun_graph(self, graph: dict[str, Any]) -> Optional[dict[str, Any]]:
+    async def arun_graph(self, graph: dict[str, Any]) -> dict[str, Any] | None:
         if not self._has_program_endpoint:
             return None
         try:
@@ -114,8 +123,9 @@ class RuntimeEndpoint(Backend):
 
     def flush_cache(self, empty_cache: bool = False) -> Any:
         params = {"empty_cache": "true"} if empty_cache else None
-        resp = self._session.post(self.base_url + "/flush_cache", headers=self._headers(), params=params,
-                                  timeout=self.timeout)
+        resp = self._session.post(
+            self.base_url + "/flush_cache", headers=self._headers(), params=params, timeout=self.timeout
+        )
         _raise_for_status(resp.status_code, resp.text, "/flush_cache")
         return resp.text
 

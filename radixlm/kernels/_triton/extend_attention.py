@@ -1,15 +1,36 @@
 """Extend attention kernel: a block of new query tokens against prefix + new keys (causal)."""
+
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def extend_kernel(
-    Q, K, V, Out, ReqToToken, ReqPoolIdx, PrefixLens, ExtendLens, ExtendStartLoc, sm_scale,
-    stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ot, stride_oh,
+    Q,
+    K,
+    V,
+    Out,
+    ReqToToken,
+    ReqPoolIdx,
+    PrefixLens,
+    ExtendLens,
+    ExtendStartLoc,
+    sm_scale,
+    stride_qt,
+    stride_qh,
+    stride_ks,
+    stride_kh,
+    stride_vs,
+    stride_vh,
+    stride_ot,
+    stride_oh,
     stride_row,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """Program ``(b, head, m_block)``: ``BLOCK_M`` new tokens of request ``b`` for one query head.
 
@@ -31,8 +52,11 @@ def extend_kernel(
     mask_m = offs_m < ext_len
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
-    q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
-                mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+    q = tl.load(
+        Q + (q_start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
+        mask=mask_m[:, None] & mask_d[None, :],
+        other=0.0,
+    )
     q_pos = prefix_len + offs_m
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -44,20 +68,25 @@ def extend_kernel(
         mask_n = offs_n < end
         slots = tl.load(ReqToToken + row * stride_row + offs_n, mask=mask_n, other=0)
         kv_mask = mask_n[:, None] & mask_d[None, :]
-        k = tl.load(K + slots[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
+        k = tl.load(
+            K + slots[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :], mask=kv_mask, other=0.0
+        )
         s = tl.dot(q.to(k.dtype), tl.trans(k), input_precision=PRECISION) * sm_scale
         visible = mask_n[None, :] & (offs_n[None, :] <= q_pos[:, None])
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
-        v = tl.load(V + slots[:, None] * stride_vs + kv_head * stride_vh + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
+        v = tl.load(
+            V + slots[:, None] * stride_vs + kv_head * stride_vh + offs_d[None, :], mask=kv_mask, other=0.0
+        )
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         l_i = l_i * alpha + tl.sum(p, 1)
         m_i = m_new
 
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    tl.store(Out + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
-             out, mask=mask_m[:, None] & mask_d[None, :])
+    tl.store(
+        Out + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
+        out,
+        mask=mask_m[:, None] & mask_d[None, :],
+    )

@@ -1,13 +1,24 @@
 """RMSNorm kernel, optionally fused with the residual add before it."""
+
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def rmsnorm_kernel(
-    X, Residual, ResidualOut, Weight, Out, eps, hidden,
-    stride_x, stride_r, stride_ro, stride_o,
-    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr,
+    X,
+    Residual,
+    ResidualOut,
+    Weight,
+    Out,
+    eps,
+    hidden,
+    stride_x,
+    stride_r,
+    stride_ro,
+    stride_o,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     """Program ``t``: one token row. With a residual, ``h = x + residual`` is rounded to the input
     dtype, stored to ``ResidualOut`` and normalised, exactly like the unfused torch code."""

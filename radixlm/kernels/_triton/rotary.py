@@ -1,12 +1,22 @@
 """Rotary embedding kernel (the "rotate half" / NeoX layout used by Llama in Hugging Face)."""
+
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def rotary_kernel(
-    X, Out, Positions, CosSin, stride_xt, stride_xh, stride_ot, stride_oh, stride_cs,
-    HALF: tl.constexpr, BLOCK: tl.constexpr,
+    X,
+    Out,
+    Positions,
+    CosSin,
+    stride_xt,
+    stride_xh,
+    stride_ot,
+    stride_oh,
+    stride_cs,
+    HALF: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     """Program ``(t, head)``: rotate the two halves of one head vector by its position's angles."""
     t = tl.program_id(0)

@@ -1,12 +1,12 @@
 """Token bitmask kernel: set disallowed logits to -inf, one masked store per vocabulary block."""
+
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def apply_bitmask_kernel(
-    Logits, Bitmask, Rows, vocab_size, stride_logits, stride_mask,
-    HAS_ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    Logits, Bitmask, Rows, vocab_size, stride_logits, stride_mask, HAS_ROWS: tl.constexpr, BLOCK: tl.constexpr
 ):
     """Program ``(r, block)``: bitmask row ``r`` against ``BLOCK`` logits of its logits row."""
     r = tl.program_id(0)

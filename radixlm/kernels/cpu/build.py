@@ -7,6 +7,7 @@ argument checks (``GGUFKernels``, ``DecodeKernels``), or None (with one warning 
 CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 or fp32 (GGUF
 weights) or to the torch ops (decode attention).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,14 @@ logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
 _MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
     "gguf_linear": ["gguf_linear.cpp"],
-    "decode_kernels": ["decode_kernels.cpp", "decode_attention.cpp", "rmsnorm.cpp", "rotary.cpp",
-                       "small_batch_linear.cpp", "silu_and_mul.cpp"],
+    "decode_kernels": [
+        "decode_kernels.cpp",
+        "decode_attention.cpp",
+        "rmsnorm.cpp",
+        "rotary.cpp",
+        "small_batch_linear.cpp",
+        "silu_and_mul.cpp",
+    ],
 }
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
 # takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)
@@ -120,8 +127,9 @@ def _build(name: str) -> ModuleType:
     return compile_sources(f"radixlm_{name}", build_directory(name), files, _MODULES[name])
 
 
-def compile_sources(module_name: str, build_dir: Path, files: dict[str, bytes],
-                    sources: list[str]) -> ModuleType:
+def compile_sources(
+    module_name: str, build_dir: Path, files: dict[str, bytes], sources: list[str]
+) -> ModuleType:
     """Compile ``sources`` (names in ``files``, which maps every file the build reads, headers
     included, to its text) into extension module ``module_name``, built in ``build_dir`` and reused
     from there while the files stay the same."""
@@ -142,5 +150,11 @@ def compile_sources(module_name: str, build_dir: Path, files: dict[str, bytes],
             copy = copies / file_name
             if not copy.exists() or copy.read_bytes() != text:
                 copy.write_bytes(text)
-        return load(name=module_name, sources=[str(copies / f) for f in sources], extra_cflags=_FLAGS,
-                    extra_ldflags=["-pthread"], build_directory=str(build_dir), verbose=False)
+        return load(
+            name=module_name,
+            sources=[str(copies / f) for f in sources],
+            extra_cflags=_FLAGS,
+            extra_ldflags=["-pthread"],
+            build_directory=str(build_dir),
+            verbose=False,
+        )

@@ -15,6 +15,7 @@ Nibbles: element ``j`` (0..15) is the low nibble of byte ``j``, element ``j + 16
 
 K-quants (Q4_K, Q6_K) store super-blocks of 256 elements; ``gguf_kquants`` holds their layout.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,8 +26,9 @@ BLOCK = 32
 # format name -> GGML type id (the C++ kernel's format argument), bytes per block, elements per block
 GGML_TYPES = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q8_0": 8, "q4_k": 12, "q6_k": 14}
 BLOCK_BYTES = {"q4_0": 18, "q4_1": 20, "q5_0": 22, "q8_0": 34, **gguf_kquants.KQUANT_BYTES}
-BLOCK_ELEMENTS = {fmt: gguf_kquants.SUPER_BLOCK if fmt in gguf_kquants.KQUANT_BYTES else BLOCK
-                  for fmt in GGML_TYPES}
+BLOCK_ELEMENTS = {
+    fmt: gguf_kquants.SUPER_BLOCK if fmt in gguf_kquants.KQUANT_BYTES else BLOCK for fmt in GGML_TYPES
+}
 
 
 def fits(fmt: str, in_features: int) -> bool:
@@ -37,8 +39,9 @@ def fits(fmt: str, in_features: int) -> bool:
 def row_bytes(fmt: str, in_features: int) -> int:
     """Bytes one weight row of ``in_features`` elements takes in ``fmt``."""
     if not fits(fmt, in_features):
-        raise ValueError(f"{fmt} needs in_features to be a multiple of {BLOCK_ELEMENTS[fmt]}, "
-                         f"got {in_features}")
+        raise ValueError(
+            f"{fmt} needs in_features to be a multiple of {BLOCK_ELEMENTS[fmt]}, got {in_features}"
+        )
     return in_features // BLOCK_ELEMENTS[fmt] * BLOCK_BYTES[fmt]
 
 
@@ -101,11 +104,11 @@ def dequantize(blocks: torch.Tensor, fmt: str) -> torch.Tensor:
         q = b[..., 2:].contiguous().view(torch.int8).float()
         return (q * d).reshape(n, -1)
     offset = {"q4_0": 2, "q4_1": 4, "q5_0": 6}[fmt]
-    qs = b[..., offset:offset + 16].to(torch.int32)
+    qs = b[..., offset : offset + 16].to(torch.int32)
     q = torch.cat([qs & 0x0F, qs >> 4], dim=-1).float()
     if fmt == "q5_0":
         qh = b[..., 2:6].to(torch.int64)
-        bits = (qh[..., 0:1] | (qh[..., 1:2] << 8) | (qh[..., 2:3] << 16) | (qh[..., 3:4] << 24))
+        bits = qh[..., 0:1] | (qh[..., 1:2] << 8) | (qh[..., 2:3] << 16) | (qh[..., 3:4] << 24)
         high = ((bits >> torch.arange(32)) & 1).float()
         return ((q + 16.0 * high - 16.0) * d).reshape(n, -1)
     if fmt == "q4_0":

@@ -20,6 +20,7 @@ A super-block holds 256 weights along K, in the file's byte layout (llama.cpp's 
 simpler than llama.cpp's search for the best scale; it is what ``--quantization q4_k``/``q6_k``
 serves from a float checkpoint, while a GGUF file's own blocks are served as stored.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,7 +31,7 @@ KQUANT_BYTES = {"q4_k": 144, "q6_k": 210}
 
 def _half(blocks: torch.Tensor, start: int) -> torch.Tensor:
     """fp16 at byte ``start`` of each super-block ``[..., bytes]`` -> float32 ``[..., 1]``."""
-    return blocks[..., start:start + 2].contiguous().view(torch.float16).float()
+    return blocks[..., start : start + 2].contiguous().view(torch.float16).float()
 
 
 def _halves(values: torch.Tensor) -> torch.Tensor:
@@ -71,13 +72,19 @@ def dequantize(blocks: torch.Tensor, fmt: str) -> torch.Tensor:
     return ((_half(b, 208) * scales)[..., None] * q).reshape(n, -1)
 
 
-def _pack_q4_k(d: torch.Tensor, dmin: torch.Tensor, sc: torch.Tensor, m: torch.Tensor,
-               q: torch.Tensor) -> torch.Tensor:
+def _pack_q4_k(
+    d: torch.Tensor, dmin: torch.Tensor, sc: torch.Tensor, m: torch.Tensor, q: torch.Tensor
+) -> torch.Tensor:
     """Parts ``[n, s, ...]`` (``sc``/``m`` int 0..63 ``[n, s, 8]``, ``q`` 0..15 ``[n, s, 8, 32]``)
     -> super-blocks ``[n, s, 144]``."""
-    scale_bytes = torch.cat([sc[..., :4] | ((sc[..., 4:] >> 4) << 6),
-                             m[..., :4] | ((m[..., 4:] >> 4) << 6),
-                             (sc[..., 4:] & 0x0F) | ((m[..., 4:] & 0x0F) << 4)], dim=-1).to(torch.uint8)
+    scale_bytes = torch.cat(
+        [
+            sc[..., :4] | ((sc[..., 4:] >> 4) << 6),
+            m[..., :4] | ((m[..., 4:] >> 4) << 6),
+            (sc[..., 4:] & 0x0F) | ((m[..., 4:] & 0x0F) << 4),
+        ],
+        dim=-1,
+    ).to(torch.uint8)
     pairs = q.reshape(*q.shape[:2], 4, 2, 32)
     nibbles = (pairs[:, :, :, 0] | (pairs[:, :, :, 1] << 4)).reshape(*q.shape[:2], 128).to(torch.uint8)
     return torch.cat([_halves(d), _halves(dmin), scale_bytes, nibbles], dim=-1)
@@ -111,8 +118,10 @@ def _quantize_q6_k(w: torch.Tensor) -> torch.Tensor:
     high = q >> 4  # 0..3
     qh = high[:, :, :, 0] | (high[:, :, :, 1] << 2) | (high[:, :, :, 2] << 4) | (high[:, :, :, 3] << 6)
     scales = sc.to(torch.int8).view(torch.uint8)
-    return torch.cat([ql.reshape(n, s, 128).to(torch.uint8), qh.reshape(n, s, 64).to(torch.uint8),
-                      scales, _halves(d)], dim=-1)
+    return torch.cat(
+        [ql.reshape(n, s, 128).to(torch.uint8), qh.reshape(n, s, 64).to(torch.uint8), scales, _halves(d)],
+        dim=-1,
+    )
 
 
 def quantize(weight: torch.Tensor, fmt: str) -> torch.Tensor:

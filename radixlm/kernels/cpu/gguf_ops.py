@@ -5,6 +5,7 @@ the whole process on one machine we ran on (the GPU machine's image: any ``TORCH
 any extension built there was a segfault, our kernels' and a minimal one's alike). So every input
 the kernels would refuse is refused here first, as a ``ValueError`` that names the problem.
 """
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -32,8 +33,9 @@ class GGUFKernels:
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
 
-    def gguf_linear(self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int,
-                    threads: int | None = None) -> torch.Tensor:
+    def gguf_linear(
+        self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int, threads: int | None = None
+    ) -> torch.Tensor:
         """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's."""
@@ -41,7 +43,7 @@ class GGUFKernels:
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
         return self.bind(weight, ggml_type, x.shape[1])(x, threads)
 
-    def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> "BoundGGUFProduct":
+    def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> BoundGGUFProduct:
         """The product with ``weight`` (checked now, against ``in_features``), whose calls check only
         their activations: a decode step makes ~120 of them."""
         _check_weight(weight, ggml_type, in_features)
@@ -60,22 +62,30 @@ class BoundGGUFProduct:
     def __call__(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
         threads = check_threads(threads)
         if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu or x.shape[1] != self.in_features:
-            raise ValueError(f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
-                             f"{tuple(x.shape)} {x.dtype} on {x.device}")
+            raise ValueError(
+                f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
+                f"{tuple(x.shape)} {x.dtype} on {x.device}"
+            )
         return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
 
 
 def _check_weight(weight: torch.Tensor, ggml_type: int, k: int) -> None:
     if weight.dim() != 2 or weight.dtype != torch.uint8 or not weight.is_cpu:
-        raise ValueError(f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "
-                         f"{weight.dtype} on {weight.device}")
+        raise ValueError(
+            f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "
+            f"{weight.dtype} on {weight.device}"
+        )
     if ggml_type not in _BYTES_BY_TYPE:
-        raise ValueError(f"unsupported GGML block type {ggml_type} "
-                         f"(expected one of {sorted(_BYTES_BY_TYPE)})")
+        raise ValueError(
+            f"unsupported GGML block type {ggml_type} (expected one of {sorted(_BYTES_BY_TYPE)})"
+        )
     elements = _ELEMENTS_BY_TYPE[ggml_type]
     if k % elements:
-        raise ValueError(f"in_features must be a multiple of {elements} for GGML block type "
-                         f"{ggml_type}, got {k}")
+        raise ValueError(
+            f"in_features must be a multiple of {elements} for GGML block type {ggml_type}, got {k}"
+        )
     if weight.shape[1] != k // elements * _BYTES_BY_TYPE[ggml_type]:
-        raise ValueError(f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
-                         f"for GGML block type {ggml_type}")
+        raise ValueError(
+            f"weight row bytes ({weight.shape[1]}) do not match in_features {k} "
+            f"for GGML block type {ggml_type}"
+        )

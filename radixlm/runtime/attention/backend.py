@@ -1,11 +1,12 @@
 """The attention backend interface: how a model layer's attention reads and writes the paged KV cache."""
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 
 
 class AttentionBackend(ABC):
@@ -19,8 +20,15 @@ class AttentionBackend(ABC):
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         """Plan the step once, before the layers run (e.g. split sizes, max lengths)."""
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                fb: ForwardBatch, sm_scale: float) -> torch.Tensor:
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+    ) -> torch.Tensor:
         """``q``: ``[T, Hq, D]``, ``k``/``v``: ``[T, Hkv, D]``; returns ``[T, Hq, D]``."""
         fb.kv_pool.store(layer_id, fb.out_cache_loc, k, v)
         if fb.is_decode:
@@ -28,11 +36,13 @@ class AttentionBackend(ABC):
         return self.forward_extend(q, layer_id, fb, sm_scale)
 
     @abstractmethod
-    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_extend(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         """Attention of the step's new tokens (all requests concatenated) over prefix + new keys."""
 
     @abstractmethod
-    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_decode(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         """Attention of one new token per request over all of that request's keys."""

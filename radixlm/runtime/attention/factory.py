@@ -1,4 +1,5 @@
 """Pick the attention backend named by the server flag ``attention_backend``."""
+
 from __future__ import annotations
 
 import torch

@@ -1,9 +1,10 @@
 """The attention op of a model layer: hands q/k/v to the batch's attention backend."""
+
 from __future__ import annotations
 
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.module import Module
 
 
@@ -14,16 +15,16 @@ class RadixAttention(Module):
     ``[T, Hq * D]``.
     """
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, layer_id: int,
-                 scaling: float | None = None) -> None:
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_dim: int, layer_id: int, scaling: float | None = None
+    ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.layer_id = layer_id
-        self.scaling = head_dim ** -0.5 if scaling is None else scaling
+        self.scaling = head_dim**-0.5 if scaling is None else scaling
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                fb: ForwardBatch) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fb: ForwardBatch) -> torch.Tensor:
         out = fb.attn_backend.forward(q, k, v, self.layer_id, fb, self.scaling)
         return out.reshape(q.shape[0], self.num_heads * self.head_dim)

@@ -1,4 +1,5 @@
 """The torch attention backend: exact attention on any device, with cascade reads of a shared prefix."""
+
 from __future__ import annotations
 
 import torch
@@ -19,7 +20,7 @@ from radixlm.runtime.attention.torch_decode import (
     in_place_decode_available,
     plan_decode,
 )
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 
 # NOTE: below this many shared keys, reading the prefix once does not pay for the extra merge.
 MIN_SHARED_PREFIX = 32
@@ -59,42 +60,72 @@ class TorchAttentionBackend(AttentionBackend):
         if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned attention
             self._shared_len = 0
             tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)
-            self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token,
-                                            fb.req_pool_indices[tail], fb.seq_lens[tail],
-                                            fb.seq_lens_cpu[tail], in_place)
+            self._decode_plan = plan_decode(
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices[tail],
+                fb.seq_lens[tail],
+                fb.seq_lens_cpu[tail],
+                in_place,
+            )
             return
         # Keys every request has at the same slots, before any of this step's queries.
         self._shared_len = 0
         if len(fb.seq_lens_cpu) > 1:
             before_queries = min(fb.seq_lens_cpu) - 1 if fb.is_decode else min(fb.extend_prefix_lens_cpu)
-            shared = common_slot_prefix_len(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                                            before_queries)
+            shared = common_slot_prefix_len(
+                fb.req_to_token_pool.req_to_token, fb.req_pool_indices, before_queries
+            )
             self._shared_len = shared if shared >= self.min_shared_prefix else 0
             if fb.is_decode and in_place and shared * len(fb.seq_lens_cpu) < MIN_SHARED_READS_IN_PLACE:
                 self._shared_len = 0
         if fb.is_decode and not self._shared_len:
-            self._decode_plan = plan_decode(fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                                            fb.seq_lens, fb.seq_lens_cpu, in_place)
+            self._decode_plan = plan_decode(
+                fb.req_to_token_pool.req_to_token, fb.req_pool_indices, fb.seq_lens, fb.seq_lens_cpu, in_place
+            )
         elif not fb.is_decode and self._shared_len and self._suffix_kernels is not None:
-            self._token_queries = TokenQueries.of(fb.req_pool_indices, fb.extend_prefix_lens_cpu,
-                                                  fb.extend_seq_lens_cpu)
+            self._token_queries = TokenQueries.of(
+                fb.req_pool_indices, fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu
+            )
 
-    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_extend(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._decode_tail:
             return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale)
         if self._shared_len:
             return extend_attention_shared_prefix_torch(
-                q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu, sm_scale, self._shared_len,
-                self._kernels_for(q), self._token_queries)
-        return extend_attention_torch(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                      fb.req_pool_indices, fb.extend_prefix_lens_cpu,
-                                      fb.extend_seq_lens_cpu, sm_scale)
+                q,
+                k_buffer,
+                v_buffer,
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices,
+                fb.extend_prefix_lens_cpu,
+                fb.extend_seq_lens_cpu,
+                sm_scale,
+                self._shared_len,
+                self._kernels_for(q),
+                self._token_queries,
+            )
+        return extend_attention_torch(
+            q,
+            k_buffer,
+            v_buffer,
+            fb.req_to_token_pool.req_to_token,
+            fb.req_pool_indices,
+            fb.extend_prefix_lens_cpu,
+            fb.extend_seq_lens_cpu,
+            sm_scale,
+        )
 
-    def _forward_mixed(self, q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor,
-                       fb: ForwardBatch, sm_scale: float) -> torch.Tensor:
+    def _forward_mixed(
+        self,
+        q: torch.Tensor,
+        k_buffer: torch.Tensor,
+        v_buffer: torch.Tensor,
+        fb: ForwardBatch,
+        sm_scale: float,
+    ) -> torch.Tensor:
         """Prompt chunks attend as an extend, the single-token tail as one planned decode."""
         assert self._decode_plan is not None
         n_dec = self._decode_tail
@@ -103,24 +134,39 @@ class TorchAttentionBackend(AttentionBackend):
         tokens = q.shape[0] - n_dec
         parts = [decode_attention_planned(q[tokens:], k_buffer, v_buffer, self._decode_plan, sm_scale)]
         if n_ext:
-            head = extend_attention_torch(q[:tokens], k_buffer, v_buffer,
-                                          fb.req_to_token_pool.req_to_token, fb.req_pool_indices[:n_ext],
-                                          fb.extend_prefix_lens_cpu[:n_ext], fb.extend_seq_lens_cpu[:n_ext],
-                                          sm_scale)
+            head = extend_attention_torch(
+                q[:tokens],
+                k_buffer,
+                v_buffer,
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices[:n_ext],
+                fb.extend_prefix_lens_cpu[:n_ext],
+                fb.extend_seq_lens_cpu[:n_ext],
+                sm_scale,
+            )
             parts.insert(0, head)
         return torch.cat(parts) if len(parts) > 1 else parts[0]
 
-    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_decode(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._shared_len:
             return decode_attention_shared_prefix_torch(
-                q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token, fb.req_pool_indices,
-                fb.seq_lens, sm_scale, self._shared_len, self._max_seq_len, self._kernels_for(q),
-                fb.seq_lens_cpu)
+                q,
+                k_buffer,
+                v_buffer,
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices,
+                fb.seq_lens,
+                sm_scale,
+                self._shared_len,
+                self._max_seq_len,
+                self._kernels_for(q),
+                fb.seq_lens_cpu,
+            )
         assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
         return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
-
 
     def _kernels_for(self, q: torch.Tensor) -> DecodeKernels | None:
         """The C++ kernels for a cascade's private keys, when they serve this step and fp32 ``q``."""

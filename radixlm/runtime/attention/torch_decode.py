@@ -8,10 +8,10 @@ once in ``plan_decode``; each layer then gathers its K and V with one ``index_se
 copy, ~5x cheaper than advanced indexing for these small tensors) and calls
 ``scaled_dot_product_attention`` once for the batch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +31,7 @@ class DecodePlan:
     seq_lens: torch.Tensor
     seq_lens_cpu: list[int]
     in_place: bool  # each layer reads K/V in place through the C++ kernel (fp32 q)
-    _gather: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = field(default=None, repr=False)
+    _gather: tuple[torch.Tensor, torch.Tensor | None] | None = field(default=None, repr=False)
 
     @property
     def batch_size(self) -> int:
@@ -41,7 +41,7 @@ class DecodePlan:
     def max_len(self) -> int:
         return max(self.seq_lens_cpu, default=0)
 
-    def gather_slots(self) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def gather_slots(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(slots, mask)`` of each request's first ``max_len`` positions, row after row."""
         if self._gather is None:
             max_len = self.max_len
@@ -54,41 +54,60 @@ class DecodePlan:
         return self._gather
 
 
-def plan_decode(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
-                seq_lens_cpu: list[int], in_place: bool = False) -> DecodePlan:
+def plan_decode(
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    seq_lens_cpu: list[int],
+    in_place: bool = False,
+) -> DecodePlan:
     """The step's plan; ``in_place`` (``in_place_decode_available`` for the step's pool) lets the
     layers take the kernel; the gather path's slot list is built only if a layer needs it."""
     int64 = all(t.dtype == torch.int64 for t in (req_to_token, req_pool_indices, seq_lens))
     return DecodePlan(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, in_place and int64)
 
 
-def decode_attention_planned(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor,
-                             plan: DecodePlan, sm_scale: float) -> torch.Tensor:
+def decode_attention_planned(
+    q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan, sm_scale: float
+) -> torch.Tensor:
     """``q`` ``[bs, Hq, D]`` over the planned requests' keys; returns ``[bs, Hq, D]`` (equal, within
     rounding, to ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
     kernels = load_decode_kernels() if plan.in_place and q.dtype == torch.float32 else None
     if kernels is not None:
-        return kernels.paged_decode_attention(q.contiguous(), k_buffer, v_buffer, plan.req_to_token,
-                                              plan.req_pool_indices, plan.seq_lens, plan.seq_lens_cpu,
-                                              sm_scale)
+        return kernels.paged_decode_attention(
+            q.contiguous(),
+            k_buffer,
+            v_buffer,
+            plan.req_to_token,
+            plan.req_pool_indices,
+            plan.seq_lens,
+            plan.seq_lens_cpu,
+            sm_scale,
+        )
     return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale)
 
 
 def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
     """Whether decodes over this pool run the in-place kernel (fp32, fp16 or bf16 CPU K/V, and a
     compiler)."""
-    return (k_buffer.device.type == "cpu" and k_buffer.dtype in POOL_DTYPES and k_buffer.is_contiguous()
-            and load_decode_kernels() is not None)
+    return (
+        k_buffer.device.type == "cpu"
+        and k_buffer.dtype in POOL_DTYPES
+        and k_buffer.is_contiguous()
+        and load_decode_kernels() is not None
+    )
 
 
-def _gather_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan,
-                      sm_scale: float) -> torch.Tensor:
+def _gather_attention(
+    q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan, sm_scale: float
+) -> torch.Tensor:
     bs, num_q_heads, head_dim = q.shape
     num_kv_heads = k_buffer.shape[1]
     slots, mask = plan.gather_slots()
     shape = (bs, plan.max_len, num_kv_heads, head_dim)
     k = k_buffer.index_select(0, slots).view(shape).transpose(1, 2).to(q.dtype)
     v = v_buffer.index_select(0, slots).view(shape).transpose(1, 2).to(q.dtype)
-    out = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale,
-                                         enable_gqa=num_q_heads != num_kv_heads)
+    out = F.scaled_dot_product_attention(
+        q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale, enable_gqa=num_q_heads != num_kv_heads
+    )
     return out.squeeze(2)

@@ -1,4 +1,5 @@
 """The Triton attention backend (GPU): paged decode with split-KV and extend with a cached prefix."""
+
 from __future__ import annotations
 
 import torch
@@ -6,7 +7,7 @@ import torch
 from radixlm.kernels.decode_attention import decode_attention_triton, default_num_kv_splits
 from radixlm.kernels.extend_attention import ExtendMetadata, build_extend_metadata, extend_attention_triton
 from radixlm.runtime.attention.backend import AttentionBackend
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 
 
 class TritonAttentionBackend(AttentionBackend):
@@ -29,21 +30,37 @@ class TritonAttentionBackend(AttentionBackend):
             return
         if fb.extend_seq_lens_cpu is None:
             fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
-        self._extend_meta = build_extend_metadata(fb.extend_prefix_lens, fb.extend_seq_lens,
-                                                  max(fb.extend_seq_lens_cpu, default=0))
+        self._extend_meta = build_extend_metadata(
+            fb.extend_prefix_lens, fb.extend_seq_lens, max(fb.extend_seq_lens_cpu, default=0)
+        )
 
-    def forward_extend(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_extend(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         assert self._extend_meta is not None, "init_forward_metadata was not called for this step"
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return extend_attention_triton(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                       fb.req_pool_indices, self._extend_meta, sm_scale)
+        return extend_attention_triton(
+            q,
+            k_buffer,
+            v_buffer,
+            fb.req_to_token_pool.req_to_token,
+            fb.req_pool_indices,
+            self._extend_meta,
+            sm_scale,
+        )
 
-    def forward_decode(self, q: torch.Tensor, layer_id: int, fb: ForwardBatch,
-                       sm_scale: float) -> torch.Tensor:
+    def forward_decode(
+        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+    ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        splits = self.num_kv_splits or default_num_kv_splits(fb.batch_size, k_buffer.shape[1],
-                                                             q.device)
-        return decode_attention_triton(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                       fb.req_pool_indices, fb.seq_lens, sm_scale,
-                                       num_kv_splits=splits)
+        splits = self.num_kv_splits or default_num_kv_splits(fb.batch_size, k_buffer.shape[1], q.device)
+        return decode_attention_triton(
+            q,
+            k_buffer,
+            v_buffer,
+            fb.req_to_token_pool.req_to_token,
+            fb.req_pool_indices,
+            fb.seq_lens,
+            sm_scale,
+            num_kv_splits=splits,
+        )

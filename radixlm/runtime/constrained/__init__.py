@@ -2,6 +2,7 @@
 
 Names load lazily, so a compile worker process imports only what compiling needs (not torch).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,8 +18,14 @@ _EXPORTS = {
     "LLGuidanceMatcher": "radixlm.runtime.constrained.llg_matcher",
 }
 
-__all__ = ["CompiledGrammar", "GrammarBackend", "GrammarMatcher", "JumpForward", "LLGuidanceMatcher",
-           "jump_forward"]
+__all__ = [
+    "CompiledGrammar",
+    "GrammarBackend",
+    "GrammarMatcher",
+    "JumpForward",
+    "LLGuidanceMatcher",
+    "jump_forward",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,13 +8,15 @@ Two engines compile grammars (``--grammar-backend``):
 
 Both run under one ``CompilePool`` (no schema starves the others) and share the byte vocabulary.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import llguidance
 import torch
@@ -41,9 +43,17 @@ class GrammarBackend:
     ``compile_timeout`` is the deadline after which a compile is stopped.
     """
 
-    def __init__(self, tokenizer: Any, eos_token_ids: Sequence[int], vocab_size: int, cache_size: int = 64,
-                 max_concurrent: int = 2, whitespace_pattern: Optional[str] = None,
-                 backend: str = "llguidance", compile_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        eos_token_ids: Sequence[int],
+        vocab_size: int,
+        cache_size: int = 64,
+        max_concurrent: int = 2,
+        whitespace_pattern: str | None = None,
+        backend: str = "llguidance",
+        compile_timeout: float = 60.0,
+    ) -> None:
         if not eos_token_ids:
             raise ValueError("constrained decoding needs at least one EOS token id")
         if backend not in BACKENDS:
@@ -60,8 +70,8 @@ class GrammarBackend:
         self._cache: OrderedDict[GrammarKey, Future] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = CompilePool(max_concurrent)
-        self._outlines: Optional[OutlinesWorkers] = None
-        self._llg_tokenizer: Optional[llguidance.LLTokenizer] = None
+        self._outlines: OutlinesWorkers | None = None
+        self._llg_tokenizer: llguidance.LLTokenizer | None = None
 
     def engine_for(self, kind: str) -> str:
         """Which engine compiles ``kind``."""
@@ -72,8 +82,9 @@ class GrammarBackend:
         """llguidance's view of the vocabulary, built on first use."""
         with self._lock:
             if self._llg_tokenizer is None:
-                self._llg_tokenizer = get_llg_tokenizer(self.vocab, self.tokenizer, self.vocab_size,
-                                                        self.eos_token_ids)
+                self._llg_tokenizer = get_llg_tokenizer(
+                    self.vocab, self.tokenizer, self.vocab_size, self.eos_token_ids
+                )
             return self._llg_tokenizer
 
     def validate(self, kind: str, text: str) -> None:
@@ -117,8 +128,9 @@ class GrammarBackend:
             workers = self._outlines
         start = time.perf_counter()
         regex, index, fsm = workers.compile(job, kind, text, self.whitespace_pattern)
-        return CompiledGrammar(key, regex, self.vocab, self.eos_token_ids, index, fsm,
-                               time.perf_counter() - start)
+        return CompiledGrammar(
+            key, regex, self.vocab, self.eos_token_ids, index, fsm, time.perf_counter() - start
+        )
 
     def _compile_llguidance(self, key: GrammarKey) -> LLGuidanceGrammar:
         """Compile as given; a schema using keywords llguidance lacks is retried in its stricter

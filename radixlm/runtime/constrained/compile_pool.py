@@ -7,13 +7,15 @@
   the kill hook it registered (a compile process is terminated and replaced on the next use). A job
   without one (an llguidance compile, bounded by its own fuel limits) keeps a slow slot until it ends.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any
 
 MAX_SLOW_COMPILES = 8
 SLOW_AFTER_S = 0.5
@@ -22,12 +24,12 @@ SLOW_AFTER_S = 0.5
 class CompileJob:
     """One queued or running compile. The task may ``set_kill(fn)`` to make itself stoppable."""
 
-    def __init__(self, task: Callable[["CompileJob"], Any], timeout_s: float) -> None:
+    def __init__(self, task: Callable[[CompileJob], Any], timeout_s: float) -> None:
         self.task = task
         self.timeout_s = timeout_s
         self.future: Future = Future()
-        self.started: Optional[float] = None
-        self._kill: Optional[Callable[[], None]] = None
+        self.started: float | None = None
+        self._kill: Callable[[], None] | None = None
         self.killed = False
 
     def set_kill(self, kill: Callable[[], None]) -> None:
@@ -42,8 +44,9 @@ class CompileJob:
 class CompilePool:
     """Runs compile tasks on their own threads under the rules of the module docstring."""
 
-    def __init__(self, max_concurrent: int = 2, slow_after_s: float = SLOW_AFTER_S,
-                 max_slow: int = MAX_SLOW_COMPILES) -> None:
+    def __init__(
+        self, max_concurrent: int = 2, slow_after_s: float = SLOW_AFTER_S, max_slow: int = MAX_SLOW_COMPILES
+    ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"grammar_max_concurrent_compiles must be >= 1, got {max_concurrent}")
         self.max_concurrent = max_concurrent
@@ -80,7 +83,7 @@ class CompilePool:
                 self._cond.notify_all()
 
     @staticmethod
-    def _resolve(job: CompileJob, result: Any = None, error: Optional[BaseException] = None) -> None:
+    def _resolve(job: CompileJob, result: Any = None, error: BaseException | None = None) -> None:
         fut = job.future
         with _RESOLVE_LOCK:
             if fut.done():

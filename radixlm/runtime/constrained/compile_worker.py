@@ -6,6 +6,7 @@ what compiling needs (no torch), reads the vocabulary once, then answers ``(kind
 whitespace_pattern)`` frames with ``("ok", regex, index, fsm)`` or ``("error", message)``. Frames are
 pickles behind an 8-byte length, on stdin/stdout.
 """
+
 from __future__ import annotations
 
 import pickle

@@ -1,8 +1,8 @@
 """A grammar compiled by outlines-core: the token index for one constraint, shared by its requests."""
+
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from outlines_core import Index
 
@@ -21,8 +21,16 @@ class CompiledGrammar:
 
     backend = "outlines"
 
-    def __init__(self, key: GrammarKey, regex: str, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...],
-                 index: Index, fsm: Optional[RegexFSM], compile_seconds: float) -> None:
+    def __init__(
+        self,
+        key: GrammarKey,
+        regex: str,
+        vocab: TokenVocabulary,
+        eos_token_ids: tuple[int, ...],
+        index: Index,
+        fsm: RegexFSM | None,
+        compile_seconds: float,
+    ) -> None:
         self.key = key
         self.regex = regex
         self.vocab = vocab
@@ -49,8 +57,9 @@ class CompiledGrammar:
         return cached
 
 
-def compile_grammar(key: GrammarKey, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...],
-                    whitespace_pattern: str) -> CompiledGrammar:
+def compile_grammar(
+    key: GrammarKey, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...], whitespace_pattern: str
+) -> CompiledGrammar:
     """Build the regex, the outlines-core index and the jump-forward DFA for ``key``, in this process."""
     start = time.perf_counter()
     regex, index, fsm = compile_outlines(key[0], key[1], whitespace_pattern, vocab.outlines)

@@ -1,4 +1,5 @@
 """The user's grammar texts parsed and checked once for every backend: choice lists and JSON schemas."""
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ Kinds (``SamplingParams.constraint``): ``regex`` (the text is the regex), ``json
 ``json_object`` (any JSON object; the text is ignored), ``choices`` (a JSON list of strings) and
 ``dtype`` (``int``, ``float``, ``bool``, ``str``).
 """
+
 from __future__ import annotations
 
 import re

@@ -7,11 +7,12 @@ Two additions to outlines-core:
   after it (non-integral bounds of a ``number`` are tightened to integers, so output stays valid);
 - whitespace: a BOUNDED pattern by default, so a model can never loop on whitespace between tokens.
 """
+
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Optional
+from typing import Any
 
 from outlines_core.json_schema import build_regex_from_schema
 
@@ -28,7 +29,7 @@ _DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
 _PLACEHOLDER = "RADIXLMNUMERICRANGE{}"
 
 
-def resolve_whitespace_pattern(flag: Optional[str]) -> str:
+def resolve_whitespace_pattern(flag: str | None) -> str:
     """Server flag -> regex: None is the bounded default, ``"free"`` any whitespace, else the regex itself."""
     if flag is None:
         return DEFAULT_WHITESPACE
@@ -37,7 +38,7 @@ def resolve_whitespace_pattern(flag: Optional[str]) -> str:
     return flag
 
 
-def _bounds(node: dict[str, Any]) -> tuple[Optional[int], Optional[int]]:
+def _bounds(node: dict[str, Any]) -> tuple[int | None, int | None]:
     """Integral ``[lo, hi]`` inside the node's bounds (None = unbounded)."""
     lo = hi = None
     if isinstance(node.get("minimum"), (int, float)):
@@ -72,22 +73,63 @@ def _replace_bounded_numbers(node: Any, ranges: list[str]) -> Any:
 # Keywords outlines-core accepts but does not enforce (measured: the regex is the same with and without
 # them; ``allOf`` becomes the members' texts one after another), so an output could break them; refused,
 # so an accepted schema never yields an invalid output.
-_UNENFORCED = ("allOf", "uniqueItems", "contains", "minContains", "maxContains", "patternProperties",
-               "propertyNames", "maxProperties", "dependentRequired", "dependentSchemas", "multipleOf", "not",
-               "if", "then", "else", "unevaluatedProperties", "unevaluatedItems")
+_UNENFORCED = (
+    "allOf",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "patternProperties",
+    "propertyNames",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "multipleOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_VALUES = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
-                  "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_VALUES = (
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
 
 
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
-_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "$defs", "definitions", "title", "description",
-                          "default", "examples", "deprecated", "readOnly", "writeOnly"})
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
 
 
-def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> Optional[str]:
+def unenforced_keyword(node: Any, keywords: tuple[str, ...]) -> str | None:
     """The first of ``keywords`` used anywhere in the schema ``node`` (property names aside), or None.
 
     A combinator beside other constraints also counts (measured: outlines-core then drops one side,
@@ -130,8 +172,10 @@ def json_schema_to_regex(schema_text: str, whitespace_pattern: str = DEFAULT_WHI
     # Bounds left after the rewrite sit where it cannot place a range (e.g. a type list).
     keyword = unenforced_keyword(schema, _UNENFORCED) or unenforced_keyword(rewritten, _BOUNDS)
     if keyword is not None:
-        raise ValueError(f"unsupported json_schema: keyword {keyword!r} is not enforced by the outlines "
-                         "grammar backend (the llguidance backend supports more)")
+        raise ValueError(
+            f"unsupported json_schema: keyword {keyword!r} is not enforced by the outlines "
+            "grammar backend (the llguidance backend supports more)"
+        )
     try:
         regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern)
     except (ValueError, TypeError) as e:

@@ -4,9 +4,11 @@ Pure logic, no scheduler. The last few output tokens may be re-tokenized togethe
 string (``"name` + `":"`` reads better as ``"name":``), so the result says how many output tokens to
 keep; the scheduler drops the rest (and their KV) and extends with the new tokens.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # either engine's matcher; importing it here would pull torch into compile workers
     from radixlm.runtime.constrained.matcher import GrammarMatcher
@@ -19,11 +21,16 @@ class JumpForward(NamedTuple):
 
     keep_len: int
     token_ids: list[int]
-    matcher: "GrammarMatcher"
+    matcher: GrammarMatcher
 
 
-def jump_forward(matcher: GrammarMatcher, output_ids: Sequence[int], tokenizer: Any, forced: str,
-                 max_retokenized: int = MAX_RETOKENIZED) -> Optional[JumpForward]:
+def jump_forward(
+    matcher: GrammarMatcher,
+    output_ids: Sequence[int],
+    tokenizer: Any,
+    forced: str,
+    max_retokenized: int = MAX_RETOKENIZED,
+) -> JumpForward | None:
     """Re-tokenize the output's tail plus ``forced``; None when nothing exact and grammatical exists.
 
     ``matcher`` must have accepted exactly ``output_ids`` (no EOS); it is not modified. Exactness:

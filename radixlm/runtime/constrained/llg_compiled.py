@@ -1,4 +1,5 @@
 """A grammar compiled by llguidance: a matcher template each request deep-copies."""
+
 from __future__ import annotations
 
 import time
@@ -11,8 +12,13 @@ GrammarKey = tuple[str, str]
 
 # Bounds on what one grammar may cost (llguidance's fuel): a compile stops with an error instead of
 # running away, and so does one mask step (the request then ends; the server keeps serving).
-COMPILE_LIMITS = dict(initial_lexer_fuel=2_000_000, step_lexer_fuel=400_000, max_lexer_states=250_000,
-                      max_grammar_size=500_000, verbose_errors=False)
+COMPILE_LIMITS = dict(
+    initial_lexer_fuel=2_000_000,
+    step_lexer_fuel=400_000,
+    max_lexer_states=250_000,
+    max_grammar_size=500_000,
+    verbose_errors=False,
+)
 
 
 def parser_limits() -> llguidance.LLParserLimits:
@@ -24,8 +30,14 @@ class LLGuidanceGrammar:
 
     backend = "llguidance"
 
-    def __init__(self, key: GrammarKey, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...],
-                 template: llguidance.LLMatcher, compile_seconds: float) -> None:
+    def __init__(
+        self,
+        key: GrammarKey,
+        vocab: TokenVocabulary,
+        eos_token_ids: tuple[int, ...],
+        template: llguidance.LLMatcher,
+        compile_seconds: float,
+    ) -> None:
         self.key = key
         self.vocab = vocab
         self.eos_token_ids = eos_token_ids
@@ -39,8 +51,13 @@ class LLGuidanceGrammar:
         return LLGuidanceMatcher(self)
 
 
-def compile_llguidance(key: GrammarKey, grammar: str, tokenizer: llguidance.LLTokenizer,
-                       vocab: TokenVocabulary, eos_token_ids: tuple[int, ...]) -> LLGuidanceGrammar:
+def compile_llguidance(
+    key: GrammarKey,
+    grammar: str,
+    tokenizer: llguidance.LLTokenizer,
+    vocab: TokenVocabulary,
+    eos_token_ids: tuple[int, ...],
+) -> LLGuidanceGrammar:
     """Build the matcher for llguidance ``grammar`` text; ``ValueError`` with llguidance's reason.
 
     llguidance names unimplemented JSON-schema keywords here (``Unimplemented keys: ["if"]``).
@@ -54,8 +71,10 @@ def compile_llguidance(key: GrammarKey, grammar: str, tokenizer: llguidance.LLTo
     probe = template.deep_copy()
     probe.compute_bitmask()
     if probe.is_error():
-        raise ValueError(f"invalid {_FIELD.get(key[0], key[0])}: no output can satisfy this grammar "
-                         f"(llguidance: {probe.get_error().splitlines()[0]})")
+        raise ValueError(
+            f"invalid {_FIELD.get(key[0], key[0])}: no output can satisfy this grammar "
+            f"(llguidance: {probe.get_error().splitlines()[0]})"
+        )
     return LLGuidanceGrammar(key, vocab, eos_token_ids, template, time.perf_counter() - start)
 
 

@@ -4,10 +4,11 @@ Beside the kinds every backend has (``regex``, ``json``, ``json_object``, ``choi
 llguidance takes ``ebnf`` (GBNF as in llama.cpp / SGLang's ``root ::= ...``, or Lark syntax) and
 ``structural_tag`` (see ``structural_tag.py``).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import llguidance
 
@@ -31,8 +32,10 @@ def _check_ranges(node: Any, path: str = "") -> None:
         return
     lo, hi = node.get("minimum"), node.get("maximum")
     if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)) and lo > hi:
-        raise ValueError(f"unsupported json_schema: empty numeric range at {path or '/'}: "
-                         f"minimum ({lo}) is greater than maximum ({hi})")
+        raise ValueError(
+            f"unsupported json_schema: empty numeric range at {path or '/'}: "
+            f"minimum ({lo}) is greater than maximum ({hi})"
+        )
     for key, value in node.items():
         if key not in _DATA_KEYS:
             _check_ranges(value, f"{path}/{key}")
@@ -48,7 +51,7 @@ def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
     return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=options)
 
 
-def strengthened_grammar(kind: str, text: str, whitespace_pattern: str) -> Optional[str]:
+def strengthened_grammar(kind: str, text: str, whitespace_pattern: str) -> str | None:
     """For a JSON schema: the grammar of its sound rewrite (``schema_strengthen``), None if unchanged."""
     if kind != "json":
         return None

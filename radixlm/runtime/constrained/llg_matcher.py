@@ -1,7 +1,8 @@
 """Per-request state of an llguidance grammar, with the same interface as ``GrammarMatcher``."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -52,7 +53,7 @@ class LLGuidanceMatcher(EosAwareRollback):
         self._tokens.append(token_id)
         return True
 
-    def broken_reason(self) -> Optional[str]:
+    def broken_reason(self) -> str | None:
         """Why the grammar itself failed (it allowed a token and then refused it), else None."""
         if not self._matcher.is_error():
             return None
@@ -92,7 +93,7 @@ class LLGuidanceMatcher(EosAwareRollback):
             raise ValueError(f"llguidance could not roll back {n} tokens: {self._matcher.get_error()}")
         del self._tokens[-n:]
 
-    def copy(self) -> "LLGuidanceMatcher":
+    def copy(self) -> LLGuidanceMatcher:
         """An independent matcher in the same state."""
         twin = LLGuidanceMatcher.__new__(LLGuidanceMatcher)
         twin.grammar = self.grammar

@@ -1,7 +1,8 @@
 """Per-request grammar state: which tokens may come next, and what the grammar forces."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import torch
 from outlines_core import Guide
@@ -14,7 +15,7 @@ if TYPE_CHECKING:  # compiled.py imports this module to make matchers
 MAX_ROLLBACK = 16
 
 
-def _split_utf8(data: bytes) -> Optional[tuple[str, bytes]]:
+def _split_utf8(data: bytes) -> tuple[str, bytes] | None:
     """``data`` as (complete characters, trailing partial character); None if it is not UTF-8."""
     try:
         return data.decode("utf-8"), b""
@@ -38,7 +39,7 @@ class GrammarMatcher(EosAwareRollback):
         self._ended = False
         # Character-DFA state (and undecoded partial character) after each prefix of _tokens, lazily.
         fsm = grammar.fsm
-        self._text_states: list[tuple[Optional[int], bytes]] = [(fsm.initial if fsm else None, b"")]
+        self._text_states: list[tuple[int | None, bytes]] = [(fsm.initial if fsm else None, b"")]
 
     @property
     def token_ids(self) -> list[int]:
@@ -61,7 +62,7 @@ class GrammarMatcher(EosAwareRollback):
         self._tokens.append(token_id)
         return True
 
-    def broken_reason(self) -> Optional[str]:
+    def broken_reason(self) -> str | None:
         """Always None: outlines-core only allows what its automaton accepts."""
         return None
 
@@ -99,7 +100,7 @@ class GrammarMatcher(EosAwareRollback):
         del self._tokens[-n:]
         del self._text_states[len(self._tokens) + 1 :]
 
-    def copy(self) -> "GrammarMatcher":
+    def copy(self) -> GrammarMatcher:
         """An independent matcher in the same state (replays the accepted tokens: cheap, O(length))."""
         twin = GrammarMatcher(self.grammar)
         for token_id in self._tokens:
@@ -119,7 +120,7 @@ class GrammarMatcher(EosAwareRollback):
             return ""
         return fsm.forced_from(state)
 
-    def _text_state(self) -> tuple[Optional[int], bytes]:
+    def _text_state(self) -> tuple[int | None, bytes]:
         fsm = self.grammar.fsm
         token_bytes = self.grammar.vocab.token_bytes
         assert fsm is not None

@@ -4,9 +4,8 @@
 unbounded), with no leading zeros and no ``-0``. ``number_range_regex`` does the same for decimals
 between integral bounds.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 _FRACTION = r"(\.[0-9]+)?"
 _ZERO_FRACTION = r"(\.0+)?"
@@ -33,7 +32,7 @@ def _same_length(lo: str, hi: str) -> list[str]:
     return parts
 
 
-def _natural_range(lo: int, hi: Optional[int]) -> list[str]:
+def _natural_range(lo: int, hi: int | None) -> list[str]:
     """Alternatives for the natural numbers in ``[lo, hi]`` (``0 <= lo``; ``hi`` None = unbounded)."""
     parts: list[str] = []
     top_len = len(str(hi)) if hi is not None else len(str(lo))
@@ -51,7 +50,7 @@ def _alternation(parts: list[str]) -> str:
     return "(" + "|".join(parts) + ")"
 
 
-def integer_range_regex(lo: Optional[int], hi: Optional[int]) -> str:
+def integer_range_regex(lo: int | None, hi: int | None) -> str:
     """Regex for the integers in ``[lo, hi]``; raises ``ValueError`` when the range is empty."""
     if lo is not None and hi is not None and lo > hi:
         raise ValueError(f"empty integer range: minimum {lo} > maximum {hi}")
@@ -64,7 +63,7 @@ def integer_range_regex(lo: Optional[int], hi: Optional[int]) -> str:
     return _alternation(parts)
 
 
-def _magnitude_range(lo: int, hi: Optional[int]) -> list[str]:
+def _magnitude_range(lo: int, hi: int | None) -> list[str]:
     """Decimal magnitudes ``m`` with ``lo <= m <= hi`` for integral bounds."""
     if hi is not None and lo == hi:
         return [str(lo) + _ZERO_FRACTION]
@@ -77,7 +76,7 @@ def _magnitude_range(lo: int, hi: Optional[int]) -> list[str]:
     return parts
 
 
-def number_range_regex(lo: Optional[int], hi: Optional[int]) -> str:
+def number_range_regex(lo: int | None, hi: int | None) -> str:
     """Regex for decimals (no exponent) in ``[lo, hi]`` with integral bounds."""
     if lo is not None and hi is not None and lo > hi:
         raise ValueError(f"empty number range: minimum {lo} > maximum {hi}")

@@ -1,4 +1,5 @@
 """Compile processes for outlines-core: reused while healthy, killed at a deadline, replaced on demand."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,9 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "radixlm.runtime.constrained.compile_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
         )
         write_frame(self.proc.stdin, (vocab.eos_token_id, vocab.byte_map()))
 

@@ -4,9 +4,8 @@ outlines-core's index works on token ids and cannot say "the next characters mus
 DFA can: from a state with exactly one outgoing single-character transition that is not final, that
 character is forced. Strings are cached per state.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import interegular
 from interegular.fsm import anything_else
@@ -26,8 +25,8 @@ class RegexFSM:
         # Plain data instead of interegular's alphabet, so the DFA pickles (it is built in a compile
         # worker): char -> symbol, the symbol of every other char, and each symbol's only char.
         self._symbols: dict[str, int] = {}
-        self._other: Optional[int] = None
-        self._only_char: dict[int, Optional[str]] = {}
+        self._other: int | None = None
+        self._only_char: dict[int, str | None] = {}
         for symbol, members in fsm.alphabet.by_transition.items():
             real = [m for m in members if m is not anything_else]
             if len(real) < len(members):
@@ -36,14 +35,14 @@ class RegexFSM:
             self._only_char[symbol] = real[0] if len(members) == 1 and real else None
 
     @classmethod
-    def try_build(cls, regex: str) -> Optional["RegexFSM"]:
+    def try_build(cls, regex: str) -> RegexFSM | None:
         """The DFA, or None when interegular cannot parse the regex (jump-forward is then off)."""
         try:
             return cls(regex)
         except Exception:  # noqa: BLE001 - interegular raises many types on syntax it lacks
             return None
 
-    def advance(self, state: Optional[int], text: str) -> Optional[int]:
+    def advance(self, state: int | None, text: str) -> int | None:
         """State after reading ``text`` from ``state``; None once the text left the language."""
         for ch in text:
             if state is None:

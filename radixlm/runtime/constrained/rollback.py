@@ -1,4 +1,5 @@
 """The rollback both grammar matchers share: an accepted EOS counts as one token of its own."""
+
 from __future__ import annotations
 
 

@@ -18,12 +18,24 @@ schema always validates against the original (compliance holds; some valid outpu
 
 Anything else (``not``, ``propertyNames``, ``maxContains``, ``$dynamicRef``) stays and is rejected.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-ANNOTATION_ONLY_FORMATS = frozenset({"uri-reference", "uri-template", "iri", "iri-reference", "idn-email",
-                                     "idn-hostname", "json-pointer", "relative-json-pointer", "regex"})
+ANNOTATION_ONLY_FORMATS = frozenset(
+    {
+        "uri-reference",
+        "uri-template",
+        "iri",
+        "iri-reference",
+        "idn-email",
+        "idn-hostname",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    }
+)
 _DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
 
 

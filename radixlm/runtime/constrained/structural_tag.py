@@ -6,6 +6,7 @@ the ``begin`` of a structure whose ``begin`` starts with that trigger, then a JS
 ``schema``, then its ``end``; after that it writes freely again (more tagged regions may follow).
 This is the triggered grammar behind ``tool_choice="auto"``. Compiled by llguidance (lazy lexemes).
 """
+
 from __future__ import annotations
 
 import json

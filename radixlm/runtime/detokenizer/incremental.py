@@ -11,9 +11,11 @@ Stop strings: the scheduler detects them; this class cuts the text before the ma
 (unless ``no_stop_trim``) and, while streaming, holds back any tail that could still grow into a
 stop string, so text that is later cut is never emitted. The emitted text only ever grows.
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -43,7 +45,7 @@ class IncrementalDetokenizer:
         self.read_offset = 0
         self._decoded = ""  # text of ids[:read_offset]: complete characters only
         self._emitted = 0  # length of the prefix of _decoded handed out
-        self._final: Optional[str] = None  # set by finish()
+        self._final: str | None = None  # set by finish()
 
     @property
     def text(self) -> str:
@@ -67,7 +69,7 @@ class IncrementalDetokenizer:
         self._emitted = end
         return delta
 
-    def finish(self, finish_reason: Optional[dict[str, Any]] = None, new_ids: Sequence[int] = ()) -> str:
+    def finish(self, finish_reason: dict[str, Any] | None = None, new_ids: Sequence[int] = ()) -> str:
         """Flush everything held back and return the final delta; cuts a matched stop string.
 
         Bytes of a character left incomplete at the end (the request stopped inside it) are dropped.

@@ -1,4 +1,5 @@
 """Token outputs of the scheduler -> cumulative text outputs for the TokenizerManager."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,10 +39,18 @@ class DetokenizerManager:
             return self._handle_one(out)
         except Exception as e:  # noqa: BLE001 - the error is the request's answer
             self.states.pop(out.rid, None)
-            reason = {"type": "abort", "message": f"detokenizing failed: {type(e).__name__}: {e}"[:500],
-                      "status_code": 500}
-            meta = {"id": out.rid, "finish_reason": reason, "prompt_tokens": out.prompt_tokens,
-                    "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens}
+            reason = {
+                "type": "abort",
+                "message": f"detokenizing failed: {type(e).__name__}: {e}"[:500],
+                "status_code": 500,
+            }
+            meta = {
+                "id": out.rid,
+                "finish_reason": reason,
+                "prompt_tokens": out.prompt_tokens,
+                "completion_tokens": out.completion_tokens,
+                "cached_tokens": out.cached_tokens,
+            }
             return ReqTextOut(out.rid, "", np.zeros(0, dtype=np.int32), True, meta)
 
     def _handle_one(self, out: ReqTokenOut) -> ReqTextOut:
@@ -74,5 +83,6 @@ class DetokenizerManager:
             value = getattr(out, name)
             if value is not None:
                 meta_info[name] = value
-        return ReqTextOut(out.rid, state.detok.text, state.output_ids(), out.finished, meta_info,
-                          out.first_token_at)
+        return ReqTextOut(
+            out.rid, state.detok.text, state.output_ids(), out.finished, meta_info, out.first_token_at
+        )

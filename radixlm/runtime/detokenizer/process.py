@@ -1,4 +1,5 @@
 """The detokenizer child process: scheduler tokens in, cumulative text out."""
+
 from __future__ import annotations
 
 import signal

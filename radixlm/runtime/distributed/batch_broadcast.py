@@ -6,6 +6,7 @@ and every batch carries the full rows of its requests: the cache manager rewrite
 any forward (a committed prefix that was already in the tree points at the tree's slots, the
 request's duplicates freed), so a row sent once cannot be trusted later.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 
 from radixlm.runtime.distributed import comm
-from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 
 CMD_STOP, CMD_FORWARD = 0, 1
 _HEADER = 6  # cmd, mode, batch size, tokens, logits rows, row entries
@@ -22,14 +23,31 @@ _MODES = (ForwardMode.EXTEND, ForwardMode.DECODE)
 
 def send_batch(fb: ForwardBatch) -> None:
     """Rank 0: broadcast ``fb`` (its tensors and, for an extend, its requests' slot rows)."""
-    parts = [fb.input_ids, fb.positions, fb.req_pool_indices, fb.seq_lens, fb.extend_prefix_lens,
-             fb.extend_seq_lens, fb.out_cache_loc, fb.logits_indices]
+    parts = [
+        fb.input_ids,
+        fb.positions,
+        fb.req_pool_indices,
+        fb.seq_lens,
+        fb.extend_prefix_lens,
+        fb.extend_seq_lens,
+        fb.out_cache_loc,
+        fb.logits_indices,
+    ]
     table = fb.req_to_token_pool.req_to_token
     lens = fb.seq_lens_cpu if fb.seq_lens_cpu is not None else fb.seq_lens.tolist()
     rows = torch.cat([table[r, :n] for r, n in zip(fb.req_pool_indices.tolist(), lens)])
     payload = torch.cat([p.to(torch.int64) for p in parts] + [rows.to(torch.int64)])
-    header = torch.tensor([CMD_FORWARD, _MODES.index(fb.mode), fb.batch_size, int(fb.input_ids.shape[0]),
-                           int(fb.logits_indices.shape[0]), int(rows.shape[0])], dtype=torch.int64)
+    header = torch.tensor(
+        [
+            CMD_FORWARD,
+            _MODES.index(fb.mode),
+            fb.batch_size,
+            int(fb.input_ids.shape[0]),
+            int(fb.logits_indices.shape[0]),
+            int(rows.shape[0]),
+        ],
+        dtype=torch.int64,
+    )
     comm.broadcast(header.to(payload.device))
     comm.broadcast(payload)
 
@@ -46,17 +64,28 @@ def recv_batch(runner: Any) -> ForwardBatch | None:
     cmd, mode_index, bs, tokens, n_logits, n_rows = header
     if cmd == CMD_STOP:
         return None
-    payload = comm.broadcast(torch.empty(3 * tokens + 4 * bs + n_logits + n_rows, dtype=torch.int64,
-                                         device=device))
+    payload = comm.broadcast(
+        torch.empty(3 * tokens + 4 * bs + n_logits + n_rows, dtype=torch.int64, device=device)
+    )
     sizes = [tokens, tokens, bs, bs, bs, bs, tokens, n_logits, n_rows]
     ids, pos, rpi, seq, prefix, ext, loc, logits_idx, rows = payload.split(sizes)
     mode = _MODES[mode_index]
     table = runner.req_to_token_pool.req_to_token
     offset = 0
     for r, n in zip(rpi.tolist(), seq.tolist()):
-        table[r, :n] = rows[offset:offset + n]
+        table[r, :n] = rows[offset : offset + n]
         offset += n
-    return ForwardBatch(mode=mode, input_ids=ids, positions=pos, req_pool_indices=rpi, seq_lens=seq,
-                        extend_prefix_lens=prefix, extend_seq_lens=ext, out_cache_loc=loc,
-                        logits_indices=logits_idx, req_to_token_pool=runner.req_to_token_pool,
-                        kv_pool=runner.kv_pool, attn_backend=runner.attn_backend)
+    return ForwardBatch(
+        mode=mode,
+        input_ids=ids,
+        positions=pos,
+        req_pool_indices=rpi,
+        seq_lens=seq,
+        extend_prefix_lens=prefix,
+        extend_seq_lens=ext,
+        out_cache_loc=loc,
+        logits_indices=logits_idx,
+        req_to_token_pool=runner.req_to_token_pool,
+        kv_pool=runner.kv_pool,
+        attn_backend=runner.attn_backend,
+    )

@@ -1,5 +1,6 @@
 """The tensor-parallel process group of this process (``torch.distributed``'s default group): gloo on
 CPU, NCCL on CUDA. One group per process, so one tensor-parallel model per process."""
+
 from __future__ import annotations
 
 import datetime
@@ -24,8 +25,10 @@ def free_local_addr() -> str:
 def init_group(addr: str, rank: int, world_size: int, device: torch.device) -> None:
     """Join the group at ``addr`` (``host:port``; rank 0 hosts the store there)."""
     if dist.is_initialized():
-        raise RuntimeError("this process already belongs to a tensor-parallel group: one "
-                           "tensor-parallel engine per process (shut the other one down first)")
+        raise RuntimeError(
+            "this process already belongs to a tensor-parallel group: one "
+            "tensor-parallel engine per process (shut the other one down first)"
+        )
     host, port = addr.rsplit(":", 1)
     store = dist.TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=STARTUP_TIMEOUT)
     backend = "nccl" if device.type == "cuda" else "gloo"

@@ -1,8 +1,9 @@
 """Which slice of a layer each tensor-parallel rank owns, and cutting a tensor's rows to it."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -32,8 +33,10 @@ class TPShard:
         if num_kv_heads >= self.size:
             return self.even_slice(num_kv_heads, "num_key_value_heads")
         if self.size % num_kv_heads:
-            raise ValueError(f"tp_size {self.size} must be a multiple of num_key_value_heads "
-                             f"{num_kv_heads} when it is larger")
+            raise ValueError(
+                f"tp_size {self.size} must be a multiple of num_key_value_heads "
+                f"{num_kv_heads} when it is larger"
+            )
         first_q, _ = self.even_slice(num_heads, "num_attention_heads")
         return first_q // (num_heads // num_kv_heads), 1
 
@@ -48,5 +51,5 @@ def padded_rows(t: torch.Tensor, start: int, count: int, fill: float = 0) -> tor
     out = t.new_full((count, *t.shape[1:]), fill)
     have = max(0, min(count, t.shape[0] - start))
     if have:
-        out[:have] = t[start:start + have]
+        out[:have] = t[start : start + have]
     return out

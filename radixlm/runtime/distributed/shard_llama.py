@@ -5,6 +5,7 @@ Column-parallel: q/k/v (this rank's query heads and KV heads) and gate/up (its s
 intermediate size). Row-parallel with an all-reduce: o_proj and down_proj. Vocabulary-parallel: the
 embedding and the LM head (tied or not). Every rank reads the whole checkpoint and keeps its part.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -34,9 +35,14 @@ def _shard_attention(attn: nn.Module, shard: TPShard, name: str) -> int:
     q_first, q_count = shard.even_slice(attn.num_heads, "num_attention_heads")
     kv_first, kv_count = shard.kv_heads(attn.num_heads, attn.num_kv_heads)
     q_size, kv_size = attn.num_heads * d, attn.num_kv_heads * d
-    attn.qkv_proj = column_shard(attn.qkv_proj, [
-        (q_first * d, q_count * d), (q_size + kv_first * d, kv_count * d),
-        (q_size + kv_size + kv_first * d, kv_count * d)])
+    attn.qkv_proj = column_shard(
+        attn.qkv_proj,
+        [
+            (q_first * d, q_count * d),
+            (q_size + kv_first * d, kv_count * d),
+            (q_size + kv_size + kv_first * d, kv_count * d),
+        ],
+    )
     attn.o_proj = RowParallelLinear.of(attn.o_proj, q_first * d, q_count * d, f"{name}.o_proj", shard.size)
     attn.num_heads, attn.num_kv_heads = q_count, kv_count
     attn.split_sizes = [q_count * d, kv_count * d, kv_count * d]

@@ -7,6 +7,7 @@ the radix tree, the KV allocator, the grammar state and the sampler exist once, 
 The logits are gathered on rank 0 (vocabulary slices, concatenated), where sampling with grammar
 masks, penalties and logprobs runs as without parallelism.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -27,7 +29,7 @@ from radixlm.runtime.distributed import comm
 from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, send_stop
 from radixlm.runtime.distributed.partition import TPShard
 from radixlm.runtime.distributed.shard_llama import shard_llama
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.quantization.methods import QUANTIZATION_METHODS
 
 logger = logging.getLogger(__name__)
@@ -42,8 +44,8 @@ class TensorParallel:
         self.shard = TPShard(rank, server_args.tp_size)
         self.device = device
         self.workers: list[subprocess.Popen] = []
-        self.dead: Optional[str] = None
-        self.on_rank_death: Optional[Callable[[str], None]] = None
+        self.dead: str | None = None
+        self.on_rank_death: Callable[[str], None] | None = None
         addr = server_args.dist_init_addr or comm.free_local_addr()
         self.addr = addr
         if rank == 0:
@@ -72,8 +74,9 @@ class TensorParallel:
             if exited and joiner.is_alive():
                 stop_processes(self.workers)
                 self.workers = []
-                raise RuntimeError(f"tensor-parallel rank {exited[0][0]} exited during startup "
-                                   f"(exit code {exited[0][1]})")
+                raise RuntimeError(
+                    f"tensor-parallel rank {exited[0][0]} exited during startup (exit code {exited[0][1]})"
+                )
         if error:
             stop_processes(self.workers)
             raise RuntimeError(f"tensor-parallel group at {self.addr} failed to form") from error[0]
@@ -98,8 +101,9 @@ class TensorParallel:
                 comm.destroy_group()
             raise
 
-    def forward(self, model: torch.nn.Module, attn_backend: Any, fb: ForwardBatch,
-                vocab_size: int) -> torch.Tensor:
+    def forward(
+        self, model: torch.nn.Module, attn_backend: Any, fb: ForwardBatch, vocab_size: int
+    ) -> torch.Tensor:
         """Rank 0: send ``fb``, run this rank's part, return the full logits."""
         if self.dead is not None:
             raise RuntimeError(self.dead)
@@ -160,9 +164,11 @@ def agree_on_method(method: str, device: torch.device) -> None:
     index = QUANTIZATION_METHODS.index(method)
     low, high = comm.agree_min(index, device), -comm.agree_min(-index, device)
     if low != high:
-        raise RuntimeError(f"tensor-parallel ranks resolved --quantization differently "
-                           f"({QUANTIZATION_METHODS[low]} vs {QUANTIZATION_METHODS[high]}); "
-                           f"give one explicitly that every machine can serve")
+        raise RuntimeError(
+            f"tensor-parallel ranks resolved --quantization differently "
+            f"({QUANTIZATION_METHODS[low]} vs {QUANTIZATION_METHODS[high]}); "
+            f"give one explicitly that every machine can serve"
+        )
 
 
 def node_ranks(server_args: Any) -> range:
@@ -181,12 +187,15 @@ def start_node_ranks(server_args: Any, first_rank: int) -> list[subprocess.Popen
     ranks = node_ranks(server_args)
     # The ranks import the same radixlm as this process, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[3])  # holds radixlm/
-    env = dict(weight_process_env(server_args.quantization, os.environ), PYTHONPATH=os.pathsep.join(
-        p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(
+        weight_process_env(server_args.quantization, os.environ),
+        PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
+    )
     procs = []
     for rank in range(max(first_rank, ranks.start), ranks.stop):
-        proc = subprocess.Popen([sys.executable, "-m", "radixlm.runtime.distributed.tp_worker"],
-                                stdin=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "radixlm.runtime.distributed.tp_worker"], stdin=subprocess.PIPE, env=env
+        )
         assert proc.stdin is not None
         proc.stdin.write(pickle.dumps((server_args, rank, os.getpid())))
         proc.stdin.close()

@@ -1,5 +1,6 @@
 """``python -m radixlm.runtime.distributed.tp_worker``: one tensor-parallel rank > 0. Reads
 ``(server_args, rank, parent_pid)`` pickled on stdin, loads its shard, serves until told to stop."""
+
 from __future__ import annotations
 
 import pickle
@@ -11,8 +12,8 @@ from radixlm import _env  # noqa: F401  (thread settings before torch)
 def main() -> None:
     server_args, rank, parent_pid = pickle.loads(sys.stdin.buffer.read())
     from radixlm.runtime.distributed.tensor_parallel import serve_rank
+    from radixlm.runtime.executor.model_runner import ModelRunner
     from radixlm.runtime.ipc import watch_parent
-    from radixlm.runtime.model_runner import ModelRunner
 
     if parent_pid is not None:
         watch_parent(parent_pid, socket_dir="")

@@ -1,4 +1,5 @@
 """The in-process Engine (``from radixlm.runtime.engine import Engine, EngineError``)."""
+
 from __future__ import annotations
 
 from radixlm.runtime.engine.engine import Engine

@@ -1,9 +1,10 @@
 """The in-process engine: the scheduler loop on a background thread, no HTTP, no extra processes.
 
-    engine = radixlm.Engine(model="smollm2-135m")
-    out = engine.generate("The capital of France is", {"max_new_tokens": 16, "temperature": 0})
-    print(out["text"], out["meta_info"]["cached_tokens"])
+engine = radixlm.Engine(model="smollm2-135m")
+out = engine.generate("The capital of France is", {"max_new_tokens": 16, "temperature": 0})
+print(out["text"], out["meta_info"]["cached_tokens"])
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,17 +12,13 @@ import functools
 import itertools
 import queue
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Union
+from typing import Any
 
 import radixlm._env  # noqa: F401  (thread settings before torch)
 from radixlm.runtime.engine.generate_args import GenerateArgs, InputIds, Prompt, SamplingParamsArg
-from radixlm.runtime.engine.loop import (
-    EngineError,
-    EngineLoop,
-    GenerateSubmission,
-    SchedulerCall,
-)
+from radixlm.runtime.engine.loop import EngineError, EngineLoop, GenerateSubmission, SchedulerCall
 from radixlm.runtime.messages import (
     AbortReq,
     FlushCacheReq,
@@ -29,10 +26,10 @@ from radixlm.runtime.messages import (
     ReleasePinsReq,
     TokenizedGenerateReq,
 )
-from radixlm.runtime.request_validation import ModelLimits
+from radixlm.runtime.requests.request_validation import ModelLimits
+from radixlm.runtime.requests.server_info import build_server_info
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.server_info import build_server_info
 from radixlm.version import __version__
 
 TOKEN_TEXT_CACHE_SIZE = 1 << 16
@@ -45,16 +42,20 @@ class Engine:
     Keyword arguments are ``ServerArgs`` fields (``kv_cache_gb``, ``disable_radix_cache``, ...).
     """
 
-    def __init__(self, model: Optional[str] = None, **server_args: Any) -> None:
+    def __init__(self, model: str | None = None, **server_args: Any) -> None:
         """``model`` (or SGLang's ``model_path``): a registry name, a directory, a .gguf file or a
         Hugging Face hub id; None is the default model."""
         self.server_args = ServerArgs.from_kwargs(model=model, **server_args)
         if self.server_args.dp_size > 1:
-            raise ValueError("dp_size > 1 needs the server (radixlm serve / Runtime); the in-process "
-                             "Engine runs one replica (tp_size works here)")
+            raise ValueError(
+                "dp_size > 1 needs the server (radixlm serve / Runtime); the in-process "
+                "Engine runs one replica (tp_size works here)"
+            )
         if self.server_args.node_rank > 0:
-            raise ValueError(f"node_rank {self.server_args.node_rank}: a later node only runs its "
-                             "tensor-parallel ranks (radixlm serve --node-rank k); the Engine is node 0")
+            raise ValueError(
+                f"node_rank {self.server_args.node_rank}: a later node only runs its "
+                "tensor-parallel ranks (radixlm serve --node-rank k); the Engine is node 0"
+            )
         self.scheduler = Scheduler(self.server_args)
         self.tokenizer = self.scheduler.tokenizer
         self.limits = ModelLimits.from_model_info(self.scheduler.model_info(), self.server_args)
@@ -73,10 +74,10 @@ class Engine:
         top_logprobs_num: int = 0,
         return_text_in_logprobs: bool = False,
         stream: bool = False,
-        rid: Optional[Union[str, list[str]]] = None,
+        rid: str | list[str] | None = None,
         pin_children: int = 0,
-        unpin_rids: Optional[list[str]] = None,
-    ) -> Union[dict, list[dict], Iterator[dict]]:
+        unpin_rids: list[str] | None = None,
+    ) -> dict | list[dict] | Iterator[dict]:
         """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
 
         A single prompt with ``n > 1`` returns a list of ``n`` results. With ``stream=True`` (single
@@ -85,8 +86,19 @@ class Engine:
         ``unpin_rids`` keep a program node's context locked in the cache until its children are
         admitted (see ``TokenizedGenerateReq``).
         """
-        args = GenerateArgs(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                            top_logprobs_num, return_text_in_logprobs, stream, rid, pin_children, unpin_rids)
+        args = GenerateArgs(
+            prompt,
+            sampling_params,
+            input_ids,
+            return_logprob,
+            logprob_start_len,
+            top_logprobs_num,
+            return_text_in_logprobs,
+            stream,
+            rid,
+            pin_children,
+            unpin_rids,
+        )
         reqs, single = self._requests(args)
         if stream:
             return self._stream_sync(reqs[0], args.return_text_in_logprobs)
@@ -103,13 +115,24 @@ class Engine:
         top_logprobs_num: int = 0,
         return_text_in_logprobs: bool = False,
         stream: bool = False,
-        rid: Optional[Union[str, list[str]]] = None,
+        rid: str | list[str] | None = None,
         pin_children: int = 0,
-        unpin_rids: Optional[list[str]] = None,
-    ) -> Union[dict, list[dict], AsyncIterator[dict]]:
+        unpin_rids: list[str] | None = None,
+    ) -> dict | list[dict] | AsyncIterator[dict]:
         """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
-        args = GenerateArgs(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                            top_logprobs_num, return_text_in_logprobs, stream, rid, pin_children, unpin_rids)
+        args = GenerateArgs(
+            prompt,
+            sampling_params,
+            input_ids,
+            return_logprob,
+            logprob_start_len,
+            top_logprobs_num,
+            return_text_in_logprobs,
+            stream,
+            rid,
+            pin_children,
+            unpin_rids,
+        )
         reqs, single = self._requests(args)
         if stream:
             return self._stream_async(reqs[0], args.return_text_in_logprobs)
@@ -169,13 +192,17 @@ class Engine:
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
 
-    def _submit(self, req: TokenizedGenerateReq, with_text: bool,
-                stream_sink: Optional[Callable[[Optional[dict]], None]] = None) -> Future:
+    def _submit(
+        self,
+        req: TokenizedGenerateReq,
+        with_text: bool,
+        stream_sink: Callable[[dict | None], None] | None = None,
+    ) -> Future:
         """Hand ``req`` to the loop; the future resolves with its final result (unless streaming,
         where every result goes to ``stream_sink``)."""
         done: Future = Future()
 
-        def sink(result: Optional[dict]) -> None:
+        def sink(result: dict | None) -> None:
             if stream_sink is not None:
                 stream_sink(result)
             elif done.done():
@@ -189,7 +216,7 @@ class Engine:
         return done
 
     def _stream_sync(self, req: TokenizedGenerateReq, with_text: bool) -> Iterator[dict]:
-        items: queue.Queue[Optional[dict]] = queue.Queue()
+        items: queue.Queue[dict | None] = queue.Queue()
         self._submit(req, with_text, stream_sink=items.put)
         while True:
             item = self._checked_stream_item(items.get())
@@ -199,16 +226,17 @@ class Engine:
 
     async def _stream_async(self, req: TokenizedGenerateReq, with_text: bool) -> AsyncIterator[dict]:
         loop = asyncio.get_running_loop()
-        items: asyncio.Queue[Optional[dict]] = asyncio.Queue()
-        self._submit(req, with_text,
-                     stream_sink=lambda item: loop.call_soon_threadsafe(items.put_nowait, item))
+        items: asyncio.Queue[dict | None] = asyncio.Queue()
+        self._submit(
+            req, with_text, stream_sink=lambda item: loop.call_soon_threadsafe(items.put_nowait, item)
+        )
         while True:
             item = self._checked_stream_item(await items.get())
             yield item
             if _is_final(item):
                 return
 
-    def _checked_stream_item(self, item: Optional[dict]) -> dict:
+    def _checked_stream_item(self, item: dict | None) -> dict:
         """One streamed result; raises when it carries an error or the loop stopped (None)."""
         if item is None:
             raise EngineError("the engine stopped") from self._loop.error
@@ -220,7 +248,7 @@ def _is_final(result: dict) -> bool:
     return result["meta_info"].get("finish_reason") is not None or "error" in result
 
 
-def _collect(results: list[dict], single: bool) -> Union[dict, list[dict]]:
+def _collect(results: list[dict], single: bool) -> dict | list[dict]:
     """Raise the first failed request's error; one result for a single prompt, else the list."""
     for r in results:
         _raise_for_error(r)

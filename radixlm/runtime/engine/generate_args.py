@@ -1,19 +1,26 @@
 """What one ``Engine.generate`` / ``async_generate`` call asks for, and the requests it becomes."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
-from radixlm.runtime.request_ids import InvalidRid, check_client_rid
-from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
+from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
+from radixlm.runtime.requests.request_validation import (
+    InvalidRequest,
+    ModelLimits,
+    prompt_ids_array,
+    validate_request,
+)
 from radixlm.runtime.sampling.sampling_params import SamplingParams, as_sampling_params
 
-Prompt = Union[str, list[str], None]
-SamplingParamsArg = Union[dict, SamplingParams, list, None]
-InputIds = Optional[Union[list[int], list[list[int]]]]
+Prompt = str | list[str] | None
+SamplingParamsArg = dict | SamplingParams | list | None
+InputIds = list[int] | list[list[int]] | None
 
 
 @dataclass(frozen=True)
@@ -28,12 +35,17 @@ class GenerateArgs:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False
     stream: bool = False
-    rid: Optional[Union[str, list[str]]] = None
+    rid: str | list[str] | None = None
     pin_children: int = 0
-    unpin_rids: Optional[list[str]] = None
+    unpin_rids: list[str] | None = None
 
-    def to_requests(self, tokenizer: Any, limits: ModelLimits, new_rid: Callable[[], str],
-                    release_pins: Callable[[list[str]], None]) -> tuple[list[TokenizedGenerateReq], bool]:
+    def to_requests(
+        self,
+        tokenizer: Any,
+        limits: ModelLimits,
+        new_rid: Callable[[], str],
+        release_pins: Callable[[list[str]], None],
+    ) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked scheduler requests (``n`` samples split off) and whether the caller gets a
         single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
         the model cannot serve rejects the call, ``release_pins`` gets ``unpin_rids`` once per
@@ -85,7 +97,7 @@ class GenerateArgs:
             raise ValueError("prompt must not be an empty list")
         return ids_list, single
 
-    def _rids(self, count: int) -> list[Optional[str]]:
+    def _rids(self, count: int) -> list[str | None]:
         """One client rid (or None: the engine makes one) per prompt; ``ValueError`` for a rid that
         is not a valid client rid or is named twice."""
         rids = list(self.rid) if isinstance(self.rid, list) else [self.rid] * count

@@ -1,4 +1,5 @@
 """The Engine's scheduler loop on a background thread, fed through one inbox of submissions."""
+
 from __future__ import annotations
 
 import logging
@@ -7,7 +8,7 @@ import threading
 import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 from radixlm.runtime.engine.tracker import RequestTracker, Sink
 from radixlm.runtime.messages import (
@@ -17,7 +18,7 @@ from radixlm.runtime.messages import (
     ReleasePinsReq,
     TokenizedGenerateReq,
 )
-from radixlm.runtime.response_builder import TokenText
+from radixlm.runtime.requests.response_builder import TokenText
 from radixlm.runtime.scheduler.request_isolation import handle_isolated
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class GenerateSubmission:
     """Track ``req`` (responses go to ``sink``) and hand it to the scheduler."""
 
     req: TokenizedGenerateReq
-    token_text: Optional[TokenText]  # set when logprob entries carry the token's text
+    token_text: TokenText | None  # set when logprob entries carry the token's text
     sink: Sink
 
 
@@ -42,8 +43,8 @@ class GenerateSubmission:
 class SchedulerCall:
     """A control message for the scheduler; ``reply`` (when given) gets its answer or exception."""
 
-    msg: Union[AbortReq, FlushCacheReq, GetStatsReq, ReleasePinsReq]
-    reply: Optional[Future] = None
+    msg: AbortReq | FlushCacheReq | GetStatsReq | ReleasePinsReq
+    reply: Future | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Wake:
     """Wakes the loop (to notice that it is stopping)."""
 
 
-Submission = Union[GenerateSubmission, SchedulerCall, IntegrityCheck, Wake]
+Submission = GenerateSubmission | SchedulerCall | IntegrityCheck | Wake
 
 
 class EngineLoop:
@@ -67,7 +68,7 @@ class EngineLoop:
     def __init__(self, scheduler: Any, tokenizer: Any) -> None:
         self.scheduler = scheduler
         self.tokenizer = tokenizer
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self._inbox: queue.Queue[Submission] = queue.Queue()
         self._trackers: dict[str, RequestTracker] = {}
         # NOTE: client rids are reserved by the caller's thread before submission, with the internal
@@ -116,7 +117,7 @@ class EngineLoop:
         """Queue ``submission`` without checking the loop (fire and forget)."""
         self._inbox.put(submission)
 
-    def call(self, msg: Union[FlushCacheReq, GetStatsReq]) -> Any:
+    def call(self, msg: FlushCacheReq | GetStatsReq) -> Any:
         """The scheduler's answer to a control message (waits for the loop)."""
         reply: Future = Future()
         self.submit(SchedulerCall(msg, reply))

@@ -1,4 +1,5 @@
 """Gated activations."""
+
 from __future__ import annotations
 
 import torch
@@ -13,8 +14,7 @@ def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     Contiguous fp32 rows on the CPU take the one-pass C++ kernel (``kernels/cpu/silu_and_mul.cpp``:
     within a few ulp of torch's ops, one parallel region instead of two); elsewhere, or where it
     cannot be built, torch's ``silu`` and an in-place multiply."""
-    if (gate_up.is_cpu and gate_up.dtype == torch.float32 and gate_up.dim() == 2
-            and gate_up.is_contiguous()):
+    if gate_up.is_cpu and gate_up.dtype == torch.float32 and gate_up.dim() == 2 and gate_up.is_contiguous():
         kernels = load_decode_kernels()
         if kernels is not None:
             return kernels.silu_and_mul(gate_up)

@@ -12,6 +12,7 @@ on one thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM h
 of 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was slower than the
 kernel up to 8 rows, even at 12, and faster from 16 on (``benchmarks/packed_linear.py``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,9 @@ PACKED_KERNEL_MAX_ROWS = 12
 _TORCH_LINEAR = F.linear
 
 
-def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
-                  out_features: int) -> torch.Tensor:
+def packed_linear(
+    x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int
+) -> torch.Tensor:
     """``x @ W^T (+ bias)`` by oneDNN's matmul, with ``packed = packed_weights.pack_weight(W)``;
     ``x`` ``[..., in]`` fp32."""
     rows = x.numel() // max(x.shape[-1], 1)
@@ -37,8 +39,13 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return out.reshape(*x.shape[:-1], out_features)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           max_rows: int = SMALL_BATCH_MAX_ROWS, packed: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    max_rows: int = SMALL_BATCH_MAX_ROWS,
+    packed: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``F.linear(x, weight, bias)``. fp32 on the CPU: up to ``max_rows`` rows take the threaded
     kernel; given ``packed`` (``pack_weight(weight)``), up to ``PACKED_KERNEL_MAX_ROWS`` rows do and
     more take the packed product."""
@@ -48,9 +55,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins;
     # the kernels have no backward, so a product autograd would track stays torch's
     tracked = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    if (rows > 0 and not tracked and F.linear is _TORCH_LINEAR and x.is_cpu
-            and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and weight.is_cpu and (bias is None or bias.dtype == torch.float32)):
+    if (
+        rows > 0
+        and not tracked
+        and F.linear is _TORCH_LINEAR
+        and x.is_cpu
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and weight.is_cpu
+        and (bias is None or bias.dtype == torch.float32)
+    ):
         if rows > max_rows:
             if packed is not None:
                 return packed_linear(x, packed, bias, weight.shape[0])
@@ -72,7 +86,7 @@ class Linear(Module):
         self.packed: torch.Tensor | None = None  # ``weight`` packed for oneDNN (packed_weights.py)
 
     @classmethod
-    def from_weight(cls, weight: torch.Tensor) -> "Linear":
+    def from_weight(cls, weight: torch.Tensor) -> Linear:
         """A bias-free layer over ``weight`` ``[out, in]`` (used as given: clone it to keep a copy)."""
         layer = cls(weight.shape[1], weight.shape[0])
         layer.weight = nn.Parameter(weight.detach(), requires_grad=False)
@@ -120,6 +134,7 @@ class Embedding(Module):
 def copy_checked(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
     """``dst.copy_(src)`` after checking the shapes agree (casting dtype and device)."""
     if tuple(dst.shape) != tuple(src.shape):
-        raise ValueError(f"weight {name}: checkpoint shape {tuple(src.shape)} != model shape "
-                         f"{tuple(dst.shape)}")
+        raise ValueError(
+            f"weight {name}: checkpoint shape {tuple(src.shape)} != model shape {tuple(dst.shape)}"
+        )
     dst.copy_(src)

@@ -10,6 +10,7 @@ What a plain ``nn.Module`` offers beyond that is unchanged (parameters, buffers,
 ``state_dict``). Hooks cannot run here: registering one on these modules raises rather than being
 ignored, and the global hooks of ``torch.nn.modules.module`` do not reach them.
 """
+
 from __future__ import annotations
 
 from typing import Any, NoReturn
@@ -24,8 +25,10 @@ class Module(nn.Module):
         return self.forward(*args, **kwargs)
 
     def _no_hooks(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise NotImplementedError(f"{type(self).__name__} is a radixlm runtime module: it is called "
-                                  "without hook dispatch, so hooks registered on it would never run")
+        raise NotImplementedError(
+            f"{type(self).__name__} is a radixlm runtime module: it is called "
+            "without hook dispatch, so hooks registered on it would never run"
+        )
 
     register_forward_hook = _no_hooks  # type: ignore[assignment]
     register_forward_pre_hook = _no_hooks  # type: ignore[assignment]

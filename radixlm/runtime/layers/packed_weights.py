@@ -12,6 +12,7 @@ copies (the memory of its weights doubles; ``--disable-weight-packing`` keeps on
 A packed product gives each row the same bits whatever the number of rows (checked by
 ``tests/runtime/test_packed_weights.py``); it differs from ``F.linear`` by rounding only.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,12 @@ PACK_ROWS_HINT = 64
 
 def packing_supported(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether weights of ``dtype`` on ``device`` can be packed (fp32 on a CPU with oneDNN)."""
-    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+    return (
+        device.type == "cpu"
+        and dtype == torch.float32
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,10 @@
 """Tensor-parallel linear layers, float or quantized: a column-parallel layer is the rows of the whole
 layer this rank owns (``column_shard``); a row-parallel one multiplies this rank's slice of the input
 by its columns of the weight and sums the partial outputs of every rank (``RowParallelLinear``)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -45,8 +46,9 @@ class RowParallelLinear(Module):
         if isinstance(linear, QUANTIZED_LINEAR):
             return cls(quantized_columns(linear, start, count, name, tp_size), bias)
         part = Linear(count, linear.weight.shape[0])
-        part.weight = nn.Parameter(linear.weight.data.narrow(1, start, count).contiguous(),
-                                   requires_grad=False)
+        part.weight = nn.Parameter(
+            linear.weight.data.narrow(1, start, count).contiguous(), requires_grad=False
+        )
         return cls(part, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

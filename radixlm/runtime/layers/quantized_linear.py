@@ -7,6 +7,7 @@
 - ``QuantizedEmbedding``: token rows from int8 or GGUF blocks, dequantized only for the ids looked
   up; it also serves as the tied LM head (``project``) from the same bytes.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -34,29 +35,37 @@ def quantize_int8_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch
 class Int8Linear(Module):
     """``y = x @ W^T (+ b)`` on FBGEMM's dynamic int8 kernel."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                 reduce_range: bool = True) -> None:
+    def __init__(
+        self, weight: torch.Tensor, bias: torch.Tensor | None = None, reduce_range: bool = True
+    ) -> None:
         super().__init__()
         q, scales = quantize_int8_per_channel(weight)
         self._setup(q, scales, bias, reduce_range)
 
     @classmethod
-    def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
-                  reduce_range: bool = True) -> Int8Linear:
+    def from_int8(
+        cls,
+        q: torch.Tensor,
+        scales: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        reduce_range: bool = True,
+    ) -> Int8Linear:
         """A layer over already quantized rows ``q`` (int8 ``[N, K]``) with per-row ``scales``."""
         layer = cls.__new__(cls)
         nn.Module.__init__(layer)
         layer._setup(q, scales, bias, reduce_range)
         return layer
 
-    def _setup(self, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
-               reduce_range: bool) -> None:
+    def _setup(
+        self, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, reduce_range: bool
+    ) -> None:
         self.out_features, self.in_features = q.shape
         # quantized tensor types are deprecated in torch 2.13; FBGEMM's packing still takes one
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             qweight = torch._make_per_channel_quantized_tensor(
-                q.contiguous(), scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
+                q.contiguous(), scales.double(), torch.zeros(len(scales), dtype=torch.long), 0
+            )
             self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         self.reduce_range = reduce_range
@@ -97,12 +106,14 @@ class GGUFLinear(Module):
     """``y = x @ W^T (+ b)`` with ``W`` as GGUF blocks ``[N, K / block elements * block bytes]`` of
     ``fmt`` (32 elements per block, 256 for the K-quants)."""
 
-    def __init__(self, blocks: torch.Tensor, fmt: str, in_features: int,
-                 bias: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, blocks: torch.Tensor, fmt: str, in_features: int, bias: torch.Tensor | None = None
+    ) -> None:
         super().__init__()
         if blocks.dtype != torch.uint8 or blocks.shape[1] != gguf_blocks.row_bytes(fmt, in_features):
-            raise ValueError(f"{fmt} blocks of shape {tuple(blocks.shape)} do not fit "
-                             f"in_features {in_features}")
+            raise ValueError(
+                f"{fmt} blocks of shape {tuple(blocks.shape)} do not fit in_features {in_features}"
+            )
         kernels = load_gguf_kernels()
         if kernels is None:
             raise RuntimeError("the GGUF CPU kernels are unavailable on this machine")
@@ -131,8 +142,13 @@ class QuantizedEmbedding(Module):
     """Token embedding stored quantized; ``head`` (a ``GGUFLinear``/``Int8Linear`` over the same
     matrix), when given, makes it usable as the tied LM head through ``project``."""
 
-    def __init__(self, rows: torch.Tensor, fmt: str, scales: torch.Tensor | None = None,
-                 head: GGUFLinear | Int8Linear | None = None) -> None:
+    def __init__(
+        self,
+        rows: torch.Tensor,
+        fmt: str,
+        scales: torch.Tensor | None = None,
+        head: GGUFLinear | Int8Linear | None = None,
+    ) -> None:
         super().__init__()
         self.head, self.fmt = head, fmt
         # GGUF: the head's own block buffer (one copy); int8: int8 rows + per-row scales

@@ -11,9 +11,10 @@ so every rank multiplies with exactly the numbers a single process would.
 - A ``StackedLinear`` (a fused projection whose parts differ in format) splits by output rows only:
   each rank takes each part's share of its rows.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -70,14 +71,16 @@ def quantized_columns(layer: nn.Module, start: int, count: int, name: str, tp_si
     if isinstance(layer, GGUFLinear):
         block = gguf_blocks.BLOCK_ELEMENTS[layer.fmt]
         if start % block or count % block:
-            raise ValueError(f"{name}: under tp_size {tp_size} each rank holds {count} of its "
-                             f"{layer.in_features} input features, not a multiple of the {layer.fmt} "
-                             f"block size {block}; serve it with --quantization int8 or none")
+            raise ValueError(
+                f"{name}: under tp_size {tp_size} each rank holds {count} of its "
+                f"{layer.in_features} input features, not a multiple of the {layer.fmt} "
+                f"block size {block}; serve it with --quantization int8 or none"
+            )
         per_block = gguf_blocks.BLOCK_BYTES[layer.fmt]
         cols = layer.blocks.narrow(1, start // block * per_block, count // block * per_block)
         return GGUFLinear(cols.contiguous(), layer.fmt, count)
     q, scales = layer.int8_weight()
-    return Int8ColumnSlice.from_int8(q[:, start:start + count], scales, None, layer.reduce_range)
+    return Int8ColumnSlice.from_int8(q[:, start : start + count], scales, None, layer.reduce_range)
 
 
 def quantized_vocab_rows(module: nn.Module, start: int, count: int) -> nn.Module:
@@ -87,8 +90,9 @@ def quantized_vocab_rows(module: nn.Module, start: int, count: int) -> nn.Module
         return GGUFLinear(padded_rows(module.blocks, start, count), module.fmt, module.in_features)
     if isinstance(module, Int8Linear):
         q, scales = module.int8_weight()
-        return Int8Linear.from_int8(padded_rows(q, start, count), padded_rows(scales, start, count, 1.0),
-                                    None, module.reduce_range)
+        return Int8Linear.from_int8(
+            padded_rows(q, start, count), padded_rows(scales, start, count, 1.0), None, module.reduce_range
+        )
     if not isinstance(module, QuantizedEmbedding):
         raise TypeError(f"cannot split {type(module).__name__} by vocabulary rows")
     head = None if module.head is None else quantized_vocab_rows(module.head, start, count)

@@ -1,4 +1,5 @@
 """Root-mean-square layer norm, alone or fused with the residual add before it."""
+
 from __future__ import annotations
 
 import torch

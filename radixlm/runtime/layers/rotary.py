@@ -6,6 +6,7 @@ q and k (``radixlm/kernels/cpu/rotary.cpp``, the reference's bits); elsewhere th
 step's positions are gathered once and shared by every layer (the same ``positions`` tensor), and
 each rotation is four elementwise ops.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,19 +50,22 @@ class RotaryEmbedding(Module):
     """A cos/sin table ``[max_positions, head_dim]`` (fp32, the layout ``radixlm.kernels.rotary``
     reads) and the rotation of q and k by their positions' angles."""
 
-    def __init__(self, head_dim: int, max_positions: int, theta: float,
-                 scaling: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, head_dim: int, max_positions: int, theta: float, scaling: dict[str, Any] | None = None
+    ) -> None:
         super().__init__()
-        cache = build_cos_sin_cache(rope_inv_freq(head_dim, theta, scaling), max_positions,
-                                    torch.get_default_device())
+        cache = build_cos_sin_cache(
+            rope_inv_freq(head_dim, theta, scaling), max_positions, torch.get_default_device()
+        )
         self.register_buffer("cos_sin_cache", cache, persistent=False)
         # The step's positions and their (cos, sin) factors, reused by the layers after the first.
         self._positions: torch.Tensor | None = None
         self._factors: tuple[torch.Tensor, torch.Tensor] | None = None
         self._checked_positions: torch.Tensor | None = None
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor,
-                k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated ``(q, k)``; ``q`` ``[T, Hq, D]``, ``k`` ``[T, Hkv, D]``, ``positions`` ``[T]``."""
         if _launch.use_triton(q):
             return apply_rotary(q, k, positions, self.cos_sin_cache)

@@ -5,6 +5,7 @@ Q4_K and v_proj in Q6_K in some layers. ``StackedLinear`` serves each part from 
 ``GGUFLinear``, or a float ``Linear`` for a format without a kernel) and concatenates the outputs,
 so no part is rounded a second time to share one format with the others.
 """
+
 from __future__ import annotations
 
 import torch

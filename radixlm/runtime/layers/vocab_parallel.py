@@ -2,6 +2,7 @@
 (the last rank's padded with zero rows), float or quantized. The embedding masks ids outside its
 rows and sums the ranks' rows with an all-reduce; as an LM head the same rows give this rank's slice
 of the logits."""
+
 from __future__ import annotations
 
 import torch

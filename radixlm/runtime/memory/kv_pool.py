@@ -1,4 +1,5 @@
 """The paged KV cache: per-layer K and V buffers and the slot allocator."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Rows of KV slot indices, one per running request."""
+
 from __future__ import annotations
 
 import torch

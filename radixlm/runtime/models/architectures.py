@@ -1,4 +1,5 @@
 """Hugging Face ``architectures`` names -> our model classes (their differences are ``ModelConfig`` flags)."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -18,5 +19,6 @@ def get_model_class(architecture: str) -> type[nn.Module]:
     try:
         return MODEL_CLASSES[architecture]
     except KeyError:
-        raise ValueError(f"unsupported model architecture {architecture!r}; supported: "
-                         f"{', '.join(sorted(MODEL_CLASSES))}") from None
+        raise ValueError(
+            f"unsupported model architecture {architecture!r}; supported: {', '.join(sorted(MODEL_CLASSES))}"
+        ) from None

@@ -1,4 +1,5 @@
 """The architecture hyperparameters our model code reads, parsed robustly from a config.json dict."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ class ModelConfig:
     mlp_bias: bool
 
     @classmethod
-    def from_hf(cls, cfg: dict[str, Any]) -> "ModelConfig":
+    def from_hf(cls, cfg: dict[str, Any]) -> ModelConfig:
         """Read both transformers 4 (``rope_theta``/``rope_scaling`` at top level) and transformers 5
         (``rope_parameters``) layouts."""
         archs = cfg.get("architectures") or []

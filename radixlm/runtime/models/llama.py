@@ -5,15 +5,16 @@ q/k/v and gate/up are fused into one matmul each; ``load_weights`` takes the che
 tensors. ``ModelConfig`` flags switch on q/k/v and o_proj biases (Qwen2) and per-head q/k norms
 (Qwen3). Mistral's sliding window is not applied (exact for contexts within the window).
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 
 from radixlm.runtime.attention.radix_attention import RadixAttention
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear, copy_checked
 from radixlm.runtime.layers.module import Module
@@ -76,8 +77,9 @@ class LlamaDecoderLayer(Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding,
-                fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding, fb: ForwardBatch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output, residual)``: the block's value is their sum."""
         if residual is None:
             x, residual = self.input_layernorm(h), h
@@ -113,8 +115,9 @@ class LlamaForCausalLM(Module):
         super().__init__()
         self.config = cfg
         self.model = LlamaModel(cfg, max_positions or cfg.max_position_embeddings)
-        self.lm_head = self.model.embed_tokens if cfg.tie_word_embeddings else \
-            Linear(cfg.hidden_size, cfg.vocab_size)
+        self.lm_head = (
+            self.model.embed_tokens if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size)
+        )
 
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
         h, residual = self.model(fb)
@@ -154,8 +157,9 @@ class LlamaForCausalLM(Module):
                 loaded.add(f"{target}[{shard}]")
         missing = sorted(expected - loaded)
         if missing:
-            raise ValueError(f"checkpoint is missing weights: {', '.join(missing[:8])}"
-                             f"{' ...' if len(missing) > 8 else ''}")
+            raise ValueError(
+                f"checkpoint is missing weights: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
+            )
 
 
 def _stacked_key(name: str) -> tuple[str, int] | None:

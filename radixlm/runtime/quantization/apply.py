@@ -8,6 +8,7 @@ dequantized float values. Otherwise the float weights are quantized to the metho
 the quantized values are dequantized back into the float weights (same numbers as the CPU path's
 weights, no memory saving).
 """
+
 from __future__ import annotations
 
 import logging
@@ -60,9 +61,11 @@ def _hf_names(name: str) -> list[str]:
 
 def _requantized(name: str, weight: torch.Tensor, bias: torch.Tensor | None, method: str) -> GGUFLinear:
     if not gguf_blocks.fits(method, weight.shape[1]):
-        raise ValueError(f"--quantization {method} needs in_features to be a multiple of "
-                         f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {weight.shape[1]}; "
-                         f"serve this model with q4_0, q4_1, q8_0, int8 or none")
+        raise ValueError(
+            f"--quantization {method} needs in_features to be a multiple of "
+            f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {weight.shape[1]}; "
+            f"serve this model with q4_0, q4_1, q8_0, int8 or none"
+        )
     return GGUFLinear(gguf_blocks.quantize(weight, method), method, weight.shape[1], bias)
 
 
@@ -79,8 +82,11 @@ def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
     formats = {f[0] if f is not None else None for f in found}
     for hf_name, f in zip(names, found):
         if f is None:
-            logger.info("%s: stored as %s, which our kernels do not read; served in float", hf_name,
-                        gguf.type_name(hf_name))
+            logger.info(
+                "%s: stored as %s, which our kernels do not read; served in float",
+                hf_name,
+                gguf.type_name(hf_name),
+            )
     if len(formats) == 1:  # one format for the whole layer
         fmt = formats.pop()
         if fmt is None:
@@ -88,7 +94,7 @@ def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
         return GGUFLinear(torch.cat([f[1] for f in found if f is not None]), fmt, weight.shape[1], bias)
     parts, start = [], 0
     for size, f in zip(sizes, found):
-        rows = weight[start:start + size]
+        rows = weight[start : start + size]
         start += size
         if f is None:  # float rows, copied: the fused weight's other rows are blocks, it is not kept
             parts.append(Linear.from_weight(rows.clone()))
@@ -120,8 +126,9 @@ def _quantize_embeddings(model: nn.Module, method: str, gguf: GGUFBlocks | None)
         model.lm_head = _quantized_linear("lm_head", model.lm_head, method, gguf)
 
 
-def _quantized_embedding(weight: torch.Tensor, method: str, gguf: GGUFBlocks | None,
-                         tied: bool) -> QuantizedEmbedding | None:
+def _quantized_embedding(
+    weight: torch.Tensor, method: str, gguf: GGUFBlocks | None, tied: bool
+) -> QuantizedEmbedding | None:
     """The embedding (and tied head) quantized; None keeps the float one (a GGUF file's embedding
     in a format without a kernel)."""
     if method == "int8":

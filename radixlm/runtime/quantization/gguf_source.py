@@ -1,4 +1,5 @@
 """Raw GGUF weight blocks under our model's parameter names, for serving a GGUF file natively."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,9 +32,16 @@ class GGUFBlocks:
         self.reader = GGUFReader(str(path))
         arch = gguf_architecture(self.reader)
         self._permuted = GGUF_ARCHITECTURES[arch][2]
-        self._heads = {"q_proj": int(gguf_field(self.reader, f"{arch}.attention.head_count")),
-                       "k_proj": int(gguf_field(self.reader, f"{arch}.attention.head_count_kv",
-                                                gguf_field(self.reader, f"{arch}.attention.head_count")))}
+        self._heads = {
+            "q_proj": int(gguf_field(self.reader, f"{arch}.attention.head_count")),
+            "k_proj": int(
+                gguf_field(
+                    self.reader,
+                    f"{arch}.attention.head_count_kv",
+                    gguf_field(self.reader, f"{arch}.attention.head_count"),
+                )
+            ),
+        }
         self._tensors = {}
         for t in self.reader.tensors:
             name = hf_tensor_name(t.name)

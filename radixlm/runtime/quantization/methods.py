@@ -1,4 +1,5 @@
 """``--quantization``: which method serves a model on a device, resolving ``auto`` and fallbacks."""
+
 from __future__ import annotations
 
 import logging

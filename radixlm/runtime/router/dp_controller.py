@@ -7,6 +7,7 @@ the replica that ran the first of them (their context is cached and pinned there
 releases go to every replica; flush and stats are asked of every replica and answered once, merged
 (stats keep each replica's own under ``dp_replicas``).
 """
+
 from __future__ import annotations
 
 import signal
@@ -80,8 +81,9 @@ class DataParallelController:
         from radixlm.runtime.messages import FlushCacheOut, StatsOut
 
         if isinstance(replies[0], FlushCacheOut):
-            return FlushCacheOut(all(r.success for r in replies),
-                                 "; ".join(r.message for r in replies if r.message))
+            return FlushCacheOut(
+                all(r.success for r in replies), "; ".join(r.message for r in replies if r.message)
+            )
         merged = merge_stats([r.stats for r in replies])
         for i, (stats, route) in enumerate(zip(merged["dp_replicas"], self.policy.status())):
             stats.update({"dp_rank": i, "routed": route["routed"], "router_load": route["load"]})
@@ -109,8 +111,15 @@ def merge_stats(per_replica: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def run_dp_controller(server_args: Any, inbox: str, replica_inboxes: list[str], replica_outboxes: list[str],
-                      detokenizer: str, parent_pid: int, socket_dir: str) -> None:
+def run_dp_controller(
+    server_args: Any,
+    inbox: str,
+    replica_inboxes: list[str],
+    replica_outboxes: list[str],
+    detokenizer: str,
+    parent_pid: int,
+    socket_dir: str,
+) -> None:
     """Process entry point: loop forever between the tokenizer manager, the replicas and the detokenizer."""
     _env.limit_threads_for_helper_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -123,8 +132,12 @@ def run_dp_controller(server_args: Any, inbox: str, replica_inboxes: list[str], 
     to_replicas = [zmq_socket(ctx, zmq.PUSH, a, bind=False) for a in replica_inboxes]
     from_replicas = [zmq_socket(ctx, zmq.PULL, a, bind=True) for a in replica_outboxes]
     push = zmq_socket(ctx, zmq.PUSH, detokenizer, bind=False)
-    policy = RoutingPolicy(len(replica_inboxes), server_args.load_balance_method,
-                           server_args.balance_abs_threshold, server_args.balance_rel_threshold)
+    policy = RoutingPolicy(
+        len(replica_inboxes),
+        server_args.load_balance_method,
+        server_args.balance_abs_threshold,
+        server_args.balance_rel_threshold,
+    )
     controller = DataParallelController(len(replica_inboxes), policy)
     poller = zmq.Poller()
     for sock in [pull, *from_replicas]:

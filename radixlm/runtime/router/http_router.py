@@ -1,5 +1,6 @@
 """``radixlm router --worker-urls URL...``: one HTTP endpoint in front of several ``radixlm serve``
 (or SGLang) servers, routing each generation by the policy and passing other calls to a live worker."""
+
 from __future__ import annotations
 
 import asyncio
@@ -54,8 +55,9 @@ def build_router_app(pool: WorkerPool) -> Any:
             return error(503, f"no worker available: {e}")
         out_headers = {k: v for k, v in response.headers.items() if k.lower() not in HOP_HEADERS}
         out_headers["x-radixlm-worker"] = pool.urls[worker]
-        return StreamingResponse(pool.relay(worker, response), status_code=response.status_code,
-                                 headers=out_headers)
+        return StreamingResponse(
+            pool.relay(worker, response), status_code=response.status_code, headers=out_headers
+        )
 
     for path in ROUTED_PATHS:
         app.add_api_route(path, _bind(forward, path, True), methods=["POST"])
@@ -81,12 +83,23 @@ def _bind(forward: Any, path: str, routed: bool) -> Any:
     return endpoint
 
 
-def run_router(urls: list[str], host: str, port: int, policy: str, balance_abs_threshold: int,
-               balance_rel_threshold: float, health_interval_s: float, log_level: str = "warning") -> None:
+def run_router(
+    urls: list[str],
+    host: str,
+    port: int,
+    policy: str,
+    balance_abs_threshold: int,
+    balance_rel_threshold: float,
+    health_interval_s: float,
+    log_level: str = "warning",
+) -> None:
     """Serve the router until interrupted."""
     import uvicorn
 
-    pool = WorkerPool(urls, RoutingPolicy(len(urls), policy, balance_abs_threshold, balance_rel_threshold),
-                      health_interval_s=health_interval_s)
+    pool = WorkerPool(
+        urls,
+        RoutingPolicy(len(urls), policy, balance_abs_threshold, balance_rel_threshold),
+        health_interval_s=health_interval_s,
+    )
     print(f"radixlm: routing {len(urls)} workers ({policy}) at http://{host}:{port}", flush=True)
     uvicorn.run(build_router_app(pool), host=host, port=port, log_level=log_level)

@@ -10,12 +10,12 @@ always one of them), which keeps a hot prefix's later requests on the replicas t
 Every policy records the prompt in the chosen replica's index, so switching policies keeps the
 indexes meaningful.
 """
+
 from __future__ import annotations
 
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Optional
 
 from radixlm.runtime.router.prefix_index import ApproxPrefixIndex, Key
 
@@ -35,9 +35,15 @@ class ReplicaState:
 class RoutingPolicy:
     """``choose(key)`` -> a replica number; the caller reports ``started``/``finished`` per request."""
 
-    def __init__(self, num_replicas: int, policy: str = "cache_aware", balance_abs_threshold: int = 32,
-                 balance_rel_threshold: float = 1.5, cache_threshold: float = 0.5,
-                 seed: Optional[int] = 0) -> None:
+    def __init__(
+        self,
+        num_replicas: int,
+        policy: str = "cache_aware",
+        balance_abs_threshold: int = 32,
+        balance_rel_threshold: float = 1.5,
+        cache_threshold: float = 0.5,
+        seed: int | None = 0,
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown routing policy {policy!r} (expected one of: {', '.join(POLICIES)})")
         if num_replicas < 1:
@@ -82,8 +88,14 @@ class RoutingPolicy:
 
     def _not_overloaded(self, live: list[int]) -> list[int]:
         lo = min(self.replicas[i].load for i in live)
-        return [i for i in live if not (self.replicas[i].load - lo > self.abs_threshold
-                                        and self.replicas[i].load > self.rel_threshold * lo)]
+        return [
+            i
+            for i in live
+            if not (
+                self.replicas[i].load - lo > self.abs_threshold
+                and self.replicas[i].load > self.rel_threshold * lo
+            )
+        ]
 
     def _least_loaded(self, live: list[int]) -> int:
         return min(live, key=lambda i: (self.replicas[i].load, self.replicas[i].routed))
@@ -97,5 +109,7 @@ class RoutingPolicy:
         return min(live, key=lambda i: (len(self.replicas[i].index), self.replicas[i].load))
 
     def status(self) -> list[dict]:
-        return [{"replica": i, "alive": r.alive, "load": r.load, "routed": r.routed,
-                 "index_blocks": len(r.index)} for i, r in enumerate(self.replicas)]
+        return [
+            {"replica": i, "alive": r.alive, "load": r.load, "routed": r.routed, "index_blocks": len(r.index)}
+            for i, r in enumerate(self.replicas)
+        ]

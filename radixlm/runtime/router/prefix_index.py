@@ -2,12 +2,13 @@
 that ends on a block boundary (``block`` tokens or characters), bounded in size, least recently used
 dropped first. A match is the longest such prefix present: exact at block granularity, never more
 than the replica's real cache holds only because both forget old entries (approximate by design)."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-Key = Union[str, Sequence[int]]
+Key = str | Sequence[int]
 DEFAULT_BLOCK = 16
 DEFAULT_CAPACITY = 200_000  # prefix hashes per replica
 
@@ -16,7 +17,7 @@ def block_hashes(key: Key, block: int) -> list[int]:
     """``hash(key[:block])``, ``hash(key[:2*block])``, ... (chained, so each costs one block)."""
     out, h = [], 0
     for end in range(block, len(key) + 1, block):
-        h = hash((h, key[end - block:end] if isinstance(key, str) else tuple(key[end - block:end])))
+        h = hash((h, key[end - block : end] if isinstance(key, str) else tuple(key[end - block : end])))
         out.append(h)
     return out
 

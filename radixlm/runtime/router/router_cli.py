@@ -1,8 +1,9 @@
 """``radixlm router``: its flags (SGLang router's names) and entry point."""
+
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from radixlm.runtime.router.policy import POLICIES
 
@@ -12,8 +13,12 @@ def add_router_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--policy", choices=POLICIES, default="cache_aware")
-    p.add_argument("--balance-abs-threshold", type=int, default=32,
-                   help="cache_aware: route by load when max - min in-flight requests passes this ...")
+    p.add_argument(
+        "--balance-abs-threshold",
+        type=int,
+        default=32,
+        help="cache_aware: route by load when max - min in-flight requests passes this ...",
+    )
     p.add_argument("--balance-rel-threshold", type=float, default=1.5, help="... and max > this x min")
     p.add_argument("--health-check-interval", type=float, default=2.0, help="seconds between checks")
     p.add_argument("--log-level", default="warning")
@@ -22,12 +27,20 @@ def add_router_arguments(p: argparse.ArgumentParser) -> None:
 def run_router_command(args: argparse.Namespace) -> int:
     from radixlm.runtime.router.http_router import run_router
 
-    run_router(args.worker_urls, args.host, args.port, args.policy, args.balance_abs_threshold,
-               args.balance_rel_threshold, args.health_check_interval, args.log_level)
+    run_router(
+        args.worker_urls,
+        args.host,
+        args.port,
+        args.policy,
+        args.balance_abs_threshold,
+        args.balance_rel_threshold,
+        args.health_check_interval,
+        args.log_level,
+    )
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m radixlm.runtime.router.router_cli --worker-urls ...``."""
     parser = argparse.ArgumentParser(prog="radixlm router", description="Route requests over servers.")
     add_router_arguments(parser)

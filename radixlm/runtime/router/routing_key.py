@@ -1,4 +1,5 @@
 """The text a request is routed by: what its prompt starts with, for the prefix index."""
+
 from __future__ import annotations
 
 import json

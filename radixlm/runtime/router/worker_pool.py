@@ -1,11 +1,13 @@
 """The router's workers: their URLs, the routing policy over them, health checks, and forwarding with
 retry on another worker when a request could not start (the worker refused the connection)."""
+
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
@@ -24,8 +26,14 @@ class NoWorkerError(RuntimeError):
 class WorkerPool:
     """Pick a worker per request (``policy``), forward to it, take dead workers out of rotation."""
 
-    def __init__(self, urls: list[str], policy: RoutingPolicy, health_interval_s: float = 2.0,
-                 health_failures: int = 2, request_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        policy: RoutingPolicy,
+        health_interval_s: float = 2.0,
+        health_failures: int = 2,
+        request_timeout_s: float = 600.0,
+    ) -> None:
         self.urls = [u.rstrip("/") for u in urls]
         self.policy = policy
         self.health_interval_s = health_interval_s
@@ -52,8 +60,9 @@ class WorkerPool:
         except RuntimeError as e:
             raise NoWorkerError(str(e)) from e
 
-    async def send(self, method: str, path: str, body: Optional[dict[str, Any]], key: str,
-                   headers: dict[str, str]) -> tuple[int, httpx.Response]:
+    async def send(
+        self, method: str, path: str, body: dict[str, Any] | None, key: str, headers: dict[str, str]
+    ) -> tuple[int, httpx.Response]:
         """Open a streamed response from some worker (the caller closes it and calls ``done``).
         A worker that refuses the connection is taken out and the request goes to another."""
         tried: tuple[int, ...] = ()

@@ -1,12 +1,13 @@
 """The numeric ranges of the sampling parameters: one table that ``SamplingParams.validate`` checks
 and that the HTTP API's OpenAPI document publishes (``params_schema.py``), so the two cannot differ.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 # A ``logit_bias`` key: a token id as a JSON object key (a decimal string) or an int (Python callers).
 LOGIT_BIAS_KEY = re.compile(r"[0-9]+")
@@ -19,8 +20,8 @@ class NumberRule:
 
     integer: bool
     message: str  # what the 400 says the value must be
-    minimum: Optional[float] = None
-    maximum: Optional[float] = None
+    minimum: float | None = None
+    maximum: float | None = None
     exclusive_minimum: bool = False
     also: tuple[int, ...] = ()
 
@@ -31,8 +32,9 @@ class NumberRule:
             return True
         if not math.isfinite(value):
             return False
-        if self.minimum is not None and (value <= self.minimum if self.exclusive_minimum
-                                         else value < self.minimum):
+        if self.minimum is not None and (
+            value <= self.minimum if self.exclusive_minimum else value < self.minimum
+        ):
             return False
         return self.maximum is None or value <= self.maximum
 
@@ -58,8 +60,9 @@ NUMBER_RULES: dict[str, NumberRule] = {
     "min_p": NumberRule(False, "must be in [0, 1]", minimum=0, maximum=1),
     "frequency_penalty": NumberRule(False, "must be in [-2, 2]", minimum=-2, maximum=2),
     "presence_penalty": NumberRule(False, "must be in [-2, 2]", minimum=-2, maximum=2),
-    "repetition_penalty": NumberRule(False, "must be in (0, 2]", minimum=0, exclusive_minimum=True,
-                                     maximum=2),
+    "repetition_penalty": NumberRule(
+        False, "must be in (0, 2]", minimum=0, exclusive_minimum=True, maximum=2
+    ),
 }
 BOOLEAN_PARAMS = ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
 DTYPES = ("int", "float", "bool", "str")

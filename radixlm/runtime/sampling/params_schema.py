@@ -5,6 +5,7 @@ described here, and ``sampling_params_schema`` fails when a ``SamplingParams`` f
 description, so a new parameter cannot be served without being documented. What a schema cannot say
 (``min_new_tokens <= max_new_tokens``, one constraint at most, a regex that compiles) is a 400.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,11 +40,20 @@ _OTHER_FIELDS: dict[str, dict[str, Any]] = {
     "choices": {"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "null"}]},
     "dtype": {"enum": [*DTYPES, None]},
     "ebnf": {"type": ["string", "null"]},
-    "logit_bias": {"anyOf": [{
-        "type": "object",
-        "propertyNames": {"pattern": f"^{LOGIT_BIAS_KEY.pattern}$"},
-        "additionalProperties": {"type": "number", "minimum": -LOGIT_BIAS_MAX, "maximum": LOGIT_BIAS_MAX},
-    }, {"type": "null"}]},
+    "logit_bias": {
+        "anyOf": [
+            {
+                "type": "object",
+                "propertyNames": {"pattern": f"^{LOGIT_BIAS_KEY.pattern}$"},
+                "additionalProperties": {
+                    "type": "number",
+                    "minimum": -LOGIT_BIAS_MAX,
+                    "maximum": LOGIT_BIAS_MAX,
+                },
+            },
+            {"type": "null"},
+        ]
+    },
 }
 
 
@@ -60,6 +70,10 @@ def sampling_params_schema() -> dict[str, Any]:
         if f.default is not dataclasses.MISSING and f.default is not None:
             schema["default"] = f.default
         properties[f.name] = schema
-    return {"type": "object", "properties": properties, "additionalProperties": False,
-            "description": "Sampling parameters; a constraint (regex, json_schema, choices, dtype, ebnf, "
-                           "structural_tag) at most one of them."}
+    return {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        "description": "Sampling parameters; a constraint (regex, json_schema, choices, dtype, ebnf, "
+        "structural_tag) at most one of them.",
+    }

@@ -1,4 +1,5 @@
 """Logit adjustments that depend on a request's history: penalties and min_new_tokens."""
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,9 @@ def apply_penalties(logits: torch.Tensor, reqs: list[SamplingSequence], eos_toke
         apply_row_penalties(logits, i, req, eos_token_ids)
 
 
-def apply_row_penalties(logits: torch.Tensor, i: int, req: SamplingSequence,
-                        eos_token_ids: list[int]) -> None:
+def apply_row_penalties(
+    logits: torch.Tensor, i: int, req: SamplingSequence, eos_token_ids: list[int]
+) -> None:
     """``apply_penalties`` for row ``i`` only (it touches no other row)."""
     vocab = logits.shape[1]
     p = req.sampling_params

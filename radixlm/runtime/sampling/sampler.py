@@ -1,9 +1,11 @@
 """Turn a batch's logits into next tokens: greedy rows in one argmax, sampled rows with their own
 seeded generators, so a request draws the same tokens whatever else shares its batch."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -15,8 +17,8 @@ from radixlm.runtime.sampling.sequence import SamplingSequence
 class SampleOutput:
     next_token_ids: list[int]
     # Per row, the model's (raw) logprob of the chosen token and the top-k, for rows that asked.
-    logprobs: list[Optional[float]]
-    top_logprobs: list[Optional[list[tuple[float, int]]]]
+    logprobs: list[float | None]
+    top_logprobs: list[list[tuple[float, int]] | None]
     # Rows whose sampling failed (their next token is meaningless), by row: what went wrong.
     errors: dict[int, str] = field(default_factory=dict)
 
@@ -58,8 +60,12 @@ def apply_row_logit_bias(logits: torch.Tensor, i: int, req: SamplingSequence) ->
         logits[i, ids.to(logits.device)] += values.to(logits.device, logits.dtype)
 
 
-def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: list[int],
-           errors: Optional[dict[int, str]] = None) -> SampleOutput:
+def sample(
+    logits: torch.Tensor,
+    reqs: list[SamplingSequence],
+    eos_token_ids: list[int],
+    errors: dict[int, str] | None = None,
+) -> SampleOutput:
     """``logits``: ``[bs, vocab]`` float32 for ``reqs`` (grammar masks already applied).
 
     A failure that belongs to one row (its penalties, logit_bias or draw raising, or logits that are
@@ -89,8 +95,8 @@ def sample(logits: torch.Tensor, reqs: list[SamplingSequence], eos_token_ids: li
             drawn = _guarded(errors, i, sample_row, logits[i], req)
             next_ids[i] = next_ids[i] if drawn is None else drawn
 
-    logprobs: list[Optional[float]] = [None] * len(reqs)
-    tops: list[Optional[list[tuple[float, int]]]] = [None] * len(reqs)
+    logprobs: list[float | None] = [None] * len(reqs)
+    tops: list[list[tuple[float, int]] | None] = [None] * len(reqs)
     if raw_logprobs is not None:
         for i, req in enumerate(reqs):
             if not want_logprobs[i] or i in errors:

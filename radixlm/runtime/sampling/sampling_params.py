@@ -1,10 +1,11 @@
 """Per-request sampling parameters and their validation."""
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 from radixlm.runtime.sampling.param_rules import (
     BOOLEAN_PARAMS,
@@ -45,21 +46,21 @@ class SamplingParams:
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
-    seed: Optional[int] = None
-    regex: Optional[str] = None
-    json_schema: Optional[str] = None
-    choices: Optional[list[str]] = None
-    dtype: Optional[str] = None
-    ebnf: Optional[str] = None
-    structural_tag: Optional[str] = None
+    seed: int | None = None
+    regex: str | None = None
+    json_schema: str | None = None
+    choices: list[str] | None = None
+    dtype: str | None = None
+    ebnf: str | None = None
+    structural_tag: str | None = None
     no_stop_trim: bool = False
     # Stop when one of these regular expressions matches the output text (cut like a stop string).
     stop_regex: list[str] = field(default_factory=list)
     # Token id (an int or its decimal string, as JSON keys are) -> bias added to its logit.
-    logit_bias: Optional[dict[Any, float]] = None
+    logit_bias: dict[Any, float] | None = None
 
     @classmethod
-    def from_dict(cls, d: Optional[dict[str, Any]]) -> "SamplingParams":
+    def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:
         """Build from a JSON-like dict; unknown keys raise ``ValueError`` naming them."""
         d = dict(d or {})
         names = {f.name for f in dataclasses.fields(cls)}
@@ -165,7 +166,7 @@ class SamplingParams:
         return [(int(k), float(v)) for k, v in (self.logit_bias or {}).items()]
 
     @functools.cached_property
-    def logit_bias_tensors(self) -> Optional[tuple[Any, Any]]:
+    def logit_bias_tensors(self) -> tuple[Any, Any] | None:
         """``(token ids, biases)`` as tensors, built once per request rather than once per decode step
         (the scheduler's sampler reads them); None without a bias."""
         items = self.logit_bias_items()
@@ -173,15 +174,17 @@ class SamplingParams:
             return None
         import torch  # NOTE: only the scheduler gets here; the HTTP process never loads torch for this
 
-        return (torch.tensor([t for t, _ in items], dtype=torch.long),
-                torch.tensor([b for _, b in items], dtype=torch.float32))
+        return (
+            torch.tensor([t for t, _ in items], dtype=torch.long),
+            torch.tensor([b for _, b in items], dtype=torch.float32),
+        )
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1
 
     @property
-    def constraint(self) -> Optional[tuple[str, str]]:
+    def constraint(self) -> tuple[str, str] | None:
         """``(kind, text)`` of the grammar, or None when unconstrained."""
         if self.regex is not None:
             return ("regex", self.regex)
@@ -203,7 +206,7 @@ class SamplingParams:
         return dataclasses.asdict(self)
 
 
-SamplingParamsLike = Union[SamplingParams, dict, None]
+SamplingParamsLike = SamplingParams | dict | None
 
 
 def as_sampling_params(p: SamplingParamsLike) -> SamplingParams:

@@ -1,4 +1,5 @@
 """What the sampler needs to know about a sequence (the scheduler's ``Req`` provides it)."""
+
 from __future__ import annotations
 
 from typing import Protocol

@@ -1,12 +1,13 @@
 """Build the ``ScheduledBatch`` of an extend, a decode or a mixed-chunk step from requests whose slots
 are in place."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 

@@ -10,9 +10,11 @@
 Invariant: every slot is at every moment in exactly one of: the allocator's free list, the tree,
 or one running request's private tail. ``check_integrity`` verifies it.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -41,7 +43,7 @@ class CacheManager:
         """Slots that can be had now: free ones plus what the tree could evict."""
         return self.allocator.available_size() + self.tree.evictable_size()
 
-    def alloc_slots(self, n: int) -> Optional[torch.Tensor]:
+    def alloc_slots(self, n: int) -> torch.Tensor | None:
         """Take ``n`` slots, evicting unlocked cache leaves if needed; None if impossible."""
         short = n - self.allocator.available_size()
         if short > 0:
@@ -89,7 +91,7 @@ class CacheManager:
         req.extend_len = extend_len
         return True
 
-    def alloc_decode_slot(self, reqs: list[Req]) -> Optional[torch.Tensor]:
+    def alloc_decode_slot(self, reqs: list[Req]) -> torch.Tensor | None:
         """One new slot per request, recorded at position ``kv_len`` of its row."""
         slots = self.alloc_slots(len(reqs))
         if slots is None:
@@ -195,5 +197,6 @@ class CacheManager:
             raise AssertionError(
                 f"KV ownership broken: {every.numel()} slots accounted for, capacity {self.capacity}; "
                 f"duplicated {int((counts[1:] > 1).sum())}, missing {int((counts[1:] == 0).sum())}, "
-                f"free {parts[0].numel()}, tree {parts[1].numel()}")
+                f"free {parts[0].numel()}, tree {parts[1].numel()}"
+            )
         self.tree.check_invariants()

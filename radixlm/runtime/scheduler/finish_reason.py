@@ -3,10 +3,11 @@
 The scheduler and the stop checker build these; ``to_dict`` gives the wire format that
 ``ReqTokenOut.finish_reason`` carries to the detokenizer, the Engine and the HTTP server.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -14,7 +15,7 @@ class FinishStop:
     """Stopped on an EOS/stop token id (``matched`` is the id), a stop string (the string), or the
     grammar's end (None)."""
 
-    matched: Union[int, str, None]
+    matched: int | str | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "stop", "matched": self.matched}
@@ -41,9 +42,9 @@ class FinishAbort:
         return {"type": "abort", "message": self.message, "status_code": self.status_code}
 
 
-FinishReason = Union[FinishStop, FinishLength, FinishAbort]
+FinishReason = FinishStop | FinishLength | FinishAbort
 
 
-def finish_reason_dict(reason: Optional[FinishReason]) -> Optional[dict[str, Any]]:
+def finish_reason_dict(reason: FinishReason | None) -> dict[str, Any] | None:
     """The wire format of ``reason`` (None while the request runs)."""
     return None if reason is None else reason.to_dict()

@@ -1,9 +1,10 @@
 """Requests waiting for their grammar to compile, and the per-step vocabulary masks."""
+
 from __future__ import annotations
 
 import concurrent.futures
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -27,21 +28,25 @@ class GrammarQueue:
         self.pending: list[Req] = []
         self._futures: dict[int, concurrent.futures.Future] = {}
         self._deadlines: dict[int, float] = {}
-        self._backend: Optional[GrammarBackend] = None
+        self._backend: GrammarBackend | None = None
 
     def _get_backend(self) -> GrammarBackend:
         """The grammar backend, built on first use (it indexes the whole vocabulary)."""
         if self._backend is None:
             whitespace = self.args.json_whitespace_pattern
             self._backend = GrammarBackend(
-                self.tokenizer, self.eos_token_ids, self.vocab_size,
-                cache_size=self.args.grammar_cache_size, whitespace_pattern=whitespace,
-                backend=self.args.grammar_backend, compile_timeout=self.args.grammar_compile_timeout,
+                self.tokenizer,
+                self.eos_token_ids,
+                self.vocab_size,
+                cache_size=self.args.grammar_cache_size,
+                whitespace_pattern=whitespace,
+                backend=self.args.grammar_backend,
+                compile_timeout=self.args.grammar_compile_timeout,
                 max_concurrent=self.args.grammar_max_concurrent_compiles,
             )
         return self._backend
 
-    def submit(self, req: Req) -> Optional[str]:
+    def submit(self, req: Req) -> str | None:
         """Validate and start compiling; returns an error message for a bad grammar."""
         kind, text = req.grammar_key
         backend = self._get_backend()
@@ -59,8 +64,9 @@ class GrammarQueue:
         ``grammar_compile_timeout`` finish through ``on_error``. With ``wait_s`` (nothing else to
         do), block up to that long for a compile to finish instead of spinning."""
         if wait_s > 0 and self.pending:
-            concurrent.futures.wait(list(self._futures.values()), timeout=wait_s,
-                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            concurrent.futures.wait(
+                list(self._futures.values()), timeout=wait_s, return_when=concurrent.futures.FIRST_COMPLETED
+            )
         ready: list[Req] = []
         now = time.monotonic()
         for req in list(self.pending):

@@ -1,4 +1,5 @@
 """Prompt-token logprobs, gathered from an extend step's logits."""
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,9 @@ def collect_input_logprobs(req: Req, logits: torch.Tensor, rows: tuple[int, int,
     if count == 0:
         return
     logprobs = torch.log_softmax(logits[first : first + count].float(), dim=-1)
-    targets = torch.tensor(req.origin_input_ids[first_pos + 1 : first_pos + 1 + count], dtype=torch.int64,
-                           device=logprobs.device)
+    targets = torch.tensor(
+        req.origin_input_ids[first_pos + 1 : first_pos + 1 + count], dtype=torch.int64, device=logprobs.device
+    )
     chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
     state.input_tokens.extend(zip(chosen, targets.tolist()))
     if req.top_logprobs_num > 0:

@@ -1,4 +1,5 @@
 """A greedy request's jump-forward tokens that still await verification against the model."""
+
 from __future__ import annotations
 
 from typing import NamedTuple

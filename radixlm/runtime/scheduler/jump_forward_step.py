@@ -17,9 +17,11 @@ KV ownership on truncation (see ``cache_manager.py``): private slots past the ne
 the allocator; tokens the tree owns stay in the tree (the request keeps its lock on ``last_node``,
 released as usual) and ``prefix_len`` drops to the new length so the private tail stays contiguous.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,7 +38,7 @@ from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 CPU_DEFAULT_MAX_BATCH = 8
 
 
-def resolve_max_batch(max_batch: Optional[int], device: torch.device) -> int:
+def resolve_max_batch(max_batch: int | None, device: torch.device) -> int:
     """The running-batch size up to which requests jump forward (``None``: the device's default)."""
     if max_batch is not None:
         return max_batch
@@ -114,7 +116,7 @@ class JumpForwardStep:
         """True when some running request has more than its last token to compute (it jumped)."""
         return any(r.seq_len - r.kv_len > 1 for r in running)
 
-    def prepare(self, running: list[Req], runner: Any) -> Optional[ScheduledBatch]:
+    def prepare(self, running: list[Req], runner: Any) -> ScheduledBatch | None:
         """Slots for every running request's uncomputed tokens, and the mixed extend computing them.
 
         A request with a draft gets logits for the draft's positions too. Returns None, with nothing
@@ -151,8 +153,9 @@ class JumpForwardStep:
         batch.sample_rows = [first + count - 1 for first, count in rows]
         return batch
 
-    def verify(self, batch: ScheduledBatch, logits: torch.Tensor,
-               fail: Callable[[Req, str], None]) -> tuple[list[Req], list[int]]:
+    def verify(
+        self, batch: ScheduledBatch, logits: torch.Tensor, fail: Callable[[Req, str], None]
+    ) -> tuple[list[Req], list[int]]:
         """Check greedy drafts after the forward (``kv_len`` already advanced); the requests to sample
         and the row each samples from.
 

@@ -1,9 +1,11 @@
 """Pinned contexts: a program node's KV stays locked until its children are admitted."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
@@ -24,8 +26,9 @@ class PinTable:
     so a program that dies cannot hold KV forever.
     """
 
-    def __init__(self, cache: CacheManager, timeout_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, cache: CacheManager, timeout_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.cache = cache
         self.timeout_s = timeout_s
         self.clock = clock

@@ -1,7 +1,6 @@
 """Admission: which waiting requests extend this step, under the token and KV budgets."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 
@@ -42,8 +41,9 @@ class PrefillPlanner:
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
         return sorted(waiting, key=lambda r: -prefix[id(r)]), prefix
 
-    def plan(self, waiting: list[Req], running: list[Req], chunked: Optional[Req],
-             max_tokens: Optional[int] = None) -> list[Req]:
+    def plan(
+        self, waiting: list[Req], running: list[Req], chunked: Req | None, max_tokens: int | None = None
+    ) -> list[Req]:
         """Admit requests (allocating their rows and slots); returns them in batch order.
 
         ``max_tokens`` caps the step's prompt tokens below the chunk size (a mixed step).

@@ -1,4 +1,5 @@
 """The scheduler child process: drives a ``Scheduler`` object from ZeroMQ messages."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 import zmq
 

@@ -1,9 +1,10 @@
 """A request's life inside the scheduler: tokens, KV ownership, sampling and output state."""
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -12,7 +13,7 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.finish_reason import FinishReason
 from radixlm.runtime.scheduler.jump_draft import JumpDraft
 
-TokenLogprob = tuple[Optional[float], int]  # (logprob, token id); None for the first prompt token
+TokenLogprob = tuple[float | None, int]  # (logprob, token id); None for the first prompt token
 TopLogprobs = list[tuple[float, int]]
 
 
@@ -22,7 +23,7 @@ class LogprobState:
 
     input_done: bool  # every requested prompt logprob is gathered (True when none are requested)
     input_tokens: list[TokenLogprob] = field(default_factory=list)
-    input_top: list[Optional[TopLogprobs]] = field(default_factory=list)
+    input_top: list[TopLogprobs | None] = field(default_factory=list)
     output_tokens: list[TokenLogprob] = field(default_factory=list)
     output_top: list[TopLogprobs] = field(default_factory=list)
     sent_input: bool = False
@@ -59,19 +60,19 @@ class Req:
         self.output_ids: list[int] = []
 
         # KV state
-        self.row: Optional[int] = None
+        self.row: int | None = None
         self.prefix_len = 0  # tokens owned by the tree, locked via last_node
         self.kv_len = 0  # tokens whose KV is computed and recorded in req_to_token[row]
         self.last_node: Any = None
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
-        self.first_token_at: Optional[float] = None  # time.perf_counter() of the first output token
+        self.first_token_at: float | None = None  # time.perf_counter() of the first output token
         self.admitted_once = False
         self.arrived_at = time.monotonic()  # for --queue-timeout
         self.extend_len = 0  # tokens computed in the current step
 
         # Output state
-        self.finish_reason: Optional[FinishReason] = None
-        self.to_abort: Optional[str] = None
+        self.finish_reason: FinishReason | None = None
+        self.to_abort: str | None = None
         self.sent_output_len = 0
         self.num_retractions = 0
 
@@ -80,13 +81,13 @@ class Req:
         # Program graphs (see TokenizedGenerateReq.pin_children)
         self.pin_children = 0
         self.unpin_rids: list[str] = []
-        self.pin_timeout_s: Optional[float] = None  # None: the server's pin_timeout_s (sessions set theirs)
-        self.group_rid: Optional[str] = None  # the client's rid of the n > 1 request this sample is of
+        self.pin_timeout_s: float | None = None  # None: the server's pin_timeout_s (sessions set theirs)
+        self.group_rid: str | None = None  # the client's rid of the n > 1 request this sample is of
 
         # Constrained decoding
-        self.grammar: Optional[GrammarMatcher] = None
-        self.grammar_key: Optional[tuple[str, str]] = sampling_params.constraint
-        self.jump_draft: Optional[JumpDraft] = None  # forced tokens awaiting greedy verification
+        self.grammar: GrammarMatcher | None = None
+        self.grammar_key: tuple[str, str] | None = sampling_params.constraint
+        self.jump_draft: JumpDraft | None = None  # forced tokens awaiting greedy verification
 
     # ---- token views -------------------------------------------------------------------------
     @property
@@ -131,5 +132,7 @@ class Req:
         return g
 
     def __repr__(self) -> str:
-        return (f"Req(rid={self.rid!r}, prompt={len(self.origin_input_ids)}, out={len(self.output_ids)}, "
-                f"prefix={self.prefix_len}, kv={self.kv_len}, row={self.row})")
+        return (
+            f"Req(rid={self.rid!r}, prompt={len(self.origin_input_ids)}, out={len(self.output_ids)}, "
+            f"prefix={self.prefix_len}, kv={self.kv_len}, row={self.row})"
+        )

@@ -1,4 +1,5 @@
 """The scheduler's live requests by exact rid, and the samples each ``n > 1`` request spawned."""
+
 from __future__ import annotations
 
 from radixlm.runtime.scheduler.req import Req

@@ -3,6 +3,7 @@
 
 Only exceptions outside any one request (the forward pass, the step's bookkeeping) stop the process.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,16 @@ def drop_request(scheduler: Any, rid: str) -> None:
 def failed_output(msg: TokenizedGenerateReq, error: str) -> ReqTokenOut:
     reason = FinishAbort(f"internal error while taking in the request: {error[:500]}", 500)
     p = msg.sampling_params
-    return ReqTokenOut(rid=msg.rid, new_token_ids=np.zeros(0, dtype=np.int32), finished=True,
-                       finish_reason=finish_reason_dict(reason), prompt_tokens=len(msg.input_ids),
-                       completion_tokens=0, cached_tokens=0, skip_special_tokens=p.skip_special_tokens,
-                       spaces_between_special_tokens=p.spaces_between_special_tokens,
-                       stop_strings=list(p.stop), no_stop_trim=p.no_stop_trim)
+    return ReqTokenOut(
+        rid=msg.rid,
+        new_token_ids=np.zeros(0, dtype=np.int32),
+        finished=True,
+        finish_reason=finish_reason_dict(reason),
+        prompt_tokens=len(msg.input_ids),
+        completion_tokens=0,
+        cached_tokens=0,
+        skip_special_tokens=p.skip_special_tokens,
+        spaces_between_special_tokens=p.spaces_between_special_tokens,
+        stop_strings=list(p.stop),
+        no_stop_trim=p.no_stop_trim,
+    )

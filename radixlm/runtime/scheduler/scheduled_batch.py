@@ -1,10 +1,11 @@
 """What scheduling hands to the forward and to processing: the requests, the batch, the logits layout."""
+
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.scheduler.req import Req
 
 

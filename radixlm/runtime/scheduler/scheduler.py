@@ -3,15 +3,18 @@
 The server's scheduler process and the in-process ``Engine`` drive the same object through
 ``handle(msg)`` and ``step()``; neither knows about sockets or threads.
 """
+
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
@@ -23,18 +26,13 @@ from radixlm.runtime.messages import (
     StatsOut,
     TokenizedGenerateReq,
 )
-from radixlm.runtime.model_runner import ModelRunner
 from radixlm.runtime.scheduler.batch_builder import (
     build_decode_batch,
     build_extend_batch,
     build_mixed_chunk_batch,
 )
 from radixlm.runtime.scheduler.cache_manager import CacheManager
-from radixlm.runtime.scheduler.finish_reason import (
-    FinishAbort,
-    FinishLength,
-    FinishReason,
-)
+from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
@@ -61,26 +59,27 @@ logger = logging.getLogger(__name__)
 class Scheduler:
     """Continuous batching over a radix-cached, paged KV pool. Single-threaded by design."""
 
-    def __init__(self, server_args: ServerArgs, model_runner: Optional[ModelRunner] = None) -> None:
+    def __init__(self, server_args: ServerArgs, model_runner: ModelRunner | None = None) -> None:
         self.args = server_args
         self.runner = model_runner or ModelRunner(server_args)
         loaded = self.runner.loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = list(loaded.eos_token_ids)
         self.context_length = self.runner.context_length
-        self.cache = CacheManager(self.runner.req_to_token_pool, self.runner.kv_pool,
-                                  server_args.disable_radix_cache)
+        self.cache = CacheManager(
+            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache
+        )
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)
         self.grammars = GrammarQueue(server_args, self.tokenizer, self.eos_token_ids, self.runner.vocab_size)
-        self.jump_forward: Optional[JumpForwardStep] = None
+        self.jump_forward: JumpForwardStep | None = None
         if server_args.enable_jump_forward:
             max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
-        self.chunked: Optional[Req] = None
+        self.chunked: Req | None = None
         self.pending_outputs: list[ReqTokenOut] = []
         self.requests = RequestIndex()
         # under tensor parallelism one failed forward already leaves the ranks' collectives out of step
@@ -110,8 +109,16 @@ class Scheduler:
         params = msg.sampling_params
         seed = params.seed if params.seed is not None else self._next_seed()
         input_ids = np.asarray(msg.input_ids).tolist()
-        req = Req(msg.rid, input_ids, params, msg.return_logprob, msg.logprob_start_len,
-                  msg.top_logprobs_num, msg.stream, seed)
+        req = Req(
+            msg.rid,
+            input_ids,
+            params,
+            msg.return_logprob,
+            msg.logprob_start_len,
+            msg.top_logprobs_num,
+            msg.stream,
+            seed,
+        )
         req.pin_children = max(int(msg.pin_children), 0)
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
@@ -128,14 +135,16 @@ class Scheduler:
             return
         self.waiting.append(req)
 
-    def _admission_error(self, req: Req) -> Optional[str]:
+    def _admission_error(self, req: Req) -> str | None:
         """What only the scheduler can check: the KV pool's size. The front ends validated the rest
         (``request_validation.validate_request``)."""
         n = len(req.origin_input_ids)
         need = n + min(req.sampling_params.max_new_tokens, self.context_length - n)
         if need > self.cache.capacity:
-            return (f"the request needs up to {need} KV slots (prompt {n} + max_new_tokens), but the KV "
-                    f"pool holds {self.cache.capacity}; lower max_new_tokens or raise kv_cache_gb")
+            return (
+                f"the request needs up to {need} KV slots (prompt {n} + max_new_tokens), but the KV "
+                f"pool holds {self.cache.capacity}; lower max_new_tokens or raise kv_cache_gb"
+            )
         return None
 
     def _on_abort(self, msg: AbortReq) -> None:
@@ -206,7 +215,7 @@ class Scheduler:
             self._finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
 
     # ---- scheduling ----------------------------------------------------------------------------
-    def _schedule(self) -> Optional[ScheduledBatch]:
+    def _schedule(self) -> ScheduledBatch | None:
         """This step's batch, its KV slots allocated; None when nothing can run.
 
         Newly admitted prompts (the planner) go first; else the running requests decode, as one
@@ -222,15 +231,19 @@ class Scheduler:
             self._reject_unschedulable()
         return batch
 
-    def _schedule_extend(self) -> Optional[ScheduledBatch]:
+    def _schedule_extend(self) -> ScheduledBatch | None:
         """Admitted prompts (prefill-first), or with ``enable_mixed_chunk`` a chunk of at most
         ``mixed_chunk_size`` prompt tokens plus one decode token of every running request."""
         if not (self.waiting or self.chunked):
             return None
-        mix = self.args.enable_mixed_chunk and bool(self.running) and not (
-            self.jump_forward is not None and self.jump_forward.has_pending(self.running))
-        reqs = self.planner.plan(self.waiting, self.running, self.chunked,
-                                 max_tokens=self.args.mixed_chunk_size if mix else None)
+        mix = (
+            self.args.enable_mixed_chunk
+            and bool(self.running)
+            and not (self.jump_forward is not None and self.jump_forward.has_pending(self.running))
+        )
+        reqs = self.planner.plan(
+            self.waiting, self.running, self.chunked, max_tokens=self.args.mixed_chunk_size if mix else None
+        )
         if not reqs:
             return None
         admitted = {id(r) for r in reqs}
@@ -242,7 +255,7 @@ class Scheduler:
             return build_mixed_chunk_batch(reqs, self.running, self.runner)
         return build_extend_batch(reqs, self.runner)
 
-    def _schedule_running(self) -> Optional[ScheduledBatch]:
+    def _schedule_running(self) -> ScheduledBatch | None:
         jumped = self.jump_forward is not None and self.jump_forward.has_pending(self.running)
         build = self._mixed_batch if jumped else self._decode_batch
         while (batch := build()) is None:
@@ -251,11 +264,11 @@ class Scheduler:
                 return None
         return batch
 
-    def _decode_batch(self) -> Optional[ScheduledBatch]:
+    def _decode_batch(self) -> ScheduledBatch | None:
         slots = self.cache.alloc_decode_slot(self.running)
         return None if slots is None else build_decode_batch(self.running, slots, self.runner)
 
-    def _mixed_batch(self) -> Optional[ScheduledBatch]:
+    def _mixed_batch(self) -> ScheduledBatch | None:
         return self.jump_forward.prepare(self.running, self.runner)
 
     def _retract_one(self) -> None:
@@ -305,9 +318,10 @@ class Scheduler:
         if batch.kind is BatchKind.EXTEND:
             self.running.extend(r for r in to_sample if not r.finished)
         elif batch.kind is BatchKind.MIXED_CHUNK:  # the running decodes, then the newly started
-            decoding = {id(r) for r in batch.reqs[batch.num_prefill_reqs:]}
-            self.running = [r for r in self.running if not r.finished] + \
-                [r for r in to_sample if id(r) not in decoding and not r.finished]
+            decoding = {id(r) for r in batch.reqs[batch.num_prefill_reqs :]}
+            self.running = [r for r in self.running if not r.finished] + [
+                r for r in to_sample if id(r) not in decoding and not r.finished
+            ]
         else:
             self.running = [r for r in self.running if not r.finished]
 
@@ -320,8 +334,9 @@ class Scheduler:
         to_sample: list[Req] = []
         rows: list[int] = []
         first_decode = batch.num_prefill_reqs if batch.kind is BatchKind.MIXED_CHUNK else len(batch.reqs)
-        for i, (req, row, input_rows) in enumerate(zip(batch.reqs, batch.sample_rows,
-                                                       batch.input_logprob_rows)):
+        for i, (req, row, input_rows) in enumerate(
+            zip(batch.reqs, batch.sample_rows, batch.input_logprob_rows)
+        ):
             if i >= first_decode:  # a mixed chunk's running decode: it only samples
                 to_sample.append(req)
                 rows.append(row)
@@ -380,4 +395,3 @@ class Scheduler:
     def shutdown(self) -> None:
         self.grammars.shutdown()
         self.runner.close()
-

@@ -1,4 +1,5 @@
 """The scheduler's running totals and its recent generation throughput."""
+
 from __future__ import annotations
 
 import time

@@ -13,6 +13,7 @@
   raised out of ``step()``, the scheduler process exits, the server fails every client and exits.
   Under tensor parallelism the first failure already does: the ranks' collectives are out of step.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,16 +51,18 @@ class ForwardFailures:
         """Record one failure; raise ``BrokenRuntime`` when it makes ``limit`` in a row."""
         self.in_a_row += 1
         if self.in_a_row >= self.limit:
-            raise BrokenRuntime(f"the forward pass failed {self.in_a_row} times in a row; last: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise BrokenRuntime(
+                f"the forward pass failed {self.in_a_row} times in a row; last: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def fail_forward_batch(sched: Any, batch: ScheduledBatch, exc: BaseException) -> None:
     """End every request of ``batch`` (whose forward raised ``exc``) with a 500, releasing its KV:
     the step's slots are freed unwritten-to-the-tree, what was computed before stays cached."""
-    logger.error("the forward pass of a %s batch of %d requests failed: %r",
-                 batch.kind.name, len(batch.reqs), exc)
-    message = (f"the forward pass of this request's batch failed: {type(exc).__name__}: {exc}"[:600])
+    logger.error(
+        "the forward pass of a %s batch of %d requests failed: %r", batch.kind.name, len(batch.reqs), exc
+    )
+    message = f"the forward pass of this request's batch failed: {type(exc).__name__}: {exc}"[:600]
     in_batch = {id(r) for r in batch.reqs}
     sched.running = [r for r in sched.running if id(r) not in in_batch]
     if sched.chunked is not None and id(sched.chunked) in in_batch:

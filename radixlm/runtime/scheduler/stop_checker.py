@@ -1,17 +1,13 @@
 """Decide whether a request is finished after it received a new token."""
+
 from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
-from radixlm.runtime.scheduler.finish_reason import (
-    FinishAbort,
-    FinishLength,
-    FinishReason,
-    FinishStop,
-)
+from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason, FinishStop
 from radixlm.runtime.scheduler.req import Req
 
 
@@ -24,7 +20,7 @@ class StopChecker:
         self.eos_token_ids = set(eos_token_ids)
         self.context_length = context_length
 
-    def check(self, req: Req) -> Optional[FinishReason]:
+    def check(self, req: Req) -> FinishReason | None:
         """The reason ``req`` finished with its newest token, or None when it goes on.
 
         Stops (token ids, grammar end, stop strings) count only from ``min_new_tokens`` on; the
@@ -53,7 +49,7 @@ class StopChecker:
             return FinishLength(len(req.output_ids))
         return None
 
-    def _match_stop_regex(self, req: Req) -> Optional[str]:
+    def _match_stop_regex(self, req: Req) -> str | None:
         """The text a stop regex matched in the output, or None. The whole output is searched (a
         match may span any number of tokens); the detokenizer cuts the text at that match."""
         skip = req.sampling_params.skip_special_tokens
@@ -64,12 +60,12 @@ class StopChecker:
                 return m.group(0)
         return None
 
-    def _match_stop_string(self, req: Req) -> Optional[str]:
+    def _match_stop_string(self, req: Req) -> str | None:
         stops = req.sampling_params.stop
         longest = max(len(s) for s in stops)
         # NOTE: every token decodes to at least one character except partial UTF-8 bytes, so
         # `longest + 4` tokens cover any stop string that the newest token may have completed.
-        tail_ids = req.output_ids[-(longest + 4):]
+        tail_ids = req.output_ids[-(longest + 4) :]
         tail = self.tokenizer.decode(tail_ids, skip_special_tokens=req.sampling_params.skip_special_tokens)
         # A stop string inside the older part of this window was already seen by the previous step
         # (whose window reached one token further back), which would have finished the request.

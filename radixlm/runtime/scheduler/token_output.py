@@ -1,4 +1,5 @@
 """Turn a request's progress into the ``ReqTokenOut`` the detokenizer (or the Engine) receives."""
+
 from __future__ import annotations
 
 import numpy as np

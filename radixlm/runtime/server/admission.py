@@ -5,9 +5,10 @@ A request is refused with 503 and ``Retry-After`` when the samples in flight wou
 server is draining after SIGTERM. A prompt whose text is so long it cannot fit in the token limit
 is refused before it is tokenized (``max_prompt_chars``).
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.server.errors import ApiError
 
@@ -24,22 +25,29 @@ class Admission:
         # NOTE: no token decodes to more characters than the longest vocabulary entry, so a text
         # longer than this has more tokens than allowed without tokenizing it.
         self.max_prompt_chars = max_tokens * max(max_token_chars, 1)
-        self.draining: Optional[str] = None
+        self.draining: str | None = None
 
     def check(self, in_flight: int, new_samples: int) -> None:
         """Raise a 503 ``ApiError`` when the server is full or draining."""
         if self.draining is not None:
-            raise ApiError(f"the server is shutting down: {self.draining}", 503,
-                           headers={"Retry-After": str(RETRY_AFTER_S)})
+            raise ApiError(
+                f"the server is shutting down: {self.draining}",
+                503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
         if in_flight + new_samples > self.capacity:
-            raise ApiError(f"the server is at capacity ({in_flight} requests in flight, limit "
-                           f"{self.capacity} = max_running_requests + max_queued_requests); retry later", 503,
-                           headers={"Retry-After": str(RETRY_AFTER_S)})
+            raise ApiError(
+                f"the server is at capacity ({in_flight} requests in flight, limit "
+                f"{self.capacity} = max_running_requests + max_queued_requests); retry later",
+                503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
 
     def check_prompt_text(self, text: str, field: str) -> None:
         if len(text) > self.max_prompt_chars:
-            raise ApiError(f"the prompt has {len(text)} characters: more tokens than this server allows",
-                           param=field)
+            raise ApiError(
+                f"the prompt has {len(text)} characters: more tokens than this server allows", param=field
+            )
 
 
 def max_token_chars(tokenizer: Any) -> int:

@@ -1,10 +1,11 @@
 """A chat completion request with tools and/or a reasoning parser turned into a prompt, sampling params
 and the reader of its output (the OpenAI chat handler's tools and reasoning part)."""
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.program.reasoning import get_reasoning_parser
 from radixlm.runtime.sampling.sampling_params import SamplingParams
@@ -27,7 +28,7 @@ class ChatPlan:
     reader: ChatOutputReader
 
     @staticmethod
-    def finish_reason(reason: Optional[str], snap: ChatSnapshot) -> Optional[str]:
+    def finish_reason(reason: str | None, snap: ChatSnapshot) -> str | None:
         return "tool_calls" if snap.calls and reason == "stop" else reason
 
 
@@ -40,8 +41,10 @@ def _offered(req: Any) -> tuple[list[FunctionDef], list[FunctionDef], bool]:
     if isinstance(choice, NamedToolChoice):
         named = [fn for fn in functions if fn.name == choice.function.name]
         if not named:
-            raise ApiError(f"tool_choice names function {choice.function.name!r}, which is not in tools",
-                           param="tool_choice")
+            raise ApiError(
+                f"tool_choice names function {choice.function.name!r}, which is not in tools",
+                param="tool_choice",
+            )
         return functions, named, True
     if choice == "required":
         return functions, functions, True
@@ -60,16 +63,17 @@ def _template_messages(req: Any) -> list[dict[str, Any]]:
     return out
 
 
-def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: Optional[int]) -> ChatPlan:
+def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -> ChatPlan:
     """Raises ``ApiError`` naming the field a request gets wrong."""
     functions, forced, tools_on = _offered(req)
     messages = _template_messages(req)
     uses_tool_messages = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
-    parser: Optional[ToolCallParser] = None
+    parser: ToolCallParser | None = None
     if tools_on or uses_tool_messages:
         parser = resolve_parser(getattr(server_args, "tool_call_parser", None), tm.chat_template)
-        messages, tools = messages_for_template(messages, functions if tools_on else [], parser,
-                                                tm.chat_template)
+        messages, tools = messages_for_template(
+            messages, functions if tools_on else [], parser, tm.chat_template
+        )
     else:
         tools = None
     prompt = tm.apply_chat_template(messages, tools=tools, **(req.chat_template_kwargs or {}))
@@ -80,8 +84,14 @@ def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: Optional[int]
     return ChatPlan(prompt, params, reader)
 
 
-def _constrain(params: SamplingParams, functions: list[FunctionDef], forced: list[FunctionDef],
-               parser: Optional[ToolCallParser], req: Any, reasoning: Any) -> SamplingParams:
+def _constrain(
+    params: SamplingParams,
+    functions: list[FunctionDef],
+    forced: list[FunctionDef],
+    parser: ToolCallParser | None,
+    req: Any,
+    reasoning: Any,
+) -> SamplingParams:
     reasoning_end = reasoning.end if reasoning is not None else None
     user_grammar = params.regex or params.json_schema or params.choices
     if functions and parser is not None:
@@ -92,8 +102,10 @@ def _constrain(params: SamplingParams, functions: list[FunctionDef], forced: lis
         except ValueError as e:
             raise ApiError(str(e), param="tools") from e
         if extra and user_grammar:
-            raise ApiError("a constrained tool call cannot be combined with response_format, regex or "
-                           "json_schema", param="tool_choice")
+            raise ApiError(
+                "a constrained tool call cannot be combined with response_format, regex or json_schema",
+                param="tool_choice",
+            )
         return dataclasses.replace(params, **extra) if extra else params
     if reasoning_end is not None and params.json_schema:
         extra = response_format_after_reasoning(params.json_schema, reasoning_end)

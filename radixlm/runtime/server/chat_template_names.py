@@ -4,23 +4,30 @@
 Each template renders the roles system/user/assistant (an assistant turn ends with its end-of-turn
 marker) and, with ``add_generation_prompt``, opens the assistant's turn.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 
 def _role_template(turn: str, generation_prompt: str, system_default: str = "", prelude: str = "") -> str:
     """A Jinja template writing each message as ``turn`` (with ``role`` and ``content`` in scope)."""
     default = ""
     if system_default:
-        default = ("{% if messages[0]['role'] != 'system' %}"
-                   + turn.replace("{{ role }}", "system").replace("{{ content }}", system_default)
-                   + "{% endif %}")
-    return (prelude + default
-            + "{% for message in messages %}{% set role = message['role'] %}"
-              "{% set content = message['content'] %}" + turn + "{% endfor %}"
-            + "{% if add_generation_prompt %}" + generation_prompt + "{% endif %}")
+        default = (
+            "{% if messages[0]['role'] != 'system' %}"
+            + turn.replace("{{ role }}", "system").replace("{{ content }}", system_default)
+            + "{% endif %}"
+        )
+    return (
+        prelude + default + "{% for message in messages %}{% set role = message['role'] %}"
+        "{% set content = message['content'] %}"
+        + turn
+        + "{% endfor %}"
+        + "{% if add_generation_prompt %}"
+        + generation_prompt
+        + "{% endif %}"
+    )
 
 
 _CHATML_TURN = "<|im_start|>{{ role }}\n{{ content }}<|im_end|>\n"
@@ -74,10 +81,12 @@ _DEEPSEEK_V3 = (
 
 BUILTIN_CHAT_TEMPLATES: dict[str, str] = {
     "chatml": _role_template(_CHATML_TURN, "<|im_start|>assistant\n"),
-    "qwen": _role_template(_CHATML_TURN, "<|im_start|>assistant\n",
-                           system_default="You are a helpful assistant."),
-    "llama-3-instruct": _role_template(_LLAMA3_TURN, "<|start_header_id|>assistant<|end_header_id|>\n\n",
-                                       prelude="{{ bos_token }}"),
+    "qwen": _role_template(
+        _CHATML_TURN, "<|im_start|>assistant\n", system_default="You are a helpful assistant."
+    ),
+    "llama-3-instruct": _role_template(
+        _LLAMA3_TURN, "<|start_header_id|>assistant<|end_header_id|>\n\n", prelude="{{ bos_token }}"
+    ),
     "llama-2-chat": _LLAMA2,
     "mistral": _MISTRAL,
     "gemma-it": _GEMMA,
@@ -85,17 +94,25 @@ BUILTIN_CHAT_TEMPLATES: dict[str, str] = {
     "deepseek-v3": _DEEPSEEK_V3,
 }
 # Other spellings SGLang uses for the same formats.
-ALIASES = {"qwen2": "qwen", "qwen2.5": "qwen", "llama-3": "llama-3-instruct", "llama3": "llama-3-instruct",
-           "llama-2": "llama-2-chat", "mistral-instruct": "mistral", "gemma": "gemma-it",
-           "vicuna": "vicuna_v1.1", "deepseek": "deepseek-v3"}
+ALIASES = {
+    "qwen2": "qwen",
+    "qwen2.5": "qwen",
+    "llama-3": "llama-3-instruct",
+    "llama3": "llama-3-instruct",
+    "llama-2": "llama-2-chat",
+    "mistral-instruct": "mistral",
+    "gemma": "gemma-it",
+    "vicuna": "vicuna_v1.1",
+    "deepseek": "deepseek-v3",
+}
 
 
-def builtin_chat_template(name: str) -> Optional[str]:
+def builtin_chat_template(name: str) -> str | None:
     """The Jinja text of a built-in template name (or alias), else None."""
     return BUILTIN_CHAT_TEMPLATES.get(ALIASES.get(name, name))
 
 
-def resolve_chat_template(value: Optional[str]) -> Optional[str]:
+def resolve_chat_template(value: str | None) -> str | None:
     """``--chat-template``: a built-in name, a file holding a Jinja template, or Jinja text.
 
     Raises ``ValueError`` for a value that is none of these (a name-like word that is not built in),
@@ -111,5 +128,6 @@ def resolve_chat_template(value: Optional[str]) -> Optional[str]:
     if "{{" in value or "{%" in value:
         return value
     names = ", ".join([*BUILTIN_CHAT_TEMPLATES, *ALIASES])
-    raise ValueError(f"--chat-template {value!r} is neither a built-in template ({names}), a file, "
-                     f"nor Jinja text")
+    raise ValueError(
+        f"--chat-template {value!r} is neither a built-in template ({names}), a file, nor Jinja text"
+    )

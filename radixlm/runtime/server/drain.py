@@ -6,12 +6,13 @@ turns 503, requests in flight get ``--shutdown-grace-s`` to finish; what is stil
 with an error (a stream gets an error event and ``[DONE]``), and the server exits. A second
 SIGTERM or a SIGINT stops at once, as before.
 """
+
 from __future__ import annotations
 
 import asyncio
 import signal
 from types import FrameType
-from typing import Any, Optional
+from typing import Any
 
 import uvicorn
 
@@ -28,14 +29,14 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.tokenizer_manager = tokenizer_manager
         self.grace_s = grace_s
-        self._drain_task: Optional[Any] = None  # a concurrent.futures.Future
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._drain_task: Any | None = None  # a concurrent.futures.Future
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
-    def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig == signal.SIGTERM and self._drain_task is None and self._loop is not None:
             self._captured_signals.append(sig)
             self._drain_task = asyncio.run_coroutine_threadsafe(self._drain(), self._loop)
@@ -49,7 +50,12 @@ class DrainingServer(uvicorn.Server):
         while tm.num_pending and self._loop.time() < deadline:
             await asyncio.sleep(DRAIN_POLL_S)
         if tm.num_pending:
-            tm.fail_pending(ApiError(f"the server is shutting down: the request did not finish within "
-                                     f"the {self.grace_s:g} s grace period", 503))
+            tm.fail_pending(
+                ApiError(
+                    f"the server is shutting down: the request did not finish within "
+                    f"the {self.grace_s:g} s grace period",
+                    503,
+                )
+            )
             await asyncio.sleep(FLUSH_S)
         self.should_exit = True

@@ -1,7 +1,8 @@
 """The one error type of the HTTP layer and its JSON shape."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 
 class ApiError(Exception):
@@ -11,8 +12,13 @@ class ApiError(Exception):
     SGLang clients read).
     """
 
-    def __init__(self, message: str, status_code: int = 400, param: Optional[str] = None,
-                 headers: Optional[dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status_code: int = 400,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
@@ -23,10 +29,15 @@ class ApiError(Exception):
         return error_body(self.message, self.status_code, self.param)
 
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-          413: "request_too_large", 503: "overloaded_error"}
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    503: "overloaded_error",
+}
 
 
-def error_body(message: str, status_code: int, param: Optional[str] = None) -> dict[str, Any]:
+def error_body(message: str, status_code: int, param: str | None = None) -> dict[str, Any]:
     err_type = _TYPES.get(status_code, "server_error" if status_code >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": err_type, "param": param, "code": status_code}}

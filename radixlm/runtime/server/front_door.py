@@ -7,12 +7,14 @@ to 127.0.0.1 must not reach it); a browser's cross-origin request comes from an 
 POST ``text/plain`` or forms without a preflight); the API key, compared in constant time; the body
 is at most ``--max-request-bytes`` (413), read here in full before the route runs.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import os
 import secrets
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from radixlm.runtime.server.errors import error_body
 
@@ -25,7 +27,7 @@ CORS_HEADERS = "Authorization, Content-Type"
 API_KEY_ENV = "RADIXLM_API_KEY"
 
 
-def resolve_api_key(server_args: Any, environ: Optional[Mapping[str, str]] = None) -> Any:
+def resolve_api_key(server_args: Any, environ: Mapping[str, str] | None = None) -> Any:
     """``server_args`` with the API key from ``--api-key``, else ``--api-key-file``, else the
     ``RADIXLM_API_KEY`` variable of ``environ`` (default: this process's; the last two keep the key
     out of ``ps``)."""
@@ -44,11 +46,11 @@ def host_name(value: str) -> str:
     """``[::1]:30000`` -> ``::1``; ``Example.COM:80`` -> ``example.com``."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
+        return value[1 : value.find("]")] if "]" in value else value
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def _split(option: Optional[str]) -> set[str]:
+def _split(option: str | None) -> set[str]:
     return {part.strip() for part in (option or "").split(",") if part.strip()}
 
 
@@ -115,7 +117,7 @@ class FrontDoorMiddleware:
             return
         await self.app(scope, _replay(body, receive), _with_headers(send, cors))
 
-    def _refusal(self, scope: dict, headers: dict[str, str]) -> Optional[tuple[int, str]]:
+    def _refusal(self, scope: dict, headers: dict[str, str]) -> tuple[int, str] | None:
         """The status and message refusing this request, or None to let it in."""
         host, origin = headers.get("host", ""), headers.get("origin")
         if not self.door.host_allowed(host):
@@ -136,7 +138,7 @@ class FrontDoorMiddleware:
         return None
 
 
-def _cors_headers(origin: Optional[str]) -> list[tuple[bytes, bytes]]:
+def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
     if origin is None:
         return []
     return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
@@ -146,7 +148,7 @@ def _too_large(limit: int) -> str:
     return f"the request body is larger than this server's limit of {limit} bytes (--max-request-bytes)"
 
 
-async def _read_body(receive: Callable, limit: int) -> Optional[bytes]:
+async def _read_body(receive: Callable, limit: int) -> bytes | None:
     """The whole body, or None once it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
@@ -190,14 +192,24 @@ def _with_headers(send: Callable, extra: list[tuple[bytes, bytes]]) -> Callable:
 
 
 async def _preflight(send: Callable, cors: list[tuple[bytes, bytes]]) -> None:
-    headers = [*cors, (b"access-control-allow-methods", CORS_METHODS.encode()),
-               (b"access-control-allow-headers", CORS_HEADERS.encode()), (b"content-length", b"0")]
+    headers = [
+        *cors,
+        (b"access-control-allow-methods", CORS_METHODS.encode()),
+        (b"access-control-allow-headers", CORS_HEADERS.encode()),
+        (b"content-length", b"0"),
+    ]
     await send({"type": "http.response.start", "status": 204, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _reply(scope: dict, receive: Callable, send: Callable, status: int, message: str,
-                 extra: Optional[list[tuple[bytes, bytes]]] = None) -> None:
+async def _reply(
+    scope: dict,
+    receive: Callable,
+    send: Callable,
+    status: int,
+    message: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     from fastapi.responses import JSONResponse
 
     response = JSONResponse(error_body(message, status), status_code=status)

@@ -1,11 +1,12 @@
 """What ``/health`` answers: why the server cannot serve right now, or None."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 
-def unhealthy_reason(tokenizer_manager: Any, server_args: Any) -> Optional[str]:
+def unhealthy_reason(tokenizer_manager: Any, server_args: Any) -> str | None:
     """A dead child, a draining server, or a scheduler loop silent for ``health_stall_timeout``
     (it sends a ``Heartbeat`` every second, even when idle)."""
     if tokenizer_manager.dead is not None:

@@ -4,6 +4,7 @@
 children, serves HTTP until Ctrl-C, SIGTERM or a dead child, then stops the children and removes
 the socket directory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,8 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from radixlm import _env
 from radixlm.version import __version__
@@ -64,8 +66,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
     app.include_router(session_api.router)
-    app.state.sessions = SessionStore(tokenizer_manager, server_args.max_sessions,
-                                      server_args.session_timeout)
+    app.state.sessions = SessionStore(
+        tokenizer_manager, server_args.max_sessions, server_args.session_timeout
+    )
     if server_args.enable_metrics and getattr(tokenizer_manager, "metrics", None) is None:
         from radixlm.runtime.server.metrics import ServerMetrics
 
@@ -83,7 +86,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     return app
 
 
-def run_server(server_args: Any, scheduler_factory: Optional[Callable[[Any], Any]] = None) -> None:
+def run_server(server_args: Any, scheduler_factory: Callable[[Any], Any] | None = None) -> None:
     """Serve until stopped; exits with status 1 when a child process died."""
     thread_env = {name: os.environ.get(name) for name in THREAD_VARS}
     _env.limit_threads_for_helper_process()  # the scheduler child gets thread_env back
@@ -129,8 +132,13 @@ async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
     from radixlm.runtime.server.drain import DrainingServer
 
     app = build_app(tokenizer_manager, server_args)
-    config = uvicorn.Config(app, host=server_args.host, port=server_args.port,
-                            log_level=server_args.log_level, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    config = uvicorn.Config(
+        app,
+        host=server_args.host,
+        port=server_args.port,
+        log_level=server_args.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
     server = DrainingServer(config, tokenizer_manager, server_args.shutdown_grace_s)
 
     def on_fatal(message: str) -> None:
@@ -173,8 +181,10 @@ def _require_free_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as e:
-            raise SystemExit(f"radixlm: cannot serve on {host}:{port}: port {port} is already in use "
-                             f"or not available ({e.strerror}); choose another with --port") from e
+            raise SystemExit(
+                f"radixlm: cannot serve on {host}:{port}: port {port} is already in use "
+                f"or not available ({e.strerror}); choose another with --port"
+            ) from e
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -1,13 +1,15 @@
 """Small HTTP helpers shared by the native and OpenAI routes: JSON bodies, SSE, disconnects."""
+
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, TypeVar
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import Request
 
-from radixlm.runtime.json_bounds import InvalidJson, load_bounded_json, top_field
+from radixlm.runtime.requests.json_bounds import InvalidJson, load_bounded_json, top_field
 from radixlm.runtime.server.errors import ApiError
 
 T = TypeVar("T")
@@ -24,8 +26,9 @@ async def read_json(request: Request) -> Any:
     such as ``3.0`` is the integer 3, as JSON schema (and so the OpenAPI document) counts it."""
     raw = await request.body()
     try:
-        return load_bounded_json(raw or b"null", request.app.state.server_args.max_json_depth,
-                                 integral_floats=True)
+        return load_bounded_json(
+            raw or b"null", request.app.state.server_args.max_json_depth, integral_floats=True
+        )
     except InvalidJson as e:
         where = f" at {e.path}" if e.path else ""
         raise ApiError(f"invalid request body{where}: {e}", param=top_field(e.path) or None) from e

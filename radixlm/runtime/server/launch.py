@@ -1,4 +1,5 @@
 """``launch_server``: run the HTTP server as a subprocess from Python (tests, the language's ``Runtime``)."""
+
 from __future__ import annotations
 
 import atexit
@@ -11,7 +12,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.server.front_door import resolve_api_key
 from radixlm.runtime.server_args import ServerArgs
@@ -23,7 +24,7 @@ LOG_TAIL_CHARS = 6000
 class ServerHandle:
     """A running server subprocess: ``url``, ``shutdown()``, usable as a context manager."""
 
-    def __init__(self, process: subprocess.Popen, url: str, log_path: str, api_key: Optional[str]) -> None:
+    def __init__(self, process: subprocess.Popen, url: str, log_path: str, api_key: str | None) -> None:
         self.process = process
         self.url = url
         self.log_path = log_path
@@ -50,15 +51,20 @@ class ServerHandle:
                 self.process.wait()
         atexit.unregister(self.shutdown)
 
-    def __enter__(self) -> "ServerHandle":
+    def __enter__(self) -> ServerHandle:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
 
 
-def launch_server(model: Optional[str] = None, port: Optional[int] = None, timeout: float = 600.0,
-                  env: Optional[dict[str, str]] = None, **server_args: Any) -> ServerHandle:
+def launch_server(
+    model: str | None = None,
+    port: int | None = None,
+    timeout: float = 600.0,
+    env: dict[str, str] | None = None,
+    **server_args: Any,
+) -> ServerHandle:
     """Start ``radixlm serve`` in a subprocess and wait until ``/health`` answers.
 
     ``port`` None picks a free one; other keyword arguments are ``ServerArgs`` fields (SGLang's
@@ -68,8 +74,9 @@ def launch_server(model: Optional[str] = None, port: Optional[int] = None, timeo
     args = ServerArgs.from_kwargs(model=model, port=port or free_port(), **server_args)
     log = tempfile.NamedTemporaryFile(prefix="radixlm-server-", suffix=".log", delete=False)
     cmd = [sys.executable, "-m", "radixlm.runtime.server.serve_cli", *server_flags(args)]
-    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env={**os.environ, **(env or {})})
+    process = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     log.close()
     api_key = resolve_api_key(args, {**os.environ, **(env or {})}).api_key  # for the health checks
     handle = ServerHandle(process, f"http://{args.host}:{args.port}", log.name, api_key)
@@ -79,8 +86,9 @@ def launch_server(model: Optional[str] = None, port: Optional[int] = None, timeo
             exited = process.poll() is not None
             why = f"exited with code {process.returncode}" if exited else f"not healthy after {timeout:.0f} s"
             handle.shutdown()
-            raise RuntimeError(f"the radixlm server {why}; its log ends with:\n"
-                               f"{handle.log()[-LOG_TAIL_CHARS:]}")
+            raise RuntimeError(
+                f"the radixlm server {why}; its log ends with:\n{handle.log()[-LOG_TAIL_CHARS:]}"
+            )
         time.sleep(HEALTH_POLL_S)
     return handle
 

@@ -4,6 +4,7 @@ Counters and histograms are updated as requests finish (in the TokenizerManager'
 the gauges are read from the scheduler's live statistics at each scrape. Every metric is named
 ``radixlm:<name>`` (SGLang's are ``sglang:<name>``) and lives in the server's own registry.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,25 +43,29 @@ class ServerMetrics:
         self.prompt_tokens = counter("prompt_tokens", "Prompt tokens of finished requests").labels(**labels)
         self.generation_tokens = counter("generation_tokens", "Generated tokens").labels(**labels)
         self.cached_tokens = counter("cached_tokens", "Prompt tokens served from the prefix cache").labels(
-            **labels)
+            **labels
+        )
         self.requests = counter("num_requests", "Finished requests by finish reason", ("finish_reason",))
         self.ttft = histogram("time_to_first_token_seconds", "Time to the first output token", TTFT_BUCKETS)
-        self.tpot = histogram("time_per_output_token_seconds", "Time per output token after the first",
-                              TPOT_BUCKETS)
+        self.tpot = histogram(
+            "time_per_output_token_seconds", "Time per output token after the first", TPOT_BUCKETS
+        )
         self.e2e = histogram("e2e_request_latency_seconds", "End-to-end request latency", E2E_BUCKETS)
         self.running = gauge("num_running_reqs", "Requests running in the scheduler")
         self.queued = gauge("num_queue_reqs", "Requests waiting for admission (and grammar compiles)")
         self.kv_usage = gauge("kv_usage", "Share of the KV pool held by requests (not the evictable cache)")
         self.kv_cached = gauge("kv_cache_usage", "Share of the KV pool holding the prefix cache")
         self.hit_rate = gauge("cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens")
+
         # Per data-parallel replica and per tensor-parallel rank (set only when there are several).
         def per(name: str, doc: str, label: str) -> Any:
             return Gauge(PREFIX + name, doc, ["model_name", label], registry=r)
 
         self.replica_running = per("replica_num_running_reqs", "Running requests of one replica", "dp_rank")
         self.replica_queued = per("replica_num_queue_reqs", "Waiting requests of one replica", "dp_rank")
-        self.replica_kv_usage = per("replica_kv_usage", "Share of one replica's KV pool held by requests",
-                                    "dp_rank")
+        self.replica_kv_usage = per(
+            "replica_kv_usage", "Share of one replica's KV pool held by requests", "dp_rank"
+        )
         self.replica_hit_rate = per("replica_cache_hit_rate", "A replica's prefix cache hit rate", "dp_rank")
         self.replica_routed = per("replica_routed_requests", "Requests routed to one replica", "dp_rank")
         self.rank_alive = per("tp_rank_alive", "1 while a tensor-parallel rank's process lives", "tp_rank")
@@ -105,4 +110,5 @@ class ServerMetrics:
         ranks = stats.get("tp_ranks", [])
         for rank in ranks if len(ranks) > 1 else []:
             self.rank_alive.labels(model_name=self.model_name, tp_rank=str(rank["tp_rank"])).set(
-                1 if rank.get("alive") else 0)
+                1 if rank.get("alive") else 0
+            )

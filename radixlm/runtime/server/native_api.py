@@ -1,12 +1,15 @@
 """The native, SGLang-compatible HTTP API (what ``sgl.RuntimeEndpoint`` calls)."""
+
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
+from radixlm.runtime.requests.server_info import build_server_info
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.health import unhealthy_reason
 from radixlm.runtime.server.http_util import (
@@ -20,7 +23,6 @@ from radixlm.runtime.server.native_protocol import parse_generate
 from radixlm.runtime.server.req_state import ReqGroup
 from radixlm.runtime.server.session_api import submit_session_turn
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
-from radixlm.runtime.server_info import build_server_info
 
 router = APIRouter()
 
@@ -59,8 +61,9 @@ async def get_server_info(request: Request) -> dict[str, Any]:
     tm = _tm(request)
     stats = await tm.get_stats()
     stats = {**stats, "num_pending_requests": tm.num_pending}
-    return build_server_info(request.app.state.server_args.to_dict(), tm.model_info, stats,
-                             request.app.state.version)
+    return build_server_info(
+        request.app.state.server_args.to_dict(), tm.model_info, stats, request.app.state.version
+    )
 
 
 @router.get("/flush_cache")

@@ -11,26 +11,48 @@ Beyond SGLang's fields, for the language's programs:
   ``rid`` in their ``unpin_rids`` are admitted (or the pin times out).
 - ``unpin_rids`` (a list of rids; for a batch, one list or null per prompt).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
 PER_ITEM_FIELDS = (
-    "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num", "pin_children",
+    "sampling_params",
+    "rid",
+    "return_logprob",
+    "logprob_start_len",
+    "top_logprobs_num",
+    "pin_children",
 )
 PROMPT_FIELDS = ("text", "input_ids", "input_segments")
-FIELDS = {*PROMPT_FIELDS, "stream", "return_text_in_logprobs", "unpin_rids", "session_params",
-          *PER_ITEM_FIELDS}
+FIELDS = {
+    *PROMPT_FIELDS,
+    "stream",
+    "return_text_in_logprobs",
+    "unpin_rids",
+    "session_params",
+    *PER_ITEM_FIELDS,
+}
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
 UNSUPPORTED_IF_SET = {
-    "image_data", "audio_data", "video_data", "lora_path", "modalities", "custom_logit_processor",
-    "return_hidden_states", "data_parallel_rank", "log_metrics", "input_embeds",
-    "bootstrap_host", "bootstrap_port", "bootstrap_room",
+    "image_data",
+    "audio_data",
+    "video_data",
+    "lora_path",
+    "modalities",
+    "custom_logit_processor",
+    "return_hidden_states",
+    "data_parallel_rank",
+    "log_metrics",
+    "input_embeds",
+    "bootstrap_host",
+    "bootstrap_port",
+    "bootstrap_room",
 }
 
 
@@ -42,7 +64,7 @@ class GenerateRequest:
     is_batch: bool
     stream: bool
     return_text_in_logprobs: bool
-    session_params: Optional[dict[str, Any]] = None  # a session turn (see ``runtime/server/sessions.py``)
+    session_params: dict[str, Any] | None = None  # a session turn (see ``runtime/server/sessions.py``)
 
 
 def parse_generate(body: Any) -> GenerateRequest:
@@ -62,18 +84,22 @@ def parse_generate(body: Any) -> GenerateRequest:
         values = {name: _per_item(body, name, i, n, is_batch) for name in PER_ITEM_FIELDS}
         sampling_params = _sampling_params(values["sampling_params"])
         pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
-        items.append(GenerateItem(
-            sampling_params=sampling_params,
-            text=prompt if key == "text" else None,
-            input_ids=prompt if key == "input_ids" else None,
-            input_segments=prompt if key == "input_segments" else None,
-            rid=_optional(values["rid"], str, "rid"),
-            return_logprob=bool(_optional(values["return_logprob"], bool, "return_logprob") or False),
-            logprob_start_len=_int(values["logprob_start_len"], "logprob_start_len", default=-1, minimum=-1),
-            top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
-            pin_children=pin_children,
-            unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
-        ))
+        items.append(
+            GenerateItem(
+                sampling_params=sampling_params,
+                text=prompt if key == "text" else None,
+                input_ids=prompt if key == "input_ids" else None,
+                input_segments=prompt if key == "input_segments" else None,
+                rid=_optional(values["rid"], str, "rid"),
+                return_logprob=bool(_optional(values["return_logprob"], bool, "return_logprob") or False),
+                logprob_start_len=_int(
+                    values["logprob_start_len"], "logprob_start_len", default=-1, minimum=-1
+                ),
+                top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
+                pin_children=pin_children,
+                unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
+            )
+        )
     stream = _optional(body.get("stream"), bool, "stream") or False
     text_in_logprobs = _first(body.get("return_text_in_logprobs"))
     text_in_logprobs = _optional(text_in_logprobs, bool, "return_text_in_logprobs")
@@ -95,8 +121,9 @@ def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
     text, input_ids, segments = body.get("text"), body.get("input_ids"), body.get("input_segments")
     if segments is not None:
         if isinstance(segments, list) and segments and all(isinstance(x, list) for x in segments):
-            return [("input_segments", _segments(x, f"input_segments[{i}]"))
-                    for i, x in enumerate(segments)], True
+            return [
+                ("input_segments", _segments(x, f"input_segments[{i}]")) for i, x in enumerate(segments)
+            ], True
         return [("input_segments", _segments(segments, "input_segments"))], False
     if text is not None:
         if isinstance(text, str):
@@ -108,21 +135,29 @@ def _prompts(body: dict[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
         return [("input_ids", input_ids)], False
     if isinstance(input_ids, list) and input_ids and all(_is_ids(x) for x in input_ids):
         return [("input_ids", x) for x in input_ids], True
-    raise ApiError("input_ids must be a list of token ids or a non-empty list of such lists",
-                   param="input_ids")
+    raise ApiError(
+        "input_ids must be a list of token ids or a non-empty list of such lists", param="input_ids"
+    )
 
 
 def _segments(value: Any, where: str) -> list[dict[str, Any]]:
     """A prompt given as segments: a non-empty list of ``{"text": str}`` / ``{"ids": [int]}``."""
     if not isinstance(value, list) or not value:
-        raise ApiError(f'{where} must be a non-empty list of segments {{"text": ...}} or {{"ids": [...]}}',
-                       param="input_segments")
+        raise ApiError(
+            f'{where} must be a non-empty list of segments {{"text": ...}} or {{"ids": [...]}}',
+            param="input_segments",
+        )
     for j, seg in enumerate(value):
-        ok = isinstance(seg, dict) and len(seg) == 1 and (
-            isinstance(seg.get("text"), str) or ("ids" in seg and _is_ids(seg["ids"])))
+        ok = (
+            isinstance(seg, dict)
+            and len(seg) == 1
+            and (isinstance(seg.get("text"), str) or ("ids" in seg and _is_ids(seg["ids"])))
+        )
         if not ok:
-            raise ApiError(f'{where}[{j}] must be {{"text": string}} or {{"ids": [token ids]}}, '
-                           f'not {seg!r:.80}', param="input_segments")
+            raise ApiError(
+                f'{where}[{j}] must be {{"text": string}} or {{"ids": [token ids]}}, not {seg!r:.80}',
+                param="input_segments",
+            )
     return value
 
 
@@ -132,8 +167,10 @@ def _unpin_rids(value: Any, i: int, n: int, is_batch: bool) -> list[str]:
         return []
     if is_batch:
         if not isinstance(value, list) or len(value) != n:
-            raise ApiError(f"for a batch, unpin_rids must hold one list of rids (or null) per prompt ({n})",
-                           param="unpin_rids")
+            raise ApiError(
+                f"for a batch, unpin_rids must hold one list of rids (or null) per prompt ({n})",
+                param="unpin_rids",
+            )
         value = value[i] if value[i] is not None else []
     if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
         raise ApiError("unpin_rids must be a list of rids (strings)", param="unpin_rids")

@@ -6,6 +6,7 @@ sampling parameters' schema (``sampling/params_schema.py``), the graph format of
 a schema cannot express (lengths that must match the number of prompts, token ids inside the
 vocabulary, a prompt that fits the context) is answered with a 400 naming the field.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,11 +20,22 @@ SAMPLING_PARAMS_REF = {"$ref": "#/components/schemas/SamplingParams"}
 _NULL = {"type": "null"}
 TOKEN_ID_REF = {"$ref": "#/components/schemas/TokenId"}  # in the model's vocabulary (openapi_doc)
 _TOKEN_IDS = {"type": "array", "items": TOKEN_ID_REF}
-_SEGMENT = {"oneOf": [
-    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
-     "additionalProperties": False},
-    {"type": "object", "properties": {"ids": _TOKEN_IDS}, "required": ["ids"], "additionalProperties": False},
-]}
+_SEGMENT = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"ids": _TOKEN_IDS},
+            "required": ["ids"],
+            "additionalProperties": False,
+        },
+    ]
+}
 _SEGMENTS = {"type": "array", "items": _SEGMENT, "minItems": 1}
 
 
@@ -33,8 +45,9 @@ def _per_prompt(one: dict[str, Any]) -> dict[str, Any]:
 
 
 _PROMPTS = {
-    "text": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                       _NULL]},
+    "text": {
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}, _NULL]
+    },
     "input_ids": {"anyOf": [_TOKEN_IDS, {"type": "array", "items": _TOKEN_IDS, "minItems": 1}, _NULL]},
     "input_segments": {"anyOf": [_SEGMENTS, {"type": "array", "items": _SEGMENTS, "minItems": 1}, _NULL]},
 }
@@ -48,23 +61,42 @@ _PER_ITEM = {
 }
 SESSION_PARAMS_SCHEMA = {
     "type": "object",
-    "properties": {"id": {"type": "string"}, "rid": {"type": ["string", "null"]},
-                   "offset": {"type": ["integer", "null"], "minimum": 0},
-                   "replace": {"type": ["boolean", "null"]},
-                   "drop_previous_output": {"type": ["boolean", "null"]}},
+    "properties": {
+        "id": {"type": "string"},
+        "rid": {"type": ["string", "null"]},
+        "offset": {"type": ["integer", "null"], "minimum": 0},
+        "replace": {"type": ["boolean", "null"]},
+        "drop_previous_output": {"type": ["boolean", "null"]},
+    },
     "required": ["id"],
     "additionalProperties": False,
 }
 _OTHER = {
     "stream": {"type": ["boolean", "null"]},
     "return_text_in_logprobs": _per_prompt({"type": "boolean"}),
-    "unpin_rids": {"anyOf": [{"type": "array", "items": {"anyOf": [
-        {"type": "string"}, {"type": "array", "items": {"type": "string"}}, _NULL]}}, _NULL]},
+    "unpin_rids": {
+        "anyOf": [
+            {
+                "type": "array",
+                "items": {
+                    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}, _NULL]
+                },
+            },
+            _NULL,
+        ]
+    },
     "session_params": {"anyOf": [{"$ref": "#/components/schemas/SessionParams"}, _NULL]},
 }
-_UNSET = {"anyOf": [_NULL, {"const": False}, {"const": ""}, {"type": "array", "maxItems": 0},
-                    {"type": "object", "maxProperties": 0}],
-          "description": "not supported by this server: accepted only when unset"}
+_UNSET = {
+    "anyOf": [
+        _NULL,
+        {"const": False},
+        {"const": ""},
+        {"type": "array", "maxItems": 0},
+        {"type": "object", "maxProperties": 0},
+    ],
+    "description": "not supported by this server: accepted only when unset",
+}
 
 
 def generate_schema() -> dict[str, Any]:
@@ -84,29 +116,72 @@ def generate_schema() -> dict[str, Any]:
 
 def program_schema(max_nodes: int) -> dict[str, Any]:
     """``POST /program``: ``{"graph": ...}`` in the format ``graph_check`` enforces."""
-    var = {"type": "object", "required": ["var", "node"], "additionalProperties": False,
-           "properties": {"var": {"type": "string"}, "node": {"type": "integer", "minimum": 0}}}
-    op = {"anyOf": [_NULL, {"type": "object", "required": ["type"], "properties": {
-        "type": {"enum": list(OP_TYPES)}, "name": {"type": ["string", "null"]},
-        "options": {"type": "object"}, "method": {"enum": list(METHODS)},
-        "choices": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}]}
-    node = {"type": "object", "required": ["id", "extend"], "properties": {
-        "id": {"type": "integer", "minimum": 0, "description": "its index in nodes"},
-        "state": {"type": "integer"}, "parent": {"type": ["integer", "null"], "minimum": 0},
-        "extend": {"type": "array", "items": {"anyOf": [*_SEGMENT["oneOf"], var]}}, "op": op}}
-    graph = {"type": "object", "required": ["version", "nodes"], "properties": {
-        "version": {"const": GRAPH_VERSION},
-        "nodes": {"type": "array", "items": node, "minItems": 1, "maxItems": max_nodes}}}
+    var = {
+        "type": "object",
+        "required": ["var", "node"],
+        "additionalProperties": False,
+        "properties": {"var": {"type": "string"}, "node": {"type": "integer", "minimum": 0}},
+    }
+    op = {
+        "anyOf": [
+            _NULL,
+            {
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": {"enum": list(OP_TYPES)},
+                    "name": {"type": ["string", "null"]},
+                    "options": {"type": "object"},
+                    "method": {"enum": list(METHODS)},
+                    "choices": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                },
+            },
+        ]
+    }
+    node = {
+        "type": "object",
+        "required": ["id", "extend"],
+        "properties": {
+            "id": {"type": "integer", "minimum": 0, "description": "its index in nodes"},
+            "state": {"type": "integer"},
+            "parent": {"type": ["integer", "null"], "minimum": 0},
+            "extend": {"type": "array", "items": {"anyOf": [*_SEGMENT["oneOf"], var]}},
+            "op": op,
+        },
+    }
+    graph = {
+        "type": "object",
+        "required": ["version", "nodes"],
+        "properties": {
+            "version": {"const": GRAPH_VERSION},
+            "nodes": {"type": "array", "items": node, "minItems": 1, "maxItems": max_nodes},
+        },
+    }
     return {"type": "object", "required": ["graph"], "properties": {"graph": graph}}
 
 
-ABORT_SCHEMA = {"type": "object", "properties": {
-    "rid": {"type": "string", "minLength": 1}, "abort_all": {"type": "boolean"}},
-    "anyOf": [{"required": ["rid"]},
-              {"required": ["abort_all"], "properties": {"abort_all": {"const": True}}}]}
-OPEN_SESSION_SCHEMA = {"type": "object", "properties": {
-    "capacity_of_str_len": {"type": "integer", "minimum": 1}, "session_id": {"type": ["string", "null"]}}}
-CLOSE_SESSION_SCHEMA = {"type": "object", "properties": {"session_id": {"type": "string"}},
-                        "required": ["session_id"]}
-SEPARATE_REASONING_SCHEMA = {"type": "object", "required": ["text"], "properties": {
-    "text": {"type": "string"}, "reasoning_parser": {"enum": [*REASONING_PARSERS, None]}}}
+ABORT_SCHEMA = {
+    "type": "object",
+    "properties": {"rid": {"type": "string", "minLength": 1}, "abort_all": {"type": "boolean"}},
+    "anyOf": [
+        {"required": ["rid"]},
+        {"required": ["abort_all"], "properties": {"abort_all": {"const": True}}},
+    ],
+}
+OPEN_SESSION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "capacity_of_str_len": {"type": "integer", "minimum": 1},
+        "session_id": {"type": ["string", "null"]},
+    },
+}
+CLOSE_SESSION_SCHEMA = {
+    "type": "object",
+    "properties": {"session_id": {"type": "string"}},
+    "required": ["session_id"],
+}
+SEPARATE_REASONING_SCHEMA = {
+    "type": "object",
+    "required": ["text"],
+    "properties": {"text": {"type": "string"}, "reasoning_parser": {"enum": [*REASONING_PARSERS, None]}},
+}

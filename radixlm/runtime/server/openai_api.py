@@ -1,9 +1,11 @@
 """The OpenAI-compatible API: ``/v1/models``, ``/v1/completions``, ``/v1/chat/completions``."""
+
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Optional
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
@@ -38,9 +40,14 @@ def _model_name(request: Request) -> str:
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
     tm = _tm(request)
-    card = {"id": _model_name(request), "object": "model", "created": int(request.app.state.started_at),
-            "owned_by": "radixlm", "root": tm.model_info.get("model_path"),
-            "max_model_len": tm.context_length}
+    card = {
+        "id": _model_name(request),
+        "object": "model",
+        "created": int(request.app.state.started_at),
+        "owned_by": "radixlm",
+        "root": tm.model_info.get("model_path"),
+        "max_model_len": tm.context_length,
+    }
     return {"object": "list", "data": [card]}
 
 
@@ -55,18 +62,30 @@ async def completions(request: Request) -> Any:
         raise ApiError("echo together with logprobs is not supported", param="echo")
     params = req.sampling_params(req.max_tokens)
     prompts = _completion_prompts(req.prompt)
-    items = [GenerateItem(params, text=p if isinstance(p, str) else None,
-                          input_ids=p if isinstance(p, list) else None,
-                          return_logprob=req.logprobs is not None, top_logprobs_num=req.logprobs or 0,
-                          fill_context=req.max_tokens is None, rid=req.rid if len(prompts) == 1 else None)
-             for p in prompts]
+    items = [
+        GenerateItem(
+            params,
+            text=p if isinstance(p, str) else None,
+            input_ids=p if isinstance(p, list) else None,
+            return_logprob=req.logprobs is not None,
+            top_logprobs_num=req.logprobs or 0,
+            fill_context=req.max_tokens is None,
+            rid=req.rid if len(prompts) == 1 else None,
+        )
+        for p in prompts
+    ]
+
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
 
     def choice(sample: SampleState, text: str, start: int, final: bool, first: bool) -> dict[str, Any]:
-        return {"index": sample.index, "text": text,
-                "logprobs": _completion_logprobs(sample, start) if req.logprobs is not None else None,
-                "finish_reason": _finish_reason(sample) if final else None, **_matched_stop(sample, final)}
+        return {
+            "index": sample.index,
+            "text": text,
+            "logprobs": _completion_logprobs(sample, start) if req.logprobs is not None else None,
+            "finish_reason": _finish_reason(sample) if final else None,
+            **_matched_stop(sample, final),
+        }
 
     responder = _Responder(request, "cmpl", "text_completion", req.stream_options)
     group = await responder.submit(items, req.stream)
@@ -85,17 +104,26 @@ async def chat_completions(request: Request) -> Any:
     tm = _tm(request)
     max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     plan = plan_chat(req, tm, request.app.state.server_args, max_new)
-    item = GenerateItem(plan.sampling_params, text=plan.prompt, add_special_tokens=False, rid=req.rid,
-                        return_logprob=req.logprobs, top_logprobs_num=req.top_logprobs or 0,
-                        fill_context=max_new is None)
+    item = GenerateItem(
+        plan.sampling_params,
+        text=plan.prompt,
+        add_special_tokens=False,
+        rid=req.rid,
+        return_logprob=req.logprobs,
+        top_logprobs_num=req.top_logprobs or 0,
+        fill_context=max_new is None,
+    )
     trackers: dict[int, DeltaTracker] = {}
 
     def choice(sample: SampleState, text: str, start: int, final: bool, first: bool) -> dict[str, Any]:
         logprobs = {"content": _chat_logprobs(sample, start)} if req.logprobs else None
         snap = plan.reader.read(sample.text, final)
-        out = {"index": sample.index, "logprobs": logprobs,
-               "finish_reason": plan.finish_reason(_finish_reason(sample), snap) if final else None,
-               **_matched_stop(sample, final)}
+        out = {
+            "index": sample.index,
+            "logprobs": logprobs,
+            "finish_reason": plan.finish_reason(_finish_reason(sample), snap) if final else None,
+            **_matched_stop(sample, final),
+        }
         tracker = trackers.setdefault(sample.index, DeltaTracker())
         if req.stream:
             delta = tracker.delta(snap)
@@ -145,10 +173,16 @@ class _Responder:
         if error is not None:
             raise error
 
-    def body(self, choices: list[dict[str, Any]], usage: Optional[dict[str, Any]],
-             obj: Optional[str] = None) -> dict:
-        out = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
-               "choices": choices}
+    def body(
+        self, choices: list[dict[str, Any]], usage: dict[str, Any] | None, obj: str | None = None
+    ) -> dict:
+        out = {
+            "id": self.id,
+            "object": obj or self.object,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
         if usage is not None:
             out["usage"] = usage
         return out
@@ -168,7 +202,7 @@ class _Responder:
 
     async def _events(self, group: ReqGroup, choice: ChoiceFn, prefix: PrefixFn) -> AsyncIterator[str]:
         chunk_obj = self.object if self.object == "text_completion" else "chat.completion.chunk"
-        sent_text: dict[int, Optional[int]] = {s.index: None for s in group.samples}  # None: nothing sent
+        sent_text: dict[int, int | None] = {s.index: None for s in group.samples}  # None: nothing sent
         sent_tokens = {s.index: 0 for s in group.samples}
         try:
             async for sample in group.updates():
@@ -202,7 +236,7 @@ def _completion_prompts(prompt: Any) -> list[Any]:
     return list(prompt)
 
 
-def _finish_reason(sample: SampleState) -> Optional[str]:
+def _finish_reason(sample: SampleState) -> str | None:
     reason = sample.meta.get("finish_reason") or {}
     return reason.get("type")
 
@@ -219,12 +253,15 @@ def _usage(group: ReqGroup) -> dict[str, Any]:
     prompt_tokens = sum(s.meta["prompt_tokens"] for s in first_of_prompt)
     completion_tokens = sum(s.meta["completion_tokens"] for s in group.samples)
     cached = sum(s.meta["cached_tokens"] for s in first_of_prompt)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
-def _token_entries(sample: SampleState, start: int) -> tuple[list[list], list[Optional[list[list]]]]:
+def _token_entries(sample: SampleState, start: int) -> tuple[list[list], list[list[list] | None]]:
     tokens = sample.logprobs.get("output_token_logprobs", [])[start:]
     tops = sample.logprobs.get("output_top_logprobs", [])[start:]
     return tokens, tops + [None] * (len(tokens) - len(tops))
@@ -236,9 +273,12 @@ def _completion_logprobs(sample: SampleState, start: int) -> dict[str, Any]:
     for _, _, text in tokens:
         offsets.append(pos)
         pos += len(text)
-    return {"tokens": [t[2] for t in tokens], "token_logprobs": [t[0] for t in tokens],
-            "top_logprobs": [None if top is None else {e[2]: e[0] for e in top} for top in tops],
-            "text_offset": offsets}
+    return {
+        "tokens": [t[2] for t in tokens],
+        "token_logprobs": [t[0] for t in tokens],
+        "top_logprobs": [None if top is None else {e[2]: e[0] for e in top} for top in tops],
+        "text_offset": offsets,
+    }
 
 
 def _chat_logprobs(sample: SampleState, start: int) -> list[dict[str, Any]]:

@@ -3,10 +3,11 @@
 Fields we do not implement are rejected with a 400 when set (never silently ignored); SGLang's
 extensions (``top_k``, ``min_p``, ``regex``, ``json_schema``, ...) are accepted as extra fields.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,76 +26,92 @@ class ResponseFormat(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["text", "json_object", "json_schema", "structural_tag"]
-    json_schema: Optional[dict[str, Any]] = None
-    structures: Optional[list[Any]] = None
-    triggers: Optional[list[Any]] = None
+    json_schema: dict[str, Any] | None = None
+    structures: list[Any] | None = None
+    triggers: list[Any] | None = None
 
 
 class _SamplingFields(BaseModel):
     """Fields common to completions and chat completions."""
 
     model_config = ConfigDict(extra="forbid")
-    model: Optional[str] = None
-    max_tokens: Optional[int] = Field(None, ge=0)
-    temperature: Optional[float] = None
-    top_p: Optional[float] = None
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = None
+    top_p: float | None = None
     n: int = Field(1, ge=1, le=128)
     stream: bool = False
-    stream_options: Optional[StreamOptions] = None
-    stop: Optional[Union[str, list[str]]] = None
-    seed: Optional[int] = None
-    presence_penalty: Optional[float] = None
-    frequency_penalty: Optional[float] = None
-    response_format: Optional[ResponseFormat] = None
-    logit_bias: Optional[dict[str, float]] = None  # token id -> bias in [-100, 100]
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    response_format: ResponseFormat | None = None
+    logit_bias: dict[str, float] | None = None  # token id -> bias in [-100, 100]
     # Accepted and not used: they do not change the output.
-    user: Optional[str] = None
-    metadata: Optional[dict[str, str]] = None
-    store: Optional[bool] = None
-    service_tier: Optional[str] = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
     # SGLang / vLLM extensions
-    top_k: Optional[int] = None
-    min_p: Optional[float] = None
-    repetition_penalty: Optional[float] = None
-    min_tokens: Optional[int] = None
-    stop_token_ids: Optional[list[int]] = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    min_tokens: int | None = None
+    stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
-    regex: Optional[str] = None
-    json_schema: Optional[Union[str, dict[str, Any]]] = None
-    stop_regex: Optional[Union[str, list[str]]] = None
-    ebnf: Optional[str] = None
-    rid: Optional[str] = None
+    regex: str | None = None
+    json_schema: str | dict[str, Any] | None = None
+    stop_regex: str | list[str] | None = None
+    ebnf: str | None = None
+    rid: str | None = None
 
-    def sampling_params(self, max_new_tokens: Optional[int]) -> SamplingParams:
+    def sampling_params(self, max_new_tokens: int | None) -> SamplingParams:
         """``max_new_tokens`` None: up to the context (the manager caps it per prompt)."""
-        d: dict[str, Any] = {"n": self.n, "ignore_eos": self.ignore_eos, "no_stop_trim": self.no_stop_trim,
-                             "skip_special_tokens": self.skip_special_tokens,
-                             "spaces_between_special_tokens": self.spaces_between_special_tokens}
+        d: dict[str, Any] = {
+            "n": self.n,
+            "ignore_eos": self.ignore_eos,
+            "no_stop_trim": self.no_stop_trim,
+            "skip_special_tokens": self.skip_special_tokens,
+            "spaces_between_special_tokens": self.spaces_between_special_tokens,
+        }
         if max_new_tokens is not None:
             d["max_new_tokens"] = max_new_tokens
-        optional = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
-                    "presence_penalty": self.presence_penalty, "frequency_penalty": self.frequency_penalty,
-                    "top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty,
-                    "min_new_tokens": self.min_tokens, "stop": self.stop,
-                    "stop_token_ids": self.stop_token_ids, "regex": self.regex,
-                    "json_schema": self.json_schema, "stop_regex": self.stop_regex,
-                    "logit_bias": self.logit_bias or None, "ebnf": self.ebnf}
+        optional = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
+            "min_new_tokens": self.min_tokens,
+            "stop": self.stop,
+            "stop_token_ids": self.stop_token_ids,
+            "regex": self.regex,
+            "json_schema": self.json_schema,
+            "stop_regex": self.stop_regex,
+            "logit_bias": self.logit_bias or None,
+            "ebnf": self.ebnf,
+        }
         d.update({k: v for k, v in optional.items() if v is not None})
         schema = self._response_format_schema()
         if schema is not None:
             if "regex" in d or "json_schema" in d or "ebnf" in d:
-                raise ApiError("give only one of response_format, regex, json_schema and ebnf",
-                               param="response_format")
+                raise ApiError(
+                    "give only one of response_format, regex, json_schema and ebnf", param="response_format"
+                )
             d[schema[0]] = schema[1]
         try:
             return SamplingParams.from_dict(d)
         except (ValueError, TypeError) as e:
             raise ApiError(str(e), param=_named_param(str(e))) from e
 
-    def _response_format_schema(self) -> Optional[tuple[str, str]]:
+    def _response_format_schema(self) -> tuple[str, str] | None:
         """``(sampling parameter, value)`` for the response format, or None."""
         fmt = self.response_format
         if fmt is None or fmt.type == "text":
@@ -106,24 +123,25 @@ class _SamplingFields(BaseModel):
         spec = fmt.json_schema or {}
         schema = spec.get("schema", spec.get("schema_"))
         if not isinstance(schema, dict):
-            raise ApiError("response_format.json_schema.schema must be a JSON schema object",
-                           param="response_format")
+            raise ApiError(
+                "response_format.json_schema.schema must be a JSON schema object", param="response_format"
+            )
         return "json_schema", json.dumps(schema)
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: Union[str, list[str], list[int], list[list[int]]]
-    max_tokens: Optional[int] = Field(16, ge=0)
-    logprobs: Optional[int] = Field(None, ge=0, le=20)
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(16, ge=0)
+    logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
-    suffix: Optional[str] = None  # rejected when set
-    best_of: Optional[int] = None  # only best_of == n
+    suffix: str | None = None  # rejected when set
+    best_of: int | None = None  # only best_of == n
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: Optional[Union[str, list[dict[str, Any]]]] = None
+    content: str | list[dict[str, Any]] | None = None
 
     def as_template_input(self) -> dict[str, Any]:
         content = self.content
@@ -131,8 +149,9 @@ class ChatMessage(BaseModel):
             parts = []
             for part in content:
                 if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    raise ApiError(f"only text content parts are supported, got {part.get('type')!r}",
-                                   param="messages")
+                    raise ApiError(
+                        f"only text content parts are supported, got {part.get('type')!r}", param="messages"
+                    )
                 parts.append(part["text"])
             content = "".join(parts)
         role = "system" if self.role == "developer" else self.role
@@ -141,20 +160,20 @@ class ChatMessage(BaseModel):
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: Optional[int] = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)
     logprobs: bool = False
-    top_logprobs: Optional[int] = Field(None, ge=0, le=20)
-    tools: Optional[list[Tool]] = None
-    tool_choice: Optional[ToolChoice] = None
-    parallel_tool_calls: Optional[bool] = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     separate_reasoning: bool = True  # with --reasoning-parser: thinking in reasoning_content
-    chat_template_kwargs: Optional[dict[str, Any]] = None  # passed to the chat template (enable_thinking)
+    chat_template_kwargs: dict[str, Any] | None = None  # passed to the chat template (enable_thinking)
 
 
-def _named_param(message: str) -> Optional[str]:
+def _named_param(message: str) -> str | None:
     """The field a ``SamplingParams`` error names (``invalid sampling parameter NAME=...``)."""
     prefix = "invalid sampling parameter "
-    return message[len(prefix):].split("=", 1)[0] if message.startswith(prefix) else None
+    return message[len(prefix) :].split("=", 1)[0] if message.startswith(prefix) else None
 
 
 def parse_body(model: type[BaseModel], body: Any) -> Any:

@@ -7,15 +7,17 @@ parse in strict mode, so the schema's types are the accepted ones), ``native_sch
 native API, and ``sampling/params_schema.py`` for sampling parameters. The server's own limits
 (``--max-n``, ``--max-stop-strings``, ``--max-program-nodes``) are written in as ranges.
 """
+
 from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 
-from radixlm.runtime.request_limits import MAX_STOP_CHARS
+from radixlm.runtime.requests.request_limits import MAX_STOP_CHARS
 from radixlm.runtime.sampling.param_rules import NUMBER_RULES
 from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
@@ -24,12 +26,23 @@ from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 
 OPENAPI_PATH = "/openapi.json"
 # OpenAI field -> the sampling parameter it becomes (its range is that parameter's).
-OPENAI_SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
-                          "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
-                          "repetition_penalty": "repetition_penalty", "min_tokens": "min_new_tokens"}
+OPENAI_SAMPLING_FIELDS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "repetition_penalty": "repetition_penalty",
+    "min_tokens": "min_new_tokens",
+}
 _REF = "#/components/schemas/{model}"
-_MODELS: tuple[type[BaseModel], ...] = (CompletionRequest, ChatCompletionRequest, TokenizeRequest,
-                                        DetokenizeRequest)
+_MODELS: tuple[type[BaseModel], ...] = (
+    CompletionRequest,
+    ChatCompletionRequest,
+    TokenizeRequest,
+    DetokenizeRequest,
+)
 
 # POST routes that read no body.
 BODYLESS_POSTS = frozenset({"/health", "/flush_cache", "/health_generate"})
@@ -54,28 +67,50 @@ TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics"})
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
 _COMMON_ERRORS = {
-    "400": "invalid request (the message names the field)", "401": "missing or wrong API key",
-    "403": "cross-origin request from an origin not allowed", "413": "body larger than --max-request-bytes",
-    "415": "body is not JSON", "421": "Host header not served here",
+    "400": "invalid request (the message names the field)",
+    "401": "missing or wrong API key",
+    "403": "cross-origin request from an origin not allowed",
+    "413": "body larger than --max-request-bytes",
+    "415": "body is not JSON",
+    "421": "Host header not served here",
     "503": "at capacity, shutting down, or unhealthy (Retry-After)",
 }
-_EXTRA_ERRORS = {"/metrics": {"404": "metrics are off"}, "/v1/models/{model_id}": {"404": "no such model"},
-                 "/open_session": {"429": "too many open sessions"}}
-ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": {
-    "type": "object", "required": ["message"], "properties": {
-        "message": {"type": "string"}, "type": {"type": "string"},
-        "param": {"type": ["string", "null"]}, "code": {"type": "integer"}}}}}
+_EXTRA_ERRORS = {
+    "/metrics": {"404": "metrics are off"},
+    "/v1/models/{model_id}": {"404": "no such model"},
+    "/open_session": {"429": "too many open sessions"},
+}
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": "integer"},
+            },
+        }
+    },
+}
 
 
-def openapi_document(app: Any, server_args: Any, vocab_size: Optional[int] = None) -> dict[str, Any]:
+def openapi_document(app: Any, server_args: Any, vocab_size: int | None = None) -> dict[str, Any]:
     """The whole document for ``app`` (every route it serves) under ``server_args``' limits; prompt
     token ids are bounded by ``vocab_size`` when given."""
     from fastapi.openapi.utils import get_openapi
 
     with warnings.catch_warnings():  # routes serving GET and POST share an operation id: renamed below
         warnings.simplefilter("ignore", UserWarning)
-        doc = get_openapi(title="radixlm", version=app.state.version, routes=app.routes,
-                          description="Native (SGLang-compatible) and OpenAI-compatible HTTP API of radixlm.")
+        doc = get_openapi(
+            title="radixlm",
+            version=app.state.version,
+            routes=app.routes,
+            description="Native (SGLang-compatible) and OpenAI-compatible HTTP API of radixlm.",
+        )
     doc["components"] = {"schemas": _components(server_args)}
     token_id: dict[str, Any] = {"type": "integer", "minimum": 0}
     if vocab_size:
@@ -91,13 +126,17 @@ def openapi_document(app: Any, server_args: Any, vocab_size: Optional[int] = Non
 def _describe(path: str, method: str, operation: dict[str, Any], server_args: Any) -> None:
     operation["operationId"] = f"{method}_{re.sub(r'[^A-Za-z0-9]+', '_', path).strip('_')}"
     if method == "post" and path not in BODYLESS_POSTS:
-        operation["requestBody"] = {"required": True, "content": {
-            "application/json": {"schema": BODY_SCHEMAS[path](server_args)}}}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": BODY_SCHEMAS[path](server_args)}},
+        }
     responses = {"200": _ok(path)}
     errors = {**_COMMON_ERRORS, **_EXTRA_ERRORS.get(path, {})}
     for status, why in errors.items():
-        responses[status] = {"description": why, "content": {
-            "application/json": {"schema": {"$ref": _REF.format(model="Error")}}}}
+        responses[status] = {
+            "description": why,
+            "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}},
+        }
     operation["responses"] = responses
 
 
@@ -109,15 +148,19 @@ def _ok(path: str) -> dict[str, Any]:
     content: dict[str, Any] = {"application/json": {"schema": {}}}
     if path in STREAMING:
         content["text/event-stream"] = {"schema": {"type": "string"}}
-    return {"description": "OK (text/event-stream when the body asks to stream)"
-            if path in STREAMING else "OK", "content": content}
+    return {
+        "description": "OK (text/event-stream when the body asks to stream)" if path in STREAMING else "OK",
+        "content": content,
+    }
 
 
 def _components(server_args: Any) -> dict[str, Any]:
-    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA, "SamplingParams": _with_limits(sampling_params_schema(),
-                                                                                  server_args),
-                               "GenerateRequest": native.generate_schema(),
-                               "SessionParams": native.SESSION_PARAMS_SCHEMA}
+    schemas: dict[str, Any] = {
+        "Error": ERROR_SCHEMA,
+        "SamplingParams": _with_limits(sampling_params_schema(), server_args),
+        "GenerateRequest": native.generate_schema(),
+        "SessionParams": native.SESSION_PARAMS_SCHEMA,
+    }
     for model in _MODELS:
         schema = model.model_json_schema(ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))

@@ -1,9 +1,10 @@
 """Operations endpoints: ``/metrics`` (Prometheus, with ``--enable-metrics``), ``/health_generate``,
 ``/get_load``, ``/v1/models/{id}``, ``/v1/tokenize`` and ``/v1/detokenize`` (SGLang's shapes)."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Union
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -61,30 +62,37 @@ async def get_load(request: Request) -> list[dict[str, Any]]:
     """One entry per data-parallel rank (one here): requests running and waiting, KV tokens held."""
     stats = await _tm(request).get_stats()
     waiting = stats.get("num_queued", 0) + stats.get("num_grammar_queue", 0)
-    return [{"dp_rank": 0, "num_reqs": stats.get("num_running", 0) + waiting, "num_waiting_reqs": waiting,
-             "num_tokens": stats.get("kv_used", 0)}]
+    return [
+        {
+            "dp_rank": 0,
+            "num_reqs": stats.get("num_running", 0) + waiting,
+            "num_waiting_reqs": waiting,
+            "num_tokens": stats.get("kv_used", 0),
+        }
+    ]
 
 
 @router.get("/v1/models/{model_id:path}")
 async def retrieve_model(model_id: str, request: Request) -> dict[str, Any]:
     card = (await list_models(request))["data"][0]
     if model_id != card["id"]:
-        raise ApiError(f"the model {model_id!r} does not exist; this server serves {card['id']!r}", 404,
-                       param="model")
+        raise ApiError(
+            f"the model {model_id!r} does not exist; this server serves {card['id']!r}", 404, param="model"
+        )
     return card
 
 
 class TokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    model: Optional[str] = None
-    prompt: Union[str, list[str]]
+    model: str | None = None
+    prompt: str | list[str]
     add_special_tokens: bool = True
 
 
 class DetokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    model: Optional[str] = None
-    tokens: Union[list[int], list[list[int]]]
+    model: str | None = None
+    tokens: list[int] | list[list[int]]
     skip_special_tokens: bool = True
 
 

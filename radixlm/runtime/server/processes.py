@@ -1,10 +1,12 @@
 """Start and stop the server's child processes: the scheduler and the detokenizer."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from radixlm._env import huge_page_malloc_in_children
 from radixlm.runtime.detokenizer.process import run_detokenizer_process
@@ -22,10 +24,10 @@ class RuntimeProcesses:
     ipc_dir: IpcDir
     addrs: IpcAddrs
     scheduler: Any  # multiprocessing.Process
-    detokenizer: Optional[Any]
+    detokenizer: Any | None
     model_info: dict[str, Any]
 
-    def dead_child(self) -> Optional[str]:
+    def dead_child(self) -> str | None:
         """A message naming the first child that exited, or None while both run."""
         for name, proc in (("scheduler", self.scheduler), ("detokenizer", self.detokenizer)):
             if proc is not None and proc.exitcode is not None:
@@ -47,9 +49,7 @@ class RuntimeProcesses:
 
 
 def start_processes(
-    server_args: Any,
-    thread_env: dict[str, Optional[str]],
-    scheduler_factory: Optional[Callable[[Any], Any]] = None,
+    server_args: Any, thread_env: dict[str, str | None], scheduler_factory: Callable[[Any], Any] | None = None
 ) -> RuntimeProcesses:
     """Start the scheduler, wait until its model is loaded, then start the detokenizer.
 

@@ -1,4 +1,5 @@
 """``POST /program``: run a compiled request graph next to the KV cache (no round trip per call)."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -3,6 +3,7 @@
 Body ``{"text": str, "reasoning_parser": "deepseek-r1" | "qwen3"}`` (the parser defaults to the
 server's ``--reasoning-parser``); answer ``{"text": answer, "reasoning_text": thinking}``.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,30 +5,44 @@ Each sample (one scheduler rid) is a ``SampleState`` whose ``ResponseBuilder`` h
 cumulative text. Outputs are coalesced: a slow reader skips intermediate states and sees the
 newest one.
 """
+
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS, ReqTextOut
-from radixlm.runtime.request_ids import public_rid
-from radixlm.runtime.response_builder import ResponseBuilder, TokenText
+from radixlm.runtime.requests.request_ids import public_rid
+from radixlm.runtime.requests.response_builder import ResponseBuilder, TokenText
 from radixlm.runtime.server.errors import ApiError
 
 
 class SampleState:
     """One sample: its response under construction and whether the caller still has to see it."""
 
-    def __init__(self, group: ReqGroup, index: int, rid: str, request_rid: str, prompt_tokens: int,
-                 token_text: Optional[TokenText]) -> None:
+    def __init__(
+        self,
+        group: ReqGroup,
+        index: int,
+        rid: str,
+        request_rid: str,
+        prompt_tokens: int,
+        token_text: TokenText | None,
+    ) -> None:
         self.group = group
         self.index = index
         self.rid = rid  # the scheduler's rid of this sample
         self.request_rid = request_rid  # the rid of the prompt it samples (abort_request uses it)
-        self.response = ResponseBuilder(public_rid(rid), prompt_tokens=prompt_tokens, token_text=token_text,
-                                        include_logprobs=group.return_logprob, started_at=group.created_at)
-        self.error: Optional[ApiError] = None
+        self.response = ResponseBuilder(
+            public_rid(rid),
+            prompt_tokens=prompt_tokens,
+            token_text=token_text,
+            include_logprobs=group.return_logprob,
+            started_at=group.created_at,
+        )
+        self.error: ApiError | None = None
         self.dirty = False
 
     @property
@@ -88,7 +102,7 @@ class ReqGroup:
     def finished(self) -> bool:
         return all(s.finished for s in self.samples)
 
-    def first_error(self) -> Optional[ApiError]:
+    def first_error(self) -> ApiError | None:
         return next((s.error for s in self.samples if s.error is not None), None)
 
     async def updates(self) -> AsyncIterator[SampleState]:

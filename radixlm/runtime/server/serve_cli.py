@@ -1,10 +1,12 @@
 """``radixlm serve``: command-line flags generated from ``ServerArgs`` (field names with dashes)."""
+
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import typing
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from radixlm import _env  # noqa: F401  (before anything imports torch)
 from radixlm.runtime.server_args import SGLANG_ALIASES, ServerArgs, enumerated_options
@@ -20,15 +22,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         if f.name in aliases:  # SGLang's spelling: --model-path, --tokenizer-path
             flags.append("--" + aliases[f.name].replace("_", "-"))
         if f.name in choices:
-            parser.add_argument(*flags, choices=choices[f.name], default=f.default,
-                                help=f"default: {f.default}")
+            parser.add_argument(
+                *flags, choices=choices[f.name], default=f.default, help=f"default: {f.default}"
+            )
             continue
         kind = _base_type(hints[f.name])
         if kind is bool:
             parser.add_argument(*flags, action=argparse.BooleanOptionalAction, default=f.default)
         else:
-            parser.add_argument(*flags, type=kind, default=f.default, metavar=f.name.upper(),
-                                help=f"default: {f.default}")
+            parser.add_argument(
+                *flags, type=kind, default=f.default, metavar=f.name.upper(), help=f"default: {f.default}"
+            )
 
 
 def run_serve(args: argparse.Namespace) -> None:
@@ -48,7 +52,7 @@ def run_serve(args: argparse.Namespace) -> None:
     run_server(server_args)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """``python -m radixlm.launch_server --model-path ...`` (also what ``launch_server`` runs)."""
     parser = argparse.ArgumentParser(prog="radixlm serve", description="Start the radixlm HTTP server.")
     add_serve_arguments(parser)

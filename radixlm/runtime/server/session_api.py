@@ -1,4 +1,5 @@
 """``/open_session`` and ``/close_session`` (SGLang's), and a ``/generate`` turn of a session."""
+
 from __future__ import annotations
 
 from typing import Any

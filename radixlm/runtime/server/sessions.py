@@ -17,13 +17,15 @@ idle for ``session_timeout`` seconds is closed (its pins released) and its pins 
 scheduler after as long; the scheduler drops pins first whenever a request could not be admitted.
 ``capacity_of_str_len`` bounds a session's context in tokens (SGLang names it in characters).
 """
+
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from radixlm.runtime.messages import ReleasePinsReq, ReqTextOut
 from radixlm.runtime.server.errors import ApiError
@@ -39,7 +41,7 @@ class Turn:
     """One request of a session: its full prompt ids and, when finished, its output ids."""
 
     rid: str
-    parent: Optional[str]
+    parent: str | None
     input_ids: list[int]
     max_new_tokens: int
     output_ids: list[int] = field(default_factory=list)
@@ -64,15 +66,20 @@ class Session:
 class SessionStore:
     """The open sessions of one server (the TokenizerManager's event loop is its only user)."""
 
-    def __init__(self, tm: TokenizerManager, max_sessions: int, timeout_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        tm: TokenizerManager,
+        max_sessions: int,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.tm = tm
         self.max_sessions = max_sessions
         self.timeout_s = timeout_s
         self.clock = clock
         self.sessions: dict[str, Session] = {}
         self._by_rid: dict[str, Turn] = {}
-        self._task: Optional[asyncio.Task] = None
+        self._task: asyncio.Task | None = None
         tm.finish_hooks.append(self._on_finished)
 
     def start(self) -> None:
@@ -132,15 +139,19 @@ class SessionStore:
         turn. Raises ``ApiError`` naming what is wrong with ``session_params``."""
         await self.expire()
         if not isinstance(params, dict) or not set(params) <= SESSION_PARAMS:
-            raise ApiError(f"session_params must be an object with keys among {sorted(SESSION_PARAMS)}",
-                           param="session_params")
+            raise ApiError(
+                f"session_params must be an object with keys among {sorted(SESSION_PARAMS)}",
+                param="session_params",
+            )
         for key, kinds in _PARAM_TYPES.items():
             if params.get(key) is not None and not isinstance(params[key], kinds):
                 raise ApiError(f"session_params.{key} must be a {kinds[0].__name__}", param="session_params")
         session = self.sessions.get(params.get("id"))  # type: ignore[arg-type]
         if session is None:
-            raise ApiError(f"no open session {params.get('id')!r} (closed, expired or never opened)",
-                           param="session_params")
+            raise ApiError(
+                f"no open session {params.get('id')!r} (closed, expired or never opened)",
+                param="session_params",
+            )
         if item.sampling_params.n != 1:
             raise ApiError("a session turn needs n == 1", param="session_params")
         offset = params.get("offset")
@@ -156,8 +167,11 @@ class SessionStore:
             item.add_special_tokens = False  # no BOS in the middle of a conversation
         ids = context + self.tm.tokenize(item)
         if len(ids) > session.capacity:
-            raise ApiError(f"the session's context would hold {len(ids)} tokens, more than its capacity "
-                           f"({session.capacity})", param="session_params")
+            raise ApiError(
+                f"the session's context would hold {len(ids)} tokens, more than its capacity "
+                f"({session.capacity})",
+                param="session_params",
+            )
         rid = item.rid or uuid.uuid4().hex
         if rid in session.turns:
             raise ApiError(f"rid {rid!r} is already a turn of this session", param="rid")
@@ -171,9 +185,17 @@ class SessionStore:
             if parent.pinned:  # this turn's admission releases the parent's pin (its own lock takes over)
                 parent.pinned = False
                 unpin = [parent.rid]
-        return GenerateItem(item.sampling_params, input_ids=ids, rid=rid, return_logprob=item.return_logprob,
-                            logprob_start_len=item.logprob_start_len, top_logprobs_num=item.top_logprobs_num,
-                            pin_children=1, unpin_rids=unpin, pin_timeout_s=self.timeout_s)
+        return GenerateItem(
+            item.sampling_params,
+            input_ids=ids,
+            rid=rid,
+            return_logprob=item.return_logprob,
+            logprob_start_len=item.logprob_start_len,
+            top_logprobs_num=item.top_logprobs_num,
+            pin_children=1,
+            unpin_rids=unpin,
+            pin_timeout_s=self.timeout_s,
+        )
 
     def forget_turn(self, session_id: Any, rid: str) -> None:
         """A turn the front door rejected: it never ran and continues nothing."""
@@ -185,20 +207,22 @@ class SessionStore:
             if parent is not None and rid in parent.children:
                 parent.children.remove(rid)
 
-    def _parent(self, session: Session, params: dict[str, Any]) -> Optional[Turn]:
+    def _parent(self, session: Session, params: dict[str, Any]) -> Turn | None:
         rid = params.get("rid")
         if rid is None:
             return None
         turn = session.turns.get(rid)
         if turn is None:
-            raise ApiError(f"session_params.rid {rid!r} is not a turn of session {session.id!r}",
-                           param="session_params")
+            raise ApiError(
+                f"session_params.rid {rid!r} is not a turn of session {session.id!r}", param="session_params"
+            )
         if not turn.finished:
-            raise ApiError(f"turn {rid!r} has not finished: a turn continues a finished one",
-                           param="session_params")
+            raise ApiError(
+                f"turn {rid!r} has not finished: a turn continues a finished one", param="session_params"
+            )
         return turn
 
-    async def _drop_branches(self, session: Session, parent: Optional[Turn]) -> None:
+    async def _drop_branches(self, session: Session, parent: Turn | None) -> None:
         """``replace``: forget the turns after the continued one (with no rid: every turn); running
         ones are aborted, pinned ones released."""
         doomed = list(session.turns) if parent is None else self._descendants(session, parent)

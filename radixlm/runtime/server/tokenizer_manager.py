@@ -4,6 +4,7 @@ It tokenizes requests, sends them to the scheduler, and routes the detokenizer's
 outputs back to the waiting HTTP handlers. A dead child process fails every pending request with
 a clear error instead of leaving clients hanging.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,9 @@ import logging
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -34,8 +36,13 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
-from radixlm.runtime.request_ids import InvalidRid, check_client_rid
-from radixlm.runtime.request_validation import InvalidRequest, ModelLimits, prompt_ids_array, validate_request
+from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
+from radixlm.runtime.requests.request_validation import (
+    InvalidRequest,
+    ModelLimits,
+    prompt_ids_array,
+    validate_request,
+)
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.admission import OFF_LOOP_TOKENIZE_CHARS, Admission, max_token_chars
 from radixlm.runtime.server.errors import ApiError
@@ -52,10 +59,10 @@ class GenerateItem:
     """One validated prompt of a request (the native and OpenAI front ends both build these)."""
 
     sampling_params: SamplingParams
-    text: Optional[str] = None
-    input_ids: Optional[list[int]] = None
-    input_segments: Optional[list[dict[str, Any]]] = None  # [{"text": str} | {"ids": [int]}]
-    rid: Optional[str] = None
+    text: str | None = None
+    input_ids: list[int] | None = None
+    input_segments: list[dict[str, Any]] | None = None  # [{"text": str} | {"ids": [int]}]
+    rid: str | None = None
     return_logprob: bool = False
     logprob_start_len: int = -1
     top_logprobs_num: int = 0
@@ -63,14 +70,20 @@ class GenerateItem:
     fill_context: bool = False  # max_new_tokens = what the context leaves after the prompt
     pin_children: int = 0  # keep the finished context locked for this many children (programs)
     unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
-    pin_timeout_s: Optional[float] = None  # sessions: their pins last as long as the session may idle
+    pin_timeout_s: float | None = None  # sessions: their pins last as long as the session may idle
 
 
 class TokenizerManager:
     """Submit requests, follow their outputs, abort them; flush the cache and read live stats."""
 
-    def __init__(self, tokenizer: Any, model_info: dict[str, Any], addrs: IpcAddrs,
-                 chat_template: Optional[str] = None, server_args: Optional[ServerArgs] = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        model_info: dict[str, Any],
+        addrs: IpcAddrs,
+        chat_template: str | None = None,
+        server_args: ServerArgs | None = None,
+    ) -> None:
         server_args = server_args or ServerArgs()
         self.tokenizer = tokenizer
         self.model_info = model_info
@@ -84,12 +97,12 @@ class TokenizerManager:
         self._samples: dict[str, SampleState] = {}  # scheduler rid (a sample's internal id) -> sample
         self._by_rid: dict[str, list[SampleState]] = {}  # client rid -> the samples it spawned
         self._replies: dict[type, deque[asyncio.Future]] = defaultdict(deque)
-        self._recv_task: Optional[asyncio.Task] = None
-        self.dead: Optional[str] = None
+        self._recv_task: asyncio.Task | None = None
+        self.dead: str | None = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
         self.last_heartbeat = time.monotonic()
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
-        self.metrics: Optional[Any] = None  # a ServerMetrics with --enable-metrics
+        self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
         self.finish_hooks: list[Callable[[ReqTextOut], None]] = []
 
@@ -102,12 +115,18 @@ class TokenizerManager:
         return len(self._samples)
 
     # ---- requests --------------------------------------------------------------------------
-    def apply_chat_template(self, messages: list[dict[str, Any]], tools: Optional[list[dict]] = None,
-                            **template_kwargs: Any) -> str:
+    def apply_chat_template(
+        self, messages: list[dict[str, Any]], tools: list[dict] | None = None, **template_kwargs: Any
+    ) -> str:
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template,
-                tools=tools, **template_kwargs)
+                messages,
+                tokenize=False,
+                add_generation_prompt=True,
+                chat_template=self.chat_template,
+                tools=tools,
+                **template_kwargs,
+            )
         except Exception as e:  # a template error is the request's fault (roles, content)
             raise ApiError(f"cannot apply the chat template: {e}") from e
 
@@ -118,8 +137,11 @@ class TokenizerManager:
         if item.input_segments is not None:
             ids: list[int] = []
             for seg in item.input_segments:
-                ids.extend(seg["ids"] if "ids" in seg
-                           else self.tokenizer.encode(seg["text"], add_special_tokens=False))
+                ids.extend(
+                    seg["ids"]
+                    if "ids" in seg
+                    else self.tokenizer.encode(seg["text"], add_special_tokens=False)
+                )
             return ids
         if item.input_ids is not None:
             return list(item.input_ids)
@@ -145,8 +167,9 @@ class TokenizerManager:
             raise ApiError(str(e), param=e.param) from e
         if item.fill_context:
             room = self.context_length - len(req.input_ids)
-            req = dataclasses.replace(req, sampling_params=dataclasses.replace(req.sampling_params,
-                                                                               max_new_tokens=room))
+            req = dataclasses.replace(
+                req, sampling_params=dataclasses.replace(req.sampling_params, max_new_tokens=room)
+            )
         return req
 
     async def submit(self, items: list[GenerateItem], stream: bool, logprob_text: bool) -> ReqGroup:
@@ -173,8 +196,10 @@ class TokenizerManager:
             raise
         text_fn = self.token_text if logprob_text else None
         for rid, req, sample_reqs in requests:
-            samples = [SampleState(group, len(group.samples) + j, s.rid, rid, len(req.input_ids), text_fn)
-                       for j, s in enumerate(sample_reqs)]
+            samples = [
+                SampleState(group, len(group.samples) + j, s.rid, rid, len(req.input_ids), text_fn)
+                for j, s in enumerate(sample_reqs)
+            ]
             group.samples.extend(samples)
             self._samples.update((s.rid, s) for s in samples)
             self._by_rid[rid] = samples

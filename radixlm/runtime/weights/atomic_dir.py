@@ -1,4 +1,5 @@
 """Build a cache entry once, atomically, even with several processes racing for it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -6,8 +7,8 @@ import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 @contextlib.contextmanager

@@ -1,8 +1,9 @@
 """Read a Hugging Face directory's safetensors checkpoint tensor by tensor."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from safetensors import safe_open

@@ -1,4 +1,5 @@
 """A Hugging Face ``config.json`` dict built from a GGUF file's metadata."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,9 @@ def gguf_field(reader: GGUFReader, key: str, default: Any = None) -> Any:
 def gguf_architecture(reader: GGUFReader) -> str:
     arch = gguf_field(reader, "general.architecture")
     if arch not in GGUF_ARCHITECTURES:
-        raise ValueError(f"unsupported GGUF architecture {arch!r}; supported: "
-                         f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
+        raise ValueError(
+            f"unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(GGUF_ARCHITECTURES))}"
+        )
     return arch
 
 
@@ -65,8 +67,10 @@ def hf_config_from_gguf(reader: GGUFReader) -> dict[str, Any]:
     elif scaling_type not in (None, "none"):
         raise ValueError(f"unsupported GGUF rope scaling {scaling_type!r}")
     if arch == "llama" and "rope_freqs.weight" in tensor_names:
-        raise ValueError("GGUF files with llama3 rope factors (rope_freqs) are not supported; "
-                         "use the Hugging Face checkpoint")
+        raise ValueError(
+            "GGUF files with llama3 rope factors (rope_freqs) are not supported; "
+            "use the Hugging Face checkpoint"
+        )
     for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
         value = gguf_field(reader, f"tokenizer.ggml.{key}")
         if value is not None:

@@ -3,6 +3,7 @@
 Weights are dequantized with ``gguf`` directly (seconds), not through transformers' GGUF loader.
 The tokenizer and its chat template come from the GGUF metadata through transformers.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """GGUF (llama.cpp) tensor names and layouts -> Hugging Face names and layouts."""
+
 from __future__ import annotations
 
 import re

@@ -6,12 +6,12 @@ when the model is not there and ``HF_HUB_OFFLINE`` is not set, the snapshot is d
 hub into that cache. Errors say which of the two failed: the user asked to stay offline, or the hub
 could not be reached.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 # What a model needs: weights, config, tokenizer and generation config (no other formats).
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
@@ -37,7 +37,7 @@ def offline_requested() -> bool:
     return any(v.strip().lower() in ("1", "true", "yes", "on") for v in values)
 
 
-def cached_snapshot(repo_id: str, revision: Optional[str] = None) -> Optional[Path]:
+def cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
     """The cached snapshot directory of ``repo_id`` holding a ``config.json``, or None.
 
     ``revision`` is a branch/tag name (looked up in ``refs/``) or a commit hash; None means the
@@ -70,16 +70,21 @@ def resolve_hub_model(name: str) -> Path:
         return local
     where = hub_cache_dir()
     if offline_requested():
-        raise ValueError(f"model {repo_id!r} is not in the Hugging Face cache ({where}) and HF_HUB_OFFLINE "
-                         f"is set, so it is not downloaded; unset HF_HUB_OFFLINE or download it first")
+        raise ValueError(
+            f"model {repo_id!r} is not in the Hugging Face cache ({where}) and HF_HUB_OFFLINE "
+            f"is set, so it is not downloaded; unset HF_HUB_OFFLINE or download it first"
+        )
     try:
         from huggingface_hub import snapshot_download
 
-        path = snapshot_download(repo_id, revision=revision or None, cache_dir=str(where),
-                                 allow_patterns=ALLOW_PATTERNS)
+        path = snapshot_download(
+            repo_id, revision=revision or None, cache_dir=str(where), allow_patterns=ALLOW_PATTERNS
+        )
     except Exception as e:  # noqa: BLE001 - connection, auth and not-found errors all end here
-        raise RuntimeError(f"model {repo_id!r} is not in the Hugging Face cache ({where}) and could not be "
-                           f"downloaded from the hub: {type(e).__name__}: {e}") from e
+        raise RuntimeError(
+            f"model {repo_id!r} is not in the Hugging Face cache ({where}) and could not be "
+            f"downloaded from the hub: {type(e).__name__}: {e}"
+        ) from e
     if not (Path(path) / "config.json").is_file():
         raise ValueError(f"hub repository {repo_id!r} has no config.json: not a transformers model")
     return Path(path)

@@ -1,11 +1,13 @@
 """Load a model by name or path: resolve, build our module, copy weights, load the tokenizer."""
+
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,8 +39,13 @@ class LoadedModel:
     architecture: str
 
 
-def load_model(model: str, device: torch.device, dtype: torch.dtype, tokenizer: str | None = None,
-               context_length: int | None = None) -> LoadedModel:
+def load_model(
+    model: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    tokenizer: str | None = None,
+    context_length: int | None = None,
+) -> LoadedModel:
     """Load ``model`` (a known name, HF directory or .gguf file) onto ``device`` in ``dtype``.
 
     ``tokenizer`` optionally names a different tokenizer (name or path). ``context_length``
@@ -52,8 +59,9 @@ def load_model(model: str, device: torch.device, dtype: torch.dtype, tokenizer: 
         net = get_model_class(cfg.architecture)(cfg, max_positions=context)
     net.load_weights(iter_safetensors(model_path))
     net.eval().requires_grad_(False)
-    tokenizer_path = model_path if not tokenizer else \
-        tokenizer if Path(tokenizer).is_dir() else resolve_model(tokenizer)
+    tokenizer_path = (
+        model_path if not tokenizer else tokenizer if Path(tokenizer).is_dir() else resolve_model(tokenizer)
+    )
     tok = _load_tokenizer(tokenizer_path)
     return LoadedModel(
         model=net,

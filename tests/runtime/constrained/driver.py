@@ -1,4 +1,5 @@
 """Drive a ``GrammarMatcher`` with random allowed tokens (sampled from its bitmask)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,14 @@ def closing_tokens(token_bytes) -> np.ndarray:
     return np.array([bool(b) and all(c in CLOSING_BYTES for c in b) for b in token_bytes])
 
 
-def drive_random(matcher: GrammarMatcher, bitmask: torch.Tensor, rng: np.random.Generator,
-                 closing: np.ndarray, max_tokens: int = 200, prefer=None) -> list[int]:
+def drive_random(
+    matcher: GrammarMatcher,
+    bitmask: torch.Tensor,
+    rng: np.random.Generator,
+    closing: np.ndarray,
+    max_tokens: int = 200,
+    prefer=None,
+) -> list[int]:
     """Sample allowed tokens until the matcher terminates or ``max_tokens``; returns them (EOS excluded).
 
     Half the time the policy prefers ending (EOS, or closing punctuation) so most runs finish; ``prefer``

@@ -1,4 +1,5 @@
 """GrammarBackend on both engines: validation errors, compile futures, the LRU cache."""
+
 from __future__ import annotations
 
 import json
@@ -26,21 +27,27 @@ def rejection(backend, kind: str, text: str) -> ValueError:
     return info.value
 
 
-@pytest.mark.parametrize("kind,text,message", [
-    ("regex", "ab(", "invalid regex"),
-    ("regex", "a{2,1}", "invalid regex"),
-    ("regex", "(?=a)b", "look-around"),
-    ("regex", "(?<!a)b", "look-around"),
-    ("regex", r"\bword", "word boundaries"),
-    ("regex", "^abc$", "anchors"),
-    ("json", "{not json", "not valid JSON"),
-    ("json", '{"type": "foo"}', "unsupported json_schema"),
-    ("json", '{"type": "integer", "minimum": 5, "maximum": 1}',
-     {"outlines": "empty integer range", "llguidance": "minimum .5. is greater than maximum .1."}),
-    ("choices", "[]", "non-empty list"),
-    ("dtype", "complex", "unsupported dtype"),
-    ("grammar", "x", "unknown grammar kind"),
-])
+@pytest.mark.parametrize(
+    "kind,text,message",
+    [
+        ("regex", "ab(", "invalid regex"),
+        ("regex", "a{2,1}", "invalid regex"),
+        ("regex", "(?=a)b", "look-around"),
+        ("regex", "(?<!a)b", "look-around"),
+        ("regex", r"\bword", "word boundaries"),
+        ("regex", "^abc$", "anchors"),
+        ("json", "{not json", "not valid JSON"),
+        ("json", '{"type": "foo"}', "unsupported json_schema"),
+        (
+            "json",
+            '{"type": "integer", "minimum": 5, "maximum": 1}',
+            {"outlines": "empty integer range", "llguidance": "minimum .5. is greater than maximum .1."},
+        ),
+        ("choices", "[]", "non-empty list"),
+        ("dtype", "complex", "unsupported dtype"),
+        ("grammar", "x", "unknown grammar kind"),
+    ],
+)
 def test_rejects_with_clear_message(backend, kind, text, message):
     if isinstance(message, dict):
         message = message[backend.backend]
@@ -52,8 +59,16 @@ def test_unsupported_keyword_is_named(backend):
     assert "unsupported json_schema" in message and "not" in message
 
 
-@pytest.mark.parametrize("kind,text", [("regex", r"[a-z]+\d"), ("json", '{"type": "string"}'),
-                                       ("choices", '["a", "b"]'), ("dtype", "float"), ("json_object", "")])
+@pytest.mark.parametrize(
+    "kind,text",
+    [
+        ("regex", r"[a-z]+\d"),
+        ("json", '{"type": "string"}'),
+        ("choices", '["a", "b"]'),
+        ("dtype", "float"),
+        ("json_object", ""),
+    ],
+)
 def test_validate_accepts(backend, kind, text):
     backend.validate(kind, text)
 
@@ -80,10 +95,22 @@ def test_lru_evicts_oldest(backend):
     assert backend.submit("dtype", "int") is not a
 
 
-@pytest.mark.parametrize("kind,text", [("ebnf", 'root ::= "yes" | "no"'), ("ebnf", 'start: "a"+ "b"'),
-                                       ("structural_tag", json.dumps({
-                                           "structures": [{"begin": "<f>", "schema": {"type": "integer"},
-                                                           "end": "</f>"}], "triggers": ["<f"]}))])
+@pytest.mark.parametrize(
+    "kind,text",
+    [
+        ("ebnf", 'root ::= "yes" | "no"'),
+        ("ebnf", 'start: "a"+ "b"'),
+        (
+            "structural_tag",
+            json.dumps(
+                {
+                    "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
+                    "triggers": ["<f"],
+                }
+            ),
+        ),
+    ],
+)
 def test_llguidance_only_kinds_compile_on_either_backend(backend, kind, text):
     backend.validate(kind, text)
     grammar = backend.submit(kind, text).result(timeout=60)

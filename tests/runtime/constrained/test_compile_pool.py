@@ -1,4 +1,5 @@
 """Compile isolation: slow compiles do not starve quick ones, deadlines stop work, one compile per grammar."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ def _sleeper(seconds: float, stopped: threading.Event):
         job.set_kill(stopped.set)
         stopped.wait(seconds)
         return "slow"
+
     return task
 
 
@@ -71,8 +73,9 @@ def test_identical_grammars_compile_once_when_requested_together(engine):
     tok = tiny_byte_level_tokenizer()
     be = GrammarBackend(tok, [tok.eos_token_id], vocab_size=len(tok), backend=engine)
     futures: list = []
-    threads = [threading.Thread(target=lambda: futures.append(be.submit("regex", "[0-9]{3}x")))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: futures.append(be.submit("regex", "[0-9]{3}x"))) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -1,5 +1,6 @@
 """Jump-forward on the tiny random model: same greedy text as without it, valid output, KV intact,
 also under KV pressure (retraction) and with streaming."""
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,23 @@ def plain_engine(tiny_llama_dir, grammar_backend):
 
 @pytest.fixture(scope="module")
 def jump_engine(tiny_llama_dir, grammar_backend):
-    engine = make_engine(tiny_llama_dir, enable_jump_forward=True, jump_forward_max_batch=1_000_000,
-                         grammar_backend=grammar_backend, **ENGINE_ARGS)
+    engine = make_engine(
+        tiny_llama_dir,
+        enable_jump_forward=True,
+        jump_forward_max_batch=1_000_000,
+        grammar_backend=grammar_backend,
+        **ENGINE_ARGS,
+    )
     yield engine
     engine.shutdown()
 
 
 def requests(temperature: float) -> tuple[list[str], list[dict]]:
     prompts = [f"prompt {i}: " + "x" * (5 * i) for i in range(2 * len(REGEXES))]
-    params = [{"regex": rx, "temperature": temperature, "seed": i, "max_new_tokens": 120}
-              for i, rx in enumerate(REGEXES + REGEXES)]
+    params = [
+        {"regex": rx, "temperature": temperature, "seed": i, "max_new_tokens": 120}
+        for i, rx in enumerate(REGEXES + REGEXES)
+    ]
     return prompts, params
 
 
@@ -67,8 +75,9 @@ def test_greedy_text_unchanged_under_kv_pressure(plain_engine, jump_engine):
     assert [o["text"] for o in jumped] == [o["text"] for o in plain]
     stats = jump_engine.scheduler.jump_forward.stats
     assert stats["jumps"] > 0 and stats["draft_accepted"] > 0, stats
-    assert jump_engine.get_server_info()["num_retractions"] > retractions, \
+    assert jump_engine.get_server_info()["num_retractions"] > retractions, (
         "the pool was meant to force retractions"
+    )
 
 
 def test_sampled_outputs_match_and_stream(jump_engine):

@@ -1,4 +1,5 @@
 """Forced continuations and exact re-tokenization for jump-forward."""
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,20 @@ from radixlm.runtime.constrained.backend import BACKENDS
 from tests.runtime.constrained.cases import SCHEMA_CASES
 from tests.runtime.constrained.driver import closing_tokens, drive_random
 
-COMPACT = json.dumps({"type": "object",
-                      "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-                      "required": ["name", "age"]})
+COMPACT = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
+)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def compact_backend(smollm2_tokenizer, request):
-    be = GrammarBackend(smollm2_tokenizer, [2], vocab_size=49152, whitespace_pattern="",
-                        backend=request.param)
+    be = GrammarBackend(
+        smollm2_tokenizer, [2], vocab_size=49152, whitespace_pattern="", backend=request.param
+    )
     yield be
     be.shutdown()
 

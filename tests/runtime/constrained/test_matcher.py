@@ -1,4 +1,5 @@
 """GrammarMatcher driven by random allowed tokens: every finished output is in the language."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ SEEDS = (0, 1, 2)
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(smollm2_tokenizer, request):
-    be = GrammarBackend(smollm2_tokenizer, [smollm2_tokenizer.eos_token_id], vocab_size=49152 + 64,
-                        max_concurrent=2, backend=request.param)
+    be = GrammarBackend(
+        smollm2_tokenizer,
+        [smollm2_tokenizer.eos_token_id],
+        vocab_size=49152 + 64,
+        max_concurrent=2,
+        backend=request.param,
+    )
     yield be
     be.shutdown()
 

@@ -1,4 +1,5 @@
 """Stricter rewrites of keywords llguidance lacks: every output still validates against the ORIGINAL."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,11 @@ from tests.runtime.constrained.driver import closing_tokens, drive_random
 
 OBJ = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}}}
 SCHEMAS = {
-    "unevaluated_properties": {**OBJ, "allOf": [{"properties": {"c": {"type": "boolean"}}}],
-                               "unevaluatedProperties": False},
+    "unevaluated_properties": {
+        **OBJ,
+        "allOf": [{"properties": {"c": {"type": "boolean"}}}],
+        "unevaluatedProperties": False,
+    },
     "unevaluated_items": {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
     "if_then_else": {"if": {"type": "integer"}, "then": {"minimum": 3}, "else": {"type": "string"}},
     "dependent_required": {**OBJ, "dependentRequired": {"a": ["b"]}},
@@ -41,8 +45,9 @@ def test_outputs_validate_against_the_original(backend, name):
     finished = 0
     for seed in range(6):
         matcher = grammar.new_matcher()
-        tokens = drive_random(matcher, backend.new_bitmask(1), np.random.default_rng(seed), closing,
-                              max_tokens=60)
+        tokens = drive_random(
+            matcher, backend.new_bitmask(1), np.random.default_rng(seed), closing, max_tokens=60
+        )
         if matcher.is_terminated():
             finished += 1
             jsonschema.Draft202012Validator(schema).validate(json.loads(backend.vocab.decode(tokens)))

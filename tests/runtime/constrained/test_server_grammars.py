@@ -1,5 +1,6 @@
 """Grammars through the real server path (HTTP /generate, /v1/chat/completions) on a tiny random model:
 keyword-naming 400s, ebnf and structural_tag, and a slow schema that does not starve a quick one."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,24 @@ from radixlm.runtime.server.launch import launch_server
 from tests.runtime.constrained.test_compile_pool import SLOW_FOR_OUTLINES
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
-TAG = {"type": "structural_tag", "triggers": ["<f"],
-       "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}]}
+TAG = {
+    "type": "structural_tag",
+    "triggers": ["<f"],
+    "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
+}
 SLOW_TIMEOUT_S = 20
 
 
 def _server(tiny_llama_dir, **kwargs):
-    return launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                         context_length=512, served_model_name="tiny", **kwargs)
+    return launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        served_model_name="tiny",
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,29 +44,41 @@ def llg_server(tiny_llama_dir):
 
 @pytest.fixture(scope="module")
 def outlines_server(tiny_llama_dir):
-    with _server(tiny_llama_dir, grammar_backend="outlines", grammar_compile_timeout=SLOW_TIMEOUT_S,
-                 grammar_max_concurrent_compiles=1) as handle:
+    with _server(
+        tiny_llama_dir,
+        grammar_backend="outlines",
+        grammar_compile_timeout=SLOW_TIMEOUT_S,
+        grammar_max_concurrent_compiles=1,
+    ) as handle:
         yield handle
 
 
 def generate(url: str, params: dict, text: str = "hello") -> httpx.Response:
-    return httpx.post(url + "/generate", json={"text": text, "sampling_params": {**GREEDY, **params}},
-                      timeout=120)
+    return httpx.post(
+        url + "/generate", json={"text": text, "sampling_params": {**GREEDY, **params}}, timeout=120
+    )
 
 
-@pytest.mark.parametrize("schema, keyword", [({"not": {"type": "string"}}, "not"),
-                                             ({"propertyNames": {"maxLength": 2}}, "propertyNames"),
-                                             ({"contains": {"type": "integer"}, "maxContains": 2},
-                                              "maxContains")])
+@pytest.mark.parametrize(
+    "schema, keyword",
+    [
+        ({"not": {"type": "string"}}, "not"),
+        ({"propertyNames": {"maxLength": 2}}, "propertyNames"),
+        ({"contains": {"type": "integer"}, "maxContains": 2}, "maxContains"),
+    ],
+)
 def test_unsupported_keyword_is_a_400_naming_it(llg_server, schema, keyword):
     r = generate(llg_server.url, {"json_schema": schema})
     assert r.status_code == 400 and f'\\"{keyword}\\"' in r.text, r.text
 
 
 def test_schemas_outlines_rejects_work_by_default(llg_server):
-    for schema in ({"minimum": 1.1}, {"type": "number", "exclusiveMaximum": 3},
-                   {"type": "integer", "multipleOf": 5},
-                   {"if": {"type": "string"}, "then": {"maxLength": 3}}):
+    for schema in (
+        {"minimum": 1.1},
+        {"type": "number", "exclusiveMaximum": 3},
+        {"type": "integer", "multipleOf": 5},
+        {"if": {"type": "string"}, "then": {"maxLength": 3}},
+    ):
         r = generate(llg_server.url, {"json_schema": schema, "max_new_tokens": 12})
         assert r.status_code == 200, r.text
 
@@ -75,14 +98,21 @@ def test_ebnf_and_structural_tag_on_both_backends(llg_server, outlines_server):
 def test_openai_structural_tag_response_format(llg_server):
     oai = openai.OpenAI(base_url=llg_server.url + "/v1", api_key="unused", max_retries=0)
     messages = [{"role": "user", "content": "hi"}]
-    r = oai.chat.completions.create(model="tiny", messages=messages, max_tokens=8, temperature=0,
-                                    response_format=TAG)
+    r = oai.chat.completions.create(
+        model="tiny", messages=messages, max_tokens=8, temperature=0, response_format=TAG
+    )
     assert r.choices[0].finish_reason in ("stop", "length")
     with pytest.raises(openai.BadRequestError, match="structures"):
-        oai.chat.completions.create(model="tiny", messages=messages, max_tokens=4,
-                                    response_format={**TAG, "structures": []})
-    r = oai.chat.completions.create(model="tiny", messages=messages, max_tokens=8, temperature=0,
-                                    extra_body={"ebnf": 'root ::= "yes" | "no"'})
+        oai.chat.completions.create(
+            model="tiny", messages=messages, max_tokens=4, response_format={**TAG, "structures": []}
+        )
+    r = oai.chat.completions.create(
+        model="tiny",
+        messages=messages,
+        max_tokens=8,
+        temperature=0,
+        extra_body={"ebnf": 'root ::= "yes" | "no"'},
+    )
     assert r.choices[0].message.content in ("yes", "no")
 
 
@@ -98,8 +128,10 @@ def test_slow_schema_does_not_starve_a_quick_one(outlines_server):
         results[name] = (time.monotonic() - start, response)
 
     slow = [SLOW_FOR_OUTLINES, SLOW_FOR_OUTLINES.replace('"foo"', '"baz"')]  # two distinct compiles
-    threads = [threading.Thread(target=send, args=(f"slow{i}", {"json_schema": schema}))
-               for i, schema in enumerate(slow)]
+    threads = [
+        threading.Thread(target=send, args=(f"slow{i}", {"json_schema": schema}))
+        for i, schema in enumerate(slow)
+    ]
     for t in threads:
         t.start()
     time.sleep(0.5)

@@ -1,4 +1,5 @@
 """Triggered grammars (structural_tag) and ebnf through llguidance, driven token by token."""
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,23 @@ from radixlm.runtime.constrained import GrammarBackend
 from radixlm.runtime.constrained.structural_tag import structural_tag_grammar
 from tests.runtime.constrained.driver import allowed_ids, closing_tokens, drive_random
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
-                                            "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-           "required": ["city", "days"], "additionalProperties": False}
-TAG = {"type": "structural_tag",
-       "structures": [{"begin": "<tool_call>weather", "schema": WEATHER, "end": "</tool_call>"},
-                      {"begin": "<tool_call>time", "schema": {"type": "object"}, "end": "</tool_call>"}],
-       "triggers": ["<tool_call>"]}
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+TAG = {
+    "type": "structural_tag",
+    "structures": [
+        {"begin": "<tool_call>weather", "schema": WEATHER, "end": "</tool_call>"},
+        {"begin": "<tool_call>time", "schema": {"type": "object"}, "end": "</tool_call>"},
+    ],
+    "triggers": ["<tool_call>"],
+}
 REGION = re.compile(r"<tool_call>weather(.*?)</tool_call>", re.S)
 
 
@@ -69,14 +80,17 @@ def test_random_regions_validate_and_close(backend, smollm2_tokenizer, seed):
             assert smollm2_tokenizer.eos_token_id in allowed_ids(bitmask, 0)
 
 
-@pytest.mark.parametrize("spec, field", [
-    ({"structures": [], "triggers": ["<f"]}, "structures"),
-    ({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": []}, "triggers"),
-    ({"structures": [{"begin": "<g>", "schema": {}, "end": "</g>"}], "triggers": ["<f"]}, r"begin"),
-    ({"structures": [{"begin": "<f>", "schema": 3, "end": "</f>"}], "triggers": ["<f"]}, r"schema"),
-    ({"structures": [{"begin": "<f>", "end": 1}], "triggers": ["<f"]}, r"end"),
-    ({"structures": [], "triggers": ["<f"], "extra": 1}, "extra"),
-])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"structures": [], "triggers": ["<f"]}, "structures"),
+        ({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": []}, "triggers"),
+        ({"structures": [{"begin": "<g>", "schema": {}, "end": "</g>"}], "triggers": ["<f"]}, r"begin"),
+        ({"structures": [{"begin": "<f>", "schema": 3, "end": "</f>"}], "triggers": ["<f"]}, r"schema"),
+        ({"structures": [{"begin": "<f>", "end": 1}], "triggers": ["<f"]}, r"end"),
+        ({"structures": [], "triggers": ["<f"], "extra": 1}, "extra"),
+    ],
+)
 def test_bad_structural_tag_names_the_field(spec, field):
     with pytest.raises(ValueError, match=field):
         structural_tag_grammar(json.dumps(spec))

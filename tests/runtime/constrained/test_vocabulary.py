@@ -1,11 +1,9 @@
 """Byte vocabulary: every non-special token maps back to its exact bytes."""
+
 from __future__ import annotations
 
 from radixlm.runtime.constrained.vocabulary import build_vocabulary, get_vocabulary
-from tests.helpers.tokenizers import (
-    tiny_byte_level_tokenizer,
-    tiny_sentencepiece_tokenizer,
-)
+from tests.helpers.tokenizers import tiny_byte_level_tokenizer, tiny_sentencepiece_tokenizer
 
 TEXTS = ['{"name": "Ada", "n": [1, 2]}', "héllo wörld 日本語 🙂", "  two  spaces\nnewline\ttab"]
 

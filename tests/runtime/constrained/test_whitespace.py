@@ -1,4 +1,5 @@
 """Bounded JSON whitespace: a whitespace-greedy sampler still finishes; with free whitespace it loops."""
+
 from __future__ import annotations
 
 import json
@@ -13,20 +14,34 @@ from tests.runtime.constrained.driver import drive_random
 
 # additionalProperties false: llguidance follows JSON Schema and allows extra keys otherwise (free
 # strings, where whitespace is content, not the separators this flag bounds); outlines never allows them.
-SCHEMA = json.dumps({"type": "object", "additionalProperties": False, "properties": {
-    "ok": {"type": "boolean"}, "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
-    "inner": {"type": "object", "properties": {"c": {"enum": ["x", "y"]}}, "required": ["c"],
-              "additionalProperties": False}},
-    "required": ["ok", "n", "inner"]})
+SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "ok": {"type": "boolean"},
+            "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+            "inner": {
+                "type": "object",
+                "properties": {"c": {"enum": ["x", "y"]}},
+                "required": ["c"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["ok", "n", "inner"],
+    }
+)
 
 
 def _greedy_whitespace(pattern, tokenizer, seed, engine):
-    be = GrammarBackend(tokenizer, [tokenizer.eos_token_id], vocab_size=49152, whitespace_pattern=pattern,
-                        backend=engine)
+    be = GrammarBackend(
+        tokenizer, [tokenizer.eos_token_id], vocab_size=49152, whitespace_pattern=pattern, backend=engine
+    )
     whitespace = np.array([bool(b) and b.isspace() for b in be.vocab.token_bytes])
     matcher = (be.submit("json", SCHEMA).result()).new_matcher()
-    tokens = drive_random(matcher, be.new_bitmask(1), np.random.default_rng(seed), whitespace,
-                          max_tokens=200, prefer=whitespace)
+    tokens = drive_random(
+        matcher, be.new_bitmask(1), np.random.default_rng(seed), whitespace, max_tokens=200, prefer=whitespace
+    )
     be.shutdown()
     return matcher.is_terminated(), be.vocab.decode(tokens).decode()
 

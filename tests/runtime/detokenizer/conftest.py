@@ -1,4 +1,5 @@
 """Detokenizer tests run on the real SmolLM2 tokenizer (byte-level BPE, multi-byte characters)."""
+
 from __future__ import annotations
 
 import pytest

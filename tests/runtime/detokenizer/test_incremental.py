@@ -1,4 +1,5 @@
 """IncrementalDetokenizer with the SmolLM2 byte-level BPE tokenizer: multi-byte text, stop strings."""
+
 from __future__ import annotations
 
 import random

@@ -1,4 +1,5 @@
 """DetokenizerManager: per-request state, cumulative text and ids, logprob deltas passed through."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,16 @@ from radixlm.runtime.messages import BatchTokenOut, ReqTokenOut
 
 
 def token_out(rid: str, ids: list[int], finished: bool = False, reason=None, **kw) -> ReqTokenOut:
-    return ReqTokenOut(rid, np.asarray(ids, dtype=np.int32), finished, reason, prompt_tokens=3,
-                       completion_tokens=kw.pop("completion_tokens", len(ids)), cached_tokens=0, **kw)
+    return ReqTokenOut(
+        rid,
+        np.asarray(ids, dtype=np.int32),
+        finished,
+        reason,
+        prompt_tokens=3,
+        completion_tokens=kw.pop("completion_tokens", len(ids)),
+        cached_tokens=0,
+        **kw,
+    )
 
 
 def test_interleaved_requests_keep_separate_state(tokenizer):
@@ -22,8 +31,9 @@ def test_interleaved_requests_keep_separate_state(tokenizer):
             if i < len(ids):
                 last = i == len(ids) - 1
                 reason = {"type": "length", "length": len(ids)} if last else None
-                outs.append(token_out(rid, [ids[i]], last, reason,
-                                      stop_strings=["stop"] if rid == "b" else []))
+                outs.append(
+                    token_out(rid, [ids[i]], last, reason, stop_strings=["stop"] if rid == "b" else [])
+                )
         for out in manager.handle(BatchTokenOut(outs)).outs:
             assert out.text.startswith(texts[out.rid]) and "\ufffd" not in out.text
             texts[out.rid] = out.text
@@ -37,16 +47,16 @@ def test_stop_cut_ids_kept_and_logprobs_passed(tokenizer):
     manager = DetokenizerManager(tokenizer)
     ids = tokenizer.encode("one two. three")
     logprobs = [(-0.5, ids[0]), (-0.1, ids[1])]
-    first = manager.handle(BatchTokenOut([token_out("r", ids[:2], stop_strings=["."],
-                                                    output_token_logprobs=logprobs)])).outs[0]
+    first = manager.handle(
+        BatchTokenOut([token_out("r", ids[:2], stop_strings=["."], output_token_logprobs=logprobs)])
+    ).outs[0]
     assert first.meta_info["output_token_logprobs"] == [(-0.5, ids[0]), (-0.1, ids[1])]
-    final = manager.handle(BatchTokenOut([token_out("r", ids[2:], True, {"type": "stop", "matched": "."},
-                                                    stop_strings=["."])])).outs[0]
+    final = manager.handle(
+        BatchTokenOut([token_out("r", ids[2:], True, {"type": "stop", "matched": "."}, stop_strings=["."])])
+    ).outs[0]
     assert final.text == "one two" and final.finished
     assert final.output_ids.tolist() == ids and final.meta_info["finish_reason"]["matched"] == "."
     assert "output_token_logprobs" not in final.meta_info
-
-
 
 
 def test_a_detokenizing_error_fails_only_that_request(tokenizer, monkeypatch):

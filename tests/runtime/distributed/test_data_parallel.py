@@ -1,6 +1,7 @@
 """Data parallelism in one server (``dp_size=2``): requests sharing a prefix land on one replica, a
 program's children follow their parent, each replica returns every KV slot; the routing policy's
 rules on their own."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,15 +18,17 @@ SYSTEM_B = "Tu es un assistant qui répond en français, brièvement. " * 3
 
 @pytest.fixture(scope="module")
 def dp_server(tiny_llama_dir):
-    server = launch_server(tiny_llama_dir, device="cpu", dp_size=2, kv_cache_gb=0.02,
-                           debug_invariants=True, enable_metrics=True)
+    server = launch_server(
+        tiny_llama_dir, device="cpu", dp_size=2, kv_cache_gb=0.02, debug_invariants=True, enable_metrics=True
+    )
     yield server
     server.shutdown()
 
 
 def _generate(url: str, text: str, **extra) -> dict:
-    reply = requests.post(f"{url}/generate", json={"text": text, "sampling_params": GREEDY, **extra},
-                          timeout=120)
+    reply = requests.post(
+        f"{url}/generate", json={"text": text, "sampling_params": GREEDY, **extra}, timeout=120
+    )
     assert reply.status_code == 200, reply.text
     return reply.json()
 
@@ -56,8 +59,12 @@ def test_metrics_show_each_replica(dp_server) -> None:
 
     _generate(dp_server.url, SYSTEM_A + "metrics?")
     text = requests.get(f"{dp_server.url}/metrics", timeout=30).text
-    routed = {s.labels["dp_rank"]: s.value for family in text_string_to_metric_families(text)
-              for s in family.samples if s.name == "radixlm:replica_routed_requests"}
+    routed = {
+        s.labels["dp_rank"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "radixlm:replica_routed_requests"
+    }
     assert set(routed) == {"0", "1"}
     assert sum(routed.values()) == sum(r["routed"] for r in _replicas(dp_server.url))
     assert "radixlm:replica_kv_usage" in text and "radixlm:replica_cache_hit_rate" in text
@@ -97,11 +104,26 @@ def test_other_policies_ignore_the_cache(name: str) -> None:
 def test_unknown_policy_and_merged_stats() -> None:
     with pytest.raises(ValueError, match="routing policy"):
         RoutingPolicy(2, "fastest")
-    merged = merge_stats([
-        {"kv_total": 10, "num_running": 1, "model": "m", "cache_hit_rate": 0.5, "cache_hit_tokens": 5,
-         "cache_requested_tokens": 10},
-        {"kv_total": 10, "num_running": 2, "model": "m", "cache_hit_rate": 1.0, "cache_hit_tokens": 30,
-         "cache_requested_tokens": 30}])
+    merged = merge_stats(
+        [
+            {
+                "kv_total": 10,
+                "num_running": 1,
+                "model": "m",
+                "cache_hit_rate": 0.5,
+                "cache_hit_tokens": 5,
+                "cache_requested_tokens": 10,
+            },
+            {
+                "kv_total": 10,
+                "num_running": 2,
+                "model": "m",
+                "cache_hit_rate": 1.0,
+                "cache_hit_tokens": 30,
+                "cache_requested_tokens": 30,
+            },
+        ]
+    )
     assert merged["kv_total"] == 20 and merged["num_running"] == 3 and merged["dp_size"] == 2
     assert merged["cache_hit_rate"] == pytest.approx(35 / 40) and merged["model"] == "m"
     assert [r["num_running"] for r in merged["dp_replicas"]] == [1, 2]

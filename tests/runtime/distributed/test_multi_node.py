@@ -2,6 +2,7 @@
 127.0.0.1:PORT`` with tp_size 2, as two separately launched ``radixlm serve`` processes (one rank each,
 as on two machines), serve what tp_size 1 serves; the second node's process exits when the server
 stops or dies; inconsistent flags are refused naming the flag."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,17 +27,22 @@ EXIT_TIMEOUT_S = 60
 
 def _start_first_node(model: str, addr: str):
     """Node 0 of two (tp 2, one rank per node): the server, in this test's process tree."""
-    return launch_server(model, device="cpu", tp_size=2, nnodes=2, node_rank=0, dist_init_addr=addr,
-                         kv_cache_gb=0.05)
+    return launch_server(
+        model, device="cpu", tp_size=2, nnodes=2, node_rank=0, dist_init_addr=addr, kv_cache_gb=0.05
+    )
 
 
 def _start_second_node(model: str, addr: str) -> subprocess.Popen:
     """``radixlm serve --nnodes 2 --node-rank 1 ...``: runs rank 1 and waits for node 0."""
-    args = ServerArgs(model=model, device="cpu", tp_size=2, nnodes=2, node_rank=1, dist_init_addr=addr,
-                      kv_cache_gb=0.05)
+    args = ServerArgs(
+        model=model, device="cpu", tp_size=2, nnodes=2, node_rank=1, dist_init_addr=addr, kv_cache_gb=0.05
+    )
     # its own session: killing the process group is losing the whole second machine
-    return subprocess.Popen([sys.executable, "-m", "radixlm.runtime.server.serve_cli", *server_flags(args)],
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "radixlm.runtime.server.serve_cli", *server_flags(args)],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 @contextlib.contextmanager
@@ -87,8 +93,9 @@ def test_a_dead_second_node_takes_the_server_down(tiny_llama_dir: str) -> None:
             _stop(node1)  # the whole second machine, as far as node 0 can tell
             # the next batch finds the group broken: the client gets an error, the server stops
             try:
-                r = requests.post(f"{server.url}/generate", json={"text": "hi", "sampling_params": GREEDY},
-                                  timeout=120)
+                r = requests.post(
+                    f"{server.url}/generate", json={"text": "hi", "sampling_params": GREEDY}, timeout=120
+                )
                 assert r.status_code >= 500
             except requests.ConnectionError:
                 pass
@@ -107,24 +114,40 @@ def test_a_killed_first_node_ends_the_second(tiny_llama_dir: str) -> None:
         assert node1.wait(EXIT_TIMEOUT_S) != 0
 
 
-@pytest.mark.parametrize("flags, named", [
-    (dict(tp_size=3, nnodes=2, dist_init_addr="127.0.0.1:1234"), "nnodes"),
-    (dict(tp_size=2, nnodes=2, node_rank=2, dist_init_addr="127.0.0.1:1234"), "node_rank"),
-    (dict(tp_size=2, nnodes=2, node_rank=-1, dist_init_addr="127.0.0.1:1234"), "node_rank"),
-    (dict(tp_size=2, nnodes=2), "dist_init_addr"),
-    (dict(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1"), "dist_init_addr"),
-    (dict(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1:http"), "dist_init_addr"),
-    (dict(tp_size=2, nnodes=0), "nnodes"),
-    (dict(tp_size=2, node_rank=1), "node_rank"),
-])
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (dict(tp_size=3, nnodes=2, dist_init_addr="127.0.0.1:1234"), "nnodes"),
+        (dict(tp_size=2, nnodes=2, node_rank=2, dist_init_addr="127.0.0.1:1234"), "node_rank"),
+        (dict(tp_size=2, nnodes=2, node_rank=-1, dist_init_addr="127.0.0.1:1234"), "node_rank"),
+        (dict(tp_size=2, nnodes=2), "dist_init_addr"),
+        (dict(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1"), "dist_init_addr"),
+        (dict(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1:http"), "dist_init_addr"),
+        (dict(tp_size=2, nnodes=0), "nnodes"),
+        (dict(tp_size=2, node_rank=1), "node_rank"),
+    ],
+)
 def test_inconsistent_flags_are_refused_naming_the_flag(flags: dict, named: str) -> None:
     with pytest.raises(ValueError, match=named):
         ServerArgs(**flags)
 
 
 def test_the_cli_refuses_inconsistent_flags_before_starting_anything(tiny_llama_dir: str) -> None:
-    cmd = [sys.executable, "-m", "radixlm.runtime.server.serve_cli", "--model", tiny_llama_dir,
-           "--tp-size", "3", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.1:1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "radixlm.runtime.server.serve_cli",
+        "--model",
+        tiny_llama_dir,
+        "--tp-size",
+        "3",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        "127.0.0.1:1",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert done.returncode != 0
     assert "tp_size 3 must be a multiple of nnodes 2" in done.stderr
@@ -132,5 +155,11 @@ def test_the_cli_refuses_inconsistent_flags_before_starting_anything(tiny_llama_
 
 def test_the_engine_refuses_to_be_a_later_node(tiny_llama_dir: str) -> None:
     with pytest.raises(ValueError, match="node_rank"):
-        Engine(model=tiny_llama_dir, device="cpu", tp_size=2, nnodes=2, node_rank=1,
-               dist_init_addr="127.0.0.1:1234")
+        Engine(
+            model=tiny_llama_dir,
+            device="cpu",
+            tp_size=2,
+            nnodes=2,
+            node_rank=1,
+            dist_init_addr="127.0.0.1:1234",
+        )

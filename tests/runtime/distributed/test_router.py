@@ -1,5 +1,6 @@
 """``radixlm router`` in front of two ``radixlm serve`` processes: routing by prefix, streaming passed
 through, a killed worker taken out of rotation with no failed request that had not started."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ SYSTEM_B = "Eres un asistente de viajes; responde siempre con una lista. " * 3
 
 @pytest.fixture(scope="module")
 def workers(tiny_llama_dir):
-    servers = [launch_server(tiny_llama_dir, device="cpu", kv_cache_gb=0.02, debug_invariants=True)
-               for _ in range(2)]
+    servers = [
+        launch_server(tiny_llama_dir, device="cpu", kv_cache_gb=0.02, debug_invariants=True) for _ in range(2)
+    ]
     yield servers
     for s in servers:
         s.shutdown()
@@ -31,9 +33,22 @@ def router(workers):
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "radixlm.runtime.router.router_cli", "--port", str(port),
-                             "--health-check-interval", "0.5", "--worker-urls", *[w.url for w in workers]],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "radixlm.runtime.router.router_cli",
+            "--port",
+            str(port),
+            "--health-check-interval",
+            "0.5",
+            "--worker-urls",
+            *[w.url for w in workers],
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -59,18 +74,28 @@ def test_requests_sharing_a_prefix_go_to_one_worker(router, workers) -> None:
     seen_a = {_generate(router, SYSTEM_A + f"user {i}").headers["x-radixlm-worker"] for i in range(4)}
     seen_b = {_generate(router, SYSTEM_B + f"user {i}").headers["x-radixlm-worker"] for i in range(4)}
     assert len(seen_a) == 1 and len(seen_b) == 1 and seen_a != seen_b
-    direct = requests.post(f"{next(iter(seen_a))}/generate", timeout=60,
-                           json={"text": SYSTEM_A + "user 0", "sampling_params": GREEDY}).json()
+    direct = requests.post(
+        f"{next(iter(seen_a))}/generate",
+        timeout=60,
+        json={"text": SYSTEM_A + "user 0", "sampling_params": GREEDY},
+    ).json()
     assert _generate(router, SYSTEM_A + "user 0").json()["text"] == direct["text"]
 
 
 def test_streaming_and_openai_pass_through(router) -> None:
-    with requests.post(f"{router}/generate", stream=True, timeout=120,
-                       json={"text": "hello", "sampling_params": GREEDY, "stream": True}) as reply:
+    with requests.post(
+        f"{router}/generate",
+        stream=True,
+        timeout=120,
+        json={"text": "hello", "sampling_params": GREEDY, "stream": True},
+    ) as reply:
         body = b"".join(reply.iter_content(None)).decode()
     assert reply.status_code == 200 and "data: [DONE]" in body
-    chat = requests.post(f"{router}/v1/chat/completions", timeout=120, json={
-        "model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
+    chat = requests.post(
+        f"{router}/v1/chat/completions",
+        timeout=120,
+        json={"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+    )
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["role"] == "assistant"
     assert requests.post(f"{router}/generate", data="{", timeout=30).status_code == 400
 

@@ -1,6 +1,7 @@
 """Tensor parallelism on CPU with gloo: tp_size=2 generates what tp_size=1 does (greedy text, logprobs
 within tolerance) on tiny random Llama/Qwen2 models with 1 and 2 KV heads, through chunked prefill,
 radix reuse and retraction, with every KV slot accounted for; rank processes exit with the engine."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,12 @@ CONFIGS = {
     "llama-kv2-tied": lambda: tiny_llama_config(num_key_value_heads=2, tie_word_embeddings=True),
     "qwen2-kv2": lambda: tiny_qwen2_config(num_key_value_heads=2),
 }
-PROMPTS = ["The quick brown fox jumps over", "A shared system prompt, then user one",
-           "A shared system prompt, then user two", "x" * 90]
+PROMPTS = [
+    "The quick brown fox jumps over",
+    "A shared system prompt, then user one",
+    "A shared system prompt, then user two",
+    "x" * 90,
+]
 GREEDY = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}
 # Small pools and chunks: prompts are split across steps and requests are retracted.
 PRESSURE = dict(max_total_tokens=160, chunked_prefill_size=32, max_running_requests=8)
@@ -107,8 +112,11 @@ def test_server_with_a_killed_rank_goes_down_cleanly(tiny_llama_dir: str) -> Non
 
     server = launch_server(tiny_llama_dir, device="cpu", tp_size=2, kv_cache_gb=0.02)
     try:
-        ok = requests.post(f"{server.url}/generate", json={"text": "hi", "sampling_params": {
-            "max_new_tokens": 4, "temperature": 0}}, timeout=120)
+        ok = requests.post(
+            f"{server.url}/generate",
+            json={"text": "hi", "sampling_params": {"max_new_tokens": 4, "temperature": 0}},
+            timeout=120,
+        )
         assert ok.status_code == 200
         ranks = requests.get(f"{server.url}/get_server_info", timeout=30).json()["tp_ranks"]
         assert [r["tp_rank"] for r in ranks] == [0, 1]

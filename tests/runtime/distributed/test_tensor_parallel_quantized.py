@@ -16,6 +16,7 @@ stayed within 1e-5 (measured, q4_0 cases), some generations drifting from their 
 greedy tokens equal, every logprob within 3e-2, and at least half of all tokens within 1e-5, which a
 wrong block or scale (an error at every token, tens of percent) cannot pass.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,12 @@ from tests.helpers.model_helpers import save_tiny_gguf, save_tiny_model, tiny_ll
 
 pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
 LOGPROB_TOL, CLOSE_TOL, CLOSE_SHARE = 3e-2, 1e-5, 0.5
-PROMPTS = ["The quick brown fox jumps over", "A shared system prompt, then user one",
-           "A shared system prompt, then user two", "x" * 90]
+PROMPTS = [
+    "The quick brown fox jumps over",
+    "A shared system prompt, then user one",
+    "A shared system prompt, then user two",
+    "x" * 90,
+]
 GREEDY = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}
 # Small pools and chunks: prompts are split across steps and requests are retracted.
 PRESSURE = dict(max_total_tokens=160, chunked_prefill_size=32, max_running_requests=8)
@@ -35,14 +40,20 @@ CONFIGS = {
     "llama-tied": lambda: tiny_llama_config(num_key_value_heads=2, tie_word_embeddings=True),
     "qwen2-untied": lambda: tiny_qwen2_config(num_key_value_heads=2),  # q/k/v biases, own LM head
 }
-CASES = [("llama-tied", "q4_0"), ("llama-tied", "q4_1"), ("llama-tied", "int8"),
-         ("qwen2-untied", "q8_0"), ("qwen2-untied", "int8")]
+CASES = [
+    ("llama-tied", "q4_0"),
+    ("llama-tied", "q4_1"),
+    ("llama-tied", "int8"),
+    ("qwen2-untied", "q8_0"),
+    ("qwen2-untied", "int8"),
+]
 
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory) -> dict[str, str]:
-    return {name: str(save_tiny_model(make(), tmp_path_factory.mktemp(name)))
-            for name, make in CONFIGS.items()}
+    return {
+        name: str(save_tiny_model(make(), tmp_path_factory.mktemp(name))) for name, make in CONFIGS.items()
+    }
 
 
 def _run(engine) -> list[dict]:
@@ -92,8 +103,12 @@ def test_auto_serves_the_gguf_blocks_under_tp(tmp_path) -> None:
 
     config = tiny_llama_config(tie_word_embeddings=True)
     torch.manual_seed(0)
-    path = save_tiny_gguf(config, LlamaForCausalLM(config).state_dict(), tmp_path / "tiny-q4_0.gguf",
-                          block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"})
+    path = save_tiny_gguf(
+        config,
+        LlamaForCausalLM(config).state_dict(),
+        tmp_path / "tiny-q4_0.gguf",
+        block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"},
+    )
     expected, got, info = _tp1_and_tp2(str(path), "auto", kv_cache_gb=0.05)
     assert info["quantization"] == "q4_0"
     _assert_same_generation(got, expected)
@@ -129,15 +144,19 @@ def test_default_model_served_quantized_at_tp3_matches_tp1() -> None:
     with make_engine("smollm2-135m", device="cpu", quantization="auto") as single:
         assert single.get_server_info()["quantization"] == "q4_1"
         prompts = [single.tokenizer.encode(p, add_special_tokens=False) for p in REAL_PROMPTS]
-        expected = single.generate(input_ids=prompts, sampling_params=params, return_logprob=True,
-                                   top_logprobs_num=2)
-    forced = [(prompt + out["output_ids"][:j], out["output_ids"][j],
-               out["meta_info"]["output_top_logprobs"][j])
-              for prompt, out in zip(prompts, expected) for j in range(REAL_TOKENS)]
+        expected = single.generate(
+            input_ids=prompts, sampling_params=params, return_logprob=True, top_logprobs_num=2
+        )
+    forced = [
+        (prompt + out["output_ids"][:j], out["output_ids"][j], out["meta_info"]["output_top_logprobs"][j])
+        for prompt, out in zip(prompts, expected)
+        for j in range(REAL_TOKENS)
+    ]
     with make_engine("smollm2-135m", device="cpu", quantization="auto", tp_size=3) as engine:
         assert engine.get_server_info()["quantization"] == "q4_1"
-        got = engine.generate(input_ids=[ids for ids, _, _ in forced],
-                              sampling_params={"max_new_tokens": 1, "temperature": 0})
+        got = engine.generate(
+            input_ids=[ids for ids, _, _ in forced], sampling_params={"max_new_tokens": 1, "temperature": 0}
+        )
         answer = engine.generate(input_ids=prompts[0], sampling_params=params)
         engine.check_kv_integrity()
     flips = 0

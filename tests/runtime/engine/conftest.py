@@ -1,4 +1,5 @@
 """The Engine tests' shared engine on the tiny random model."""
+
 from __future__ import annotations
 
 import pytest

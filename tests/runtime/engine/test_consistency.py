@@ -6,6 +6,7 @@ how they schedule: no radix cache, chunked prefill at several sizes, a KV pool s
 retraction, the fcfs policy. Every variant must reproduce the reference tokens exactly. A seeded
 sampled request must draw the same tokens alone, in a batch and after retraction.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,9 @@ def _prompts() -> list[str]:
     """16 prompts of 10..~250 tokens (byte-level tokenizer); 8 share a 72-token prefix."""
     prompts = []
     for i in range(16):
-        body = (f"question {i}: " + "why is the sky blue " * (i % 5)
-                + " ".join(str(j * j) for j in range(2 * i)))
+        body = (
+            f"question {i}: " + "why is the sky blue " * (i % 5) + " ".join(str(j * j) for j in range(2 * i))
+        )
         prompts.append(SHARED + body if i % 2 == 0 else body)
     return prompts
 
@@ -107,8 +109,9 @@ def test_seeded_sample_is_the_same_alone_and_in_a_batch(tiny_engine):
 
 
 def test_seeded_sample_survives_retraction(tiny_llama_dir, tiny_engine):
-    alone = [tiny_engine.generate(p, {**SAMPLED, "seed": 100 + i})["output_ids"]
-             for i, p in enumerate(PROMPTS)]
+    alone = [
+        tiny_engine.generate(p, {**SAMPLED, "seed": 100 + i})["output_ids"] for i, p in enumerate(PROMPTS)
+    ]
     small = make_engine(tiny_llama_dir, max_total_tokens=320)
     try:
         outs = small.generate(PROMPTS, [{**SAMPLED, "seed": 100 + i} for i in range(len(PROMPTS))])

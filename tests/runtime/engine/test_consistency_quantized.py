@@ -3,6 +3,7 @@ FBGEMM int8): scheduling (radix cache off, chunk sizes, retraction, mixed prefil
 and batch shape (1 vs 16) must not change a greedy token. Both kernels are batch-invariant by
 construction: activations are quantized per row (per row block for Q4_0), and each output's sum
 runs in the same order whatever the batch (int32 accumulation is exact in FBGEMM)."""
+
 from __future__ import annotations
 
 import pytest

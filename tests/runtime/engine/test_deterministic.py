@@ -1,11 +1,12 @@
 """--enable-deterministic-inference: a request's greedy and seeded outputs (texts and logprobs, to the
 bit) do not depend on the rest of its batch, on cached prefixes, or on how its prompt was chunked."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from radixlm.runtime.deterministic import (
+from radixlm.runtime.executor.deterministic import (
     MIN_INVARIANT_ROWS,
     linear_is_row_invariant,
     padded_linear,
@@ -34,12 +35,15 @@ def test_linear_is_row_invariant_on_this_blas():
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("params", [{"temperature": 0, "max_new_tokens": 16},
-                                    {"temperature": 0.8, "seed": 7, "max_new_tokens": 16}])
+@pytest.mark.parametrize(
+    "params",
+    [{"temperature": 0, "max_new_tokens": 16}, {"temperature": 0.8, "seed": 7, "max_new_tokens": 16}],
+)
 def test_batch_cache_and_chunking_invariant(real_model_dir, params):
     engine = make_engine(real_model_dir, enable_deterministic_inference=True)
-    chunked = make_engine(real_model_dir, enable_deterministic_inference=True, disable_radix_cache=True,
-                          chunked_prefill_size=8)
+    chunked = make_engine(
+        real_model_dir, enable_deterministic_inference=True, disable_radix_cache=True, chunked_prefill_size=8
+    )
     try:
         batch = outputs(engine.generate(PROMPTS, params, return_logprob=True))
         alone = [outputs([engine.generate(p, params, return_logprob=True)])[0] for p in PROMPTS]  # cached

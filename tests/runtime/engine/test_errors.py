@@ -1,4 +1,5 @@
 """Bad input gets a ValueError that names the problem, and the engine keeps serving afterwards."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,8 +46,11 @@ def test_bad_sampling_parameter_is_named(small_engine, baseline, params, name):
     assert small_engine.generate("still serving?", GREEDY)["output_ids"] == baseline
 
 
-@pytest.mark.parametrize("prompt,kwargs", [("", {}), (None, {"input_ids": []}), ([], {})],
-                         ids=["empty_string", "empty_ids", "empty_list"])
+@pytest.mark.parametrize(
+    "prompt,kwargs",
+    [("", {}), (None, {"input_ids": []}), ([], {})],
+    ids=["empty_string", "empty_ids", "empty_list"],
+)
 def test_empty_prompt_is_rejected(small_engine, baseline, prompt, kwargs):
     with pytest.raises(ValueError, match="empty"):
         small_engine.generate(prompt, GREEDY, **kwargs)

@@ -8,6 +8,7 @@
 - Arbitrary grammar text: refused with a ``ValueError`` or served; the engine keeps serving.
 The root conftest checks every KV slot came back after each test. Derandomized and bounded.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ from radixlm.runtime.sampling.param_rules import NUMBER_RULES
 from tests.helpers.engines import make_engine
 
 VOCAB = 320  # the tiny model's
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 GRAMMAR_TOKENS = 48  # more than the longest generated language's strings (18 characters)
 
 
@@ -41,30 +47,45 @@ def alive(engine) -> None:
 
 
 # ---- sampling parameters -----------------------------------------------------------------------
-hostile = st.one_of(st.none(), st.booleans(), st.sampled_from([float("nan"), float("inf"), -1e-300, 1e300,
-                                                               2**64, -(2**64), "1", [], {}]))
+hostile = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([float("nan"), float("inf"), -1e-300, 1e300, 2**64, -(2**64), "1", [], {}]),
+)
 
 
 def number(name: str) -> st.SearchStrategy:
     rule = NUMBER_RULES[name]
     low = rule.minimum if rule.minimum is not None else -3
     high = rule.maximum if rule.maximum is not None else 3
-    inside = (st.integers(int(low), int(high) + 3) if rule.integer
-              else st.floats(low, high, exclude_min=rule.exclusive_minimum))
+    inside = (
+        st.integers(int(low), int(high) + 3)
+        if rule.integer
+        else st.floats(low, high, exclude_min=rule.exclusive_minimum)
+    )
     return st.one_of(inside, st.sampled_from(rule.also or [low]), st.floats(-5, 5), hostile)
 
 
-sampling = st.fixed_dictionaries({"max_new_tokens": st.one_of(st.integers(0, 6), hostile)}, optional={
-    **{name: number(name) for name in NUMBER_RULES if name not in ("max_new_tokens", "n")},
-    "n": st.one_of(st.integers(1, 3), hostile),
-    "stop": st.one_of(st.text(max_size=3), st.lists(st.text(max_size=3), max_size=3), hostile),
-    "stop_token_ids": st.one_of(st.lists(st.integers(-1, VOCAB + 1), max_size=3), hostile),
-    "stop_regex": st.one_of(st.sampled_from(["[a-z]", "x+", "", "(", "a*"]), hostile),
-    "logit_bias": st.one_of(st.dictionaries(st.sampled_from(["1", "7", "-3", " 5", str(VOCAB + 9), "x"]),
-                                            st.one_of(st.floats(-150, 150), hostile), max_size=3), hostile),
-    "seed": st.one_of(st.integers(-(2**70), 2**70), hostile),
-    "ignore_eos": st.one_of(st.booleans(), hostile),
-})
+sampling = st.fixed_dictionaries(
+    {"max_new_tokens": st.one_of(st.integers(0, 6), hostile)},
+    optional={
+        **{name: number(name) for name in NUMBER_RULES if name not in ("max_new_tokens", "n")},
+        "n": st.one_of(st.integers(1, 3), hostile),
+        "stop": st.one_of(st.text(max_size=3), st.lists(st.text(max_size=3), max_size=3), hostile),
+        "stop_token_ids": st.one_of(st.lists(st.integers(-1, VOCAB + 1), max_size=3), hostile),
+        "stop_regex": st.one_of(st.sampled_from(["[a-z]", "x+", "", "(", "a*"]), hostile),
+        "logit_bias": st.one_of(
+            st.dictionaries(
+                st.sampled_from(["1", "7", "-3", " 5", str(VOCAB + 9), "x"]),
+                st.one_of(st.floats(-150, 150), hostile),
+                max_size=3,
+            ),
+            hostile,
+        ),
+        "seed": st.one_of(st.integers(-(2**70), 2**70), hostile),
+        "ignore_eos": st.one_of(st.booleans(), hostile),
+    },
+)
 
 
 @SETTINGS
@@ -105,15 +126,26 @@ def _optional(part: tuple[str, str]) -> tuple[str, str]:
     return f"({part[0]})?", f"({part[1]})?"
 
 
-languages = st.recursive(st.one_of(literal, char_class), lambda inner: st.one_of(
-    st.lists(inner, min_size=2, max_size=3).map(_seq), st.lists(inner, min_size=2, max_size=3).map(_alt),
-    inner.map(_optional)), max_leaves=6)
-sampled = st.fixed_dictionaries({"temperature": st.sampled_from([0, 0.7, 1.5]), "seed": st.integers(0, 99)},
-                                optional={"top_k": st.integers(1, 5), "top_p": st.floats(0.05, 1),
-                                          "min_p": st.floats(0, 1), "repetition_penalty": st.floats(0.5, 2),
-                                          "frequency_penalty": st.floats(-2, 2),
-                                          "logit_bias": st.dictionaries(st.integers(0, VOCAB - 1).map(str),
-                                                                        st.floats(-100, 100), max_size=4)})
+languages = st.recursive(
+    st.one_of(literal, char_class),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map(_seq),
+        st.lists(inner, min_size=2, max_size=3).map(_alt),
+        inner.map(_optional),
+    ),
+    max_leaves=6,
+)
+sampled = st.fixed_dictionaries(
+    {"temperature": st.sampled_from([0, 0.7, 1.5]), "seed": st.integers(0, 99)},
+    optional={
+        "top_k": st.integers(1, 5),
+        "top_p": st.floats(0.05, 1),
+        "min_p": st.floats(0, 1),
+        "repetition_penalty": st.floats(0.5, 2),
+        "frequency_penalty": st.floats(-2, 2),
+        "logit_bias": st.dictionaries(st.integers(0, VOCAB - 1).map(str), st.floats(-100, 100), max_size=4),
+    },
+)
 
 
 @SETTINGS
@@ -127,25 +159,41 @@ def test_output_matches_the_regex_or_ebnf(engine, language, kind, params):
 
 
 @SETTINGS
-@given(choices=st.lists(st.text(alphabet="abc xy1", min_size=1, max_size=6), min_size=1, max_size=4,
-                        unique=True), params=sampled)
+@given(
+    choices=st.lists(
+        st.text(alphabet="abc xy1", min_size=1, max_size=6), min_size=1, max_size=4, unique=True
+    ),
+    params=sampled,
+)
 def test_output_is_one_of_the_choices(engine, choices, params):
     out = engine.generate("pick:", {**params, "choices": choices, "max_new_tokens": GRAMMAR_TOKENS})
     assert out["text"] in choices, (choices, out)
 
 
 scalar_schemas = st.one_of(
-    st.just({"type": "boolean"}), st.just({"type": "null"}),
+    st.just({"type": "boolean"}),
+    st.just({"type": "null"}),
     st.integers(-50, 50).map(lambda low: {"type": "integer", "minimum": low, "maximum": low + 20}),
     st.integers(0, 4).map(lambda n: {"type": "string", "maxLength": n, "pattern": "^[a-z]*$"}),
     st.lists(st.text(alphabet="abc", min_size=1, max_size=3), min_size=1, max_size=3, unique=True).map(
-        lambda values: {"enum": values}),
+        lambda values: {"enum": values}
+    ),
 )
-schemas = st.recursive(scalar_schemas, lambda inner: st.one_of(
-    st.dictionaries(st.text(alphabet="kqw", min_size=1, max_size=3), inner, min_size=1, max_size=3).map(
-        lambda props: {"type": "object", "properties": props, "required": sorted(props),
-                       "additionalProperties": False}),
-    inner.map(lambda item: {"type": "array", "items": item, "maxItems": 2})), max_leaves=5)
+schemas = st.recursive(
+    scalar_schemas,
+    lambda inner: st.one_of(
+        st.dictionaries(st.text(alphabet="kqw", min_size=1, max_size=3), inner, min_size=1, max_size=3).map(
+            lambda props: {
+                "type": "object",
+                "properties": props,
+                "required": sorted(props),
+                "additionalProperties": False,
+            }
+        ),
+        inner.map(lambda item: {"type": "array", "items": item, "maxItems": 2}),
+    ),
+    max_leaves=5,
+)
 
 
 @SETTINGS
@@ -158,10 +206,26 @@ def test_finished_json_validates_against_its_schema(engine, schema, params):
 
 
 @SETTINGS
-@given(kind=st.sampled_from(["regex", "ebnf", "json_schema", "choices"]),
-       text=st.one_of(st.text(max_size=30), st.sampled_from(
-           ["(", "a{5000}", "root ::= root", "root ::= x", '{"type": "object", "minimum": 1e999}', "[]",
-            '{"$ref": "#/x"}', "root ::= [", '{"type": "string", "pattern": "("}', "\ud800"])))
+@given(
+    kind=st.sampled_from(["regex", "ebnf", "json_schema", "choices"]),
+    text=st.one_of(
+        st.text(max_size=30),
+        st.sampled_from(
+            [
+                "(",
+                "a{5000}",
+                "root ::= root",
+                "root ::= x",
+                '{"type": "object", "minimum": 1e999}',
+                "[]",
+                '{"$ref": "#/x"}',
+                "root ::= [",
+                '{"type": "string", "pattern": "("}',
+                "\ud800",
+            ]
+        ),
+    ),
+)
 def test_arbitrary_grammar_text_is_refused_or_served(engine, kind, text):
     value: Any = [text] if kind == "choices" else text
     try:

@@ -1,4 +1,5 @@
 """The in-process Engine on a tiny random model: the generation API users rely on."""
+
 from __future__ import annotations
 
 import threading
@@ -83,14 +84,16 @@ def test_min_new_tokens_delays_a_stop_token(tiny_engine):
     assert len(delayed["output_ids"]) >= 4
     assert target not in delayed["output_ids"][:4]
     reason = delayed["meta_info"]["finish_reason"]
-    assert reason["type"] == "length" or (reason == {"type": "stop", "matched": target}
-                                          and delayed["output_ids"][-1] == target)
+    assert reason["type"] == "length" or (
+        reason == {"type": "stop", "matched": target} and delayed["output_ids"][-1] == target
+    )
 
 
 def test_ignore_eos_generates_max_new_tokens(tiny_engine):
     eos = tiny_engine.model_info()["eos_token_ids"][0]
-    out = tiny_engine.generate("eos", {**GREEDY, "stop_token_ids": [], "ignore_eos": True,
-                                       "max_new_tokens": 40})
+    out = tiny_engine.generate(
+        "eos", {**GREEDY, "stop_token_ids": [], "ignore_eos": True, "max_new_tokens": 40}
+    )
     assert len(out["output_ids"]) == 40
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 40}
     stopped = tiny_engine.generate("eos", {**GREEDY, "max_new_tokens": 40})
@@ -107,8 +110,14 @@ def test_n_parallel_samples_share_the_prompt(tiny_engine):
 
 
 def test_output_and_input_logprobs(tiny_engine):
-    out = tiny_engine.generate("logprob check", GREEDY, return_logprob=True, logprob_start_len=0,
-                               top_logprobs_num=3, return_text_in_logprobs=True)
+    out = tiny_engine.generate(
+        "logprob check",
+        GREEDY,
+        return_logprob=True,
+        logprob_start_len=0,
+        top_logprobs_num=3,
+        return_text_in_logprobs=True,
+    )
     meta = out["meta_info"]
     n_in = meta["prompt_tokens"]
     assert len(meta["input_token_logprobs"]) == n_in
@@ -123,13 +132,15 @@ def test_output_and_input_logprobs(tiny_engine):
 
 def test_prefill_only_request_scores_the_prompt(tiny_engine):
     ids = tiny_engine.tokenizer.encode("score these tokens", add_special_tokens=False)
-    out = tiny_engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 0}, return_logprob=True,
-                               logprob_start_len=3)
+    out = tiny_engine.generate(
+        input_ids=ids, sampling_params={"max_new_tokens": 0}, return_logprob=True, logprob_start_len=3
+    )
     meta = out["meta_info"]
     assert out["output_ids"] == []
     assert [e[1] for e in meta["input_token_logprobs"]] == ids[3:]
-    full = tiny_engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 0}, return_logprob=True,
-                                logprob_start_len=0)
+    full = tiny_engine.generate(
+        input_ids=ids, sampling_params={"max_new_tokens": 0}, return_logprob=True, logprob_start_len=0
+    )
     tail = full["meta_info"]["input_token_logprobs"][3:]
     for (a, _, _), (b, _, _) in zip(meta["input_token_logprobs"], tail):
         assert abs(a - b) < 1e-4
@@ -164,5 +175,6 @@ def test_async_generate(tiny_engine):
         return await asyncio.gather(*(tiny_engine.async_generate(f"async {i}", GREEDY) for i in range(4)))
 
     outs = asyncio.run(main())
-    assert [o["output_ids"] for o in outs] == [tiny_engine.generate(f"async {i}", GREEDY)["output_ids"]
-                                               for i in range(4)]
+    assert [o["output_ids"] for o in outs] == [
+        tiny_engine.generate(f"async {i}", GREEDY)["output_ids"] for i in range(4)
+    ]

@@ -1,5 +1,6 @@
 """--queue-timeout also covers a request waiting for its grammar to compile: past it, the request
 ends with the queue timeout's clear error, lets go of the compile, and the others go on."""
+
 from __future__ import annotations
 
 import threading
@@ -38,8 +39,11 @@ def _slow_compiles(backend, monkeypatch) -> None:
 def test_a_grammar_wait_past_the_queue_timeout_fails_with_a_clear_error(engine, monkeypatch):
     _slow_compiles(engine.scheduler.grammars._get_backend(), monkeypatch)
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"waited more than 0.5 s for its grammar to compile "
-                                           r"\(--queue-timeout\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"waited more than 0.5 s for its grammar to compile "
+        r"\(--queue-timeout\)",
+    ):
         engine.generate("constrained", {"max_new_tokens": 8, "regex": "[a-z]{1,8}", "temperature": 0})
     assert time.monotonic() - started < SLOW_COMPILE_S  # it did not wait for the compile
     info = engine.get_server_info()

@@ -1,4 +1,5 @@
 """The Engine on the embedded SmolLM2-135M: it answers, it shares prefixes, it matches our model runner."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,12 @@ from tests.helpers.model_helpers import greedy_generate, make_runner
 
 pytestmark = pytest.mark.real_model
 
-FEW_SHOT = ("Answer each question with one word.\n"
-            "Q: What colour is the sky on a clear day? A: Blue\n"
-            "Q: What do bees make? A: Honey\n"
-            "Q: What is frozen water called? A: Ice\n")
+FEW_SHOT = (
+    "Answer each question with one word.\n"
+    "Q: What colour is the sky on a clear day? A: Blue\n"
+    "Q: What do bees make? A: Honey\n"
+    "Q: What is frozen water called? A: Ice\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +25,9 @@ def real_engine(real_model_dir):
 
 
 def chat(engine, user: str) -> str:
-    return engine.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
-                                                add_generation_prompt=True)
+    return engine.tokenizer.apply_chat_template(
+        [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def test_capital_of_france_is_paris(real_engine):
@@ -55,8 +59,9 @@ def test_shared_prefix_batch_reports_cache_hits(real_engine):
 def test_greedy_equals_the_model_runner_loop(real_engine, real_model_dir):
     prompts = ["The quick brown fox", "def fibonacci(n):", "Once upon a time, in a small village,"]
     ids = [real_engine.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-    outs = real_engine.generate(input_ids=ids, sampling_params={"temperature": 0, "max_new_tokens": 16,
-                                                                "ignore_eos": True})
+    outs = real_engine.generate(
+        input_ids=ids, sampling_params={"temperature": 0, "max_new_tokens": 16, "ignore_eos": True}
+    )
     runner = make_runner(real_model_dir, max_total_tokens=512, context_length=256)
     expected = greedy_generate(runner, ids, 16)
     assert [o["output_ids"] for o in outs] == expected

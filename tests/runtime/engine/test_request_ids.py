@@ -1,5 +1,6 @@
 """Exact request ids in the Engine: an abort names one client rid and exactly the samples it spawned;
 a client rid that looks like a sample's id is just another request."""
+
 from __future__ import annotations
 
 import threading

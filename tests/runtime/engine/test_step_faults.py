@@ -1,5 +1,6 @@
 """Through the in-process Engine: a request whose sampling fails raises an error naming the problem
 while the requests batched with it return what they return alone."""
+
 from __future__ import annotations
 
 import threading
@@ -88,8 +89,9 @@ def test_a_failing_jump_forward_check_fails_only_its_request(tiny_llama_dir, mon
         monkeypatch.setattr(JumpForwardStep, "_accepted_prefix", check)
         errors = batched_with_a_faulty_request(engine, params)
         together = errors.pop()
-        assert any(d is c for d in faulty_drafts for c in checked), \
+        assert any(d is c for d in faulty_drafts for c in checked), (
             "the faulty request's draft was never verified"
+        )
         assert [o["text"] for o in together] == [alone[p] for p in PROMPTS]
         assert len(errors) == 1 and "draft check exploded" in str(errors[0])
         assert "jump-forward draft" in str(errors[0])

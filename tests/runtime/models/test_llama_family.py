@@ -1,5 +1,6 @@
 """Our model code equals transformers on tiny random checkpoints: prefill, cached-prefix extend,
 decode, and mixed batches, through the real KV pools and the torch attention backend."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,12 +20,19 @@ from tests.helpers.model_helpers import (
     tiny_qwen3_config,
 )
 
-LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
 CONFIGS = {
     "llama-gqa": lambda: tiny_llama_config(),
-    "llama-tied-llama3-rope": lambda: tiny_llama_config(tie_word_embeddings=True,
-                                                        rope_parameters=LLAMA3_ROPE),
+    "llama-tied-llama3-rope": lambda: tiny_llama_config(
+        tie_word_embeddings=True, rope_parameters=LLAMA3_ROPE
+    ),
     "qwen2-bias": lambda: tiny_qwen2_config(),
     "qwen3-qk-norm": lambda: tiny_qwen3_config(),
 }
@@ -97,8 +105,9 @@ def test_batch_of_different_lengths_extend_then_decode(ref: Reference) -> None:
     s.extend([rows[2], rows[3]], [seqs[2][:4], seqs[3][:20]])
     prefix = [0, 0, 4, 20]
     ends = [len(seq) - 1 for seq in seqs]
-    outs = s.extend(rows, [seq[p:e] if e > p else seq[:1] for seq, p, e in zip(seqs, prefix, ends)],
-                    all_logits=True)
+    outs = s.extend(
+        rows, [seq[p:e] if e > p else seq[:1] for seq, p, e in zip(seqs, prefix, ends)], all_logits=True
+    )
     for full, p, e, out in zip(fulls, prefix, ends, outs):
         if e > p:
             assert_logits_close(out, full[p:e])
@@ -133,17 +142,26 @@ def test_unknown_architecture_lists_supported() -> None:
         get_model_class("GPT2LMHeadModel")
 
 
-BASE = dict(architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, vocab_size=100)
+BASE = dict(
+    architectures=["LlamaForCausalLM"],
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    vocab_size=100,
+)
 
 
-@pytest.mark.parametrize("extra, theta, scaling", [
-    ({"rope_theta": 5e5}, 5e5, None),
-    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e5}}, 1e5, None),
-    ({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 2.0}}, 1e4, "linear"),
-    ({"rope_parameters": dict(LLAMA3_ROPE)}, 5e5, "llama3"),
-    ({}, 1e4, None),
-])
+@pytest.mark.parametrize(
+    "extra, theta, scaling",
+    [
+        ({"rope_theta": 5e5}, 5e5, None),
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e5}}, 1e5, None),
+        ({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 2.0}}, 1e4, "linear"),
+        ({"rope_parameters": dict(LLAMA3_ROPE)}, 5e5, "llama3"),
+        ({}, 1e4, None),
+    ],
+)
 def test_model_config_reads_transformers_4_and_5_rope_layouts(extra, theta, scaling) -> None:
     cfg = ModelConfig.from_hf({**BASE, **extra})
     assert cfg.rope_theta == theta

@@ -1,4 +1,5 @@
 """SmolLM2-135M (the default model, from its GGUF) against transformers loading the same GGUF."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,11 @@ from tests.helpers.model_helpers import PagedSession, assert_logits_close, greed
 
 pytestmark = pytest.mark.real_model
 
-QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
-             "List three prime numbers and explain why they are prime."]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "List three prime numbers and explain why they are prime.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +34,14 @@ def hf():
 @pytest.fixture(scope="module")
 def prompts(runner) -> list[list[int]]:
     tok = runner.loaded.tokenizer
-    return [list(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                         tokenize=True, return_dict=True)["input_ids"]) for q in QUESTIONS]
+    return [
+        list(
+            tok.apply_chat_template(
+                [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
+        )
+        for q in QUESTIONS
+    ]
 
 
 @torch.no_grad()
@@ -83,9 +93,13 @@ def test_greedy_32_tokens_identical_to_transformers_generate(runner, hf, prompts
     for prompt, out in zip(prompts, ours):
         ids = torch.tensor([prompt])
         # NOTE: an explicit mask; generate() would otherwise mask every <|im_end|> (= pad) in the prompt.
-        ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False,
-                          eos_token_id=None, pad_token_id=2)[0, len(prompt):].tolist()
+        ref = hf.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=32,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=2,
+        )[0, len(prompt) :].tolist()
         assert out == ref
     assert runner.loaded.tokenizer.decode(ours[0]).startswith("The capital of France is Paris")
-
-

@@ -12,6 +12,7 @@ they are not near ties themselves. "What is the capital of France?" is one: its 
 0.08-logit tie in fp32 ("The" over "L"), and llama.cpp on the same Q4_1 file answers "L'Étoile, la
 Cité, ..."; the answer asked for in one sentence has a clear margin at every token.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -19,10 +20,15 @@ import pytest
 from radixlm.kernels.cpu.build import load_gguf_kernels
 from tests.helpers.model_helpers import PagedSession, assert_logits_close, greedy_generate, make_runner
 
-pytestmark = [pytest.mark.real_model,
-              pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")]
-QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
-             "List three prime numbers and explain why they are prime."]
+pytestmark = [
+    pytest.mark.real_model,
+    pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here"),
+]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "List three prime numbers and explain why they are prime.",
+]
 COMPLETIONS = ["The quick brown fox", "def fibonacci(n):", "Once upon a time, in a small village,"]
 CLEAR_QUESTION = "What is the capital of France? Answer in one sentence."
 
@@ -37,8 +43,14 @@ def runners():
 @pytest.fixture(scope="module")
 def chat_prompts(runners) -> list[list[int]]:
     tok = runners[1].loaded.tokenizer
-    return [list(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                         tokenize=True, return_dict=True)["input_ids"]) for q in QUESTIONS]
+    return [
+        list(
+            tok.apply_chat_template(
+                [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
+        )
+        for q in QUESTIONS
+    ]
 
 
 def test_default_model_is_served_from_its_q4_1_blocks(runners) -> None:
@@ -64,7 +76,7 @@ def test_logits_match_the_dequantized_blocks(runners, chat_prompts) -> None:
 def _teacher_forced(runner, prompt: list[int], continuation: list[int]):
     s = PagedSession(runner)
     row = s.open()
-    logits = s.extend([row], [prompt + continuation[:-1]], all_logits=True)[0][len(prompt) - 1:]
+    logits = s.extend([row], [prompt + continuation[:-1]], all_logits=True)[0][len(prompt) - 1 :]
     s.close(row)
     return logits
 
@@ -84,9 +96,14 @@ def test_greedy_choices_differ_only_on_near_ties(runners, chat_prompts) -> None:
             assert margin < 0.5, f"a clear fp32 choice flipped (margin {margin:.3f} logits) at {i}"
             flips += 1
     assert flips <= 0.1 * 32 * len(prompts)
-    clear = list(tok.apply_chat_template([{"role": "user", "content": CLEAR_QUESTION}],
-                                         add_generation_prompt=True, tokenize=True,
-                                         return_dict=True)["input_ids"])
+    clear = list(
+        tok.apply_chat_template(
+            [{"role": "user", "content": CLEAR_QUESTION}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"]
+    )
     answers = greedy_generate(native, [clear, prompts[-1]], 12)
     assert tok.decode(answers[0]).startswith("The capital of France is Paris.")
     assert answers[1] == reference[-1][:12]

@@ -5,6 +5,7 @@ The GGUF kernel quantizes activations per row in blocks of 32 and walks rows in 
 follows the batch (``kernels/cpu/gguf_linear.cpp``); FBGEMM's int8 path scales each row first
 (``Int8Linear``). Neither may let the batch change a row's bits.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,10 @@ def tiny_model(tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", ["q4_0", "q8_0", "int8"])
-@pytest.mark.parametrize("params", [{"temperature": 0, "max_new_tokens": 12},
-                                    {"temperature": 0.8, "seed": 7, "max_new_tokens": 12}])
+@pytest.mark.parametrize(
+    "params",
+    [{"temperature": 0, "max_new_tokens": 12}, {"temperature": 0.8, "seed": 7, "max_new_tokens": 12}],
+)
 def test_quantized_outputs_do_not_depend_on_the_batch(tiny_model, method, params) -> None:
     if method != "int8" and load_gguf_kernels() is None:
         pytest.skip("GGUF CPU kernels cannot be built here")

@@ -8,6 +8,7 @@ rounds activations to int8 blocks of 32; on this wider model that moves logits b
 their largest magnitude (2.9% for the same model in Q4_1, 2.6% in Q8_0: the activations, not the
 weight format), so 5%; a wrong nibble, scale or row order moves them by tens of percent.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,13 @@ pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU ke
 SEQ = TINY_SEQ
 LOGIT_RTOL = 0.05
 # first match wins: the Q5_1 v_proj of layer 1 before the general v_proj rule
-Q4_K_M_LIKE = {"layers.1.self_attn.v_proj": "Q5_1", "v_proj": "Q6_K", "down_proj": "Q6_K", "proj": "Q4_K",
-               "embed_tokens": "Q6_K"}
+Q4_K_M_LIKE = {
+    "layers.1.self_attn.v_proj": "Q5_1",
+    "v_proj": "Q6_K",
+    "down_proj": "Q6_K",
+    "proj": "Q4_K",
+    "embed_tokens": "Q6_K",
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,9 @@ def kquant_gguf(tmp_path_factory):
     config = tiny_llama_config(hidden_size=256, intermediate_size=512, tie_word_embeddings=True)
     torch.manual_seed(0)
     hf = LlamaForCausalLM(config)
-    return save_tiny_gguf(config, hf.state_dict(), tmp_path_factory.mktemp("kq") / "tiny-q4_k_m.gguf",
-                          block_types=Q4_K_M_LIKE)
+    return save_tiny_gguf(
+        config, hf.state_dict(), tmp_path_factory.mktemp("kq") / "tiny-q4_k_m.gguf", block_types=Q4_K_M_LIKE
+    )
 
 
 def _logits(runner) -> list[torch.Tensor]:
@@ -73,12 +80,12 @@ def test_each_tensor_is_served_from_its_own_blocks(kquant_gguf) -> None:
         assert (q.fmt, k.fmt) == ("q4_k", "q4_k")
         weight = floats[f"model.layers.{i}.self_attn.qkv_proj.weight"]
         rows = torch.cat([gguf_blocks.dequantize(q.blocks, "q4_k"), gguf_blocks.dequantize(k.blocks, "q4_k")])
-        assert torch.equal(rows, weight[:rows.shape[0]])  # q rows un-permuted as whole rows of blocks
+        assert torch.equal(rows, weight[: rows.shape[0]])  # q rows un-permuted as whole rows of blocks
         if i == 0:
             assert isinstance(v, GGUFLinear) and v.fmt == "q6_k"
-            assert torch.equal(gguf_blocks.dequantize(v.blocks, "q6_k"), weight[rows.shape[0]:])
+            assert torch.equal(gguf_blocks.dequantize(v.blocks, "q6_k"), weight[rows.shape[0] :])
         else:  # Q5_1 has no kernel: served from the file's values in float, not rounded again
-            assert type(v) is Linear and torch.equal(v.weight, weight[rows.shape[0]:])
+            assert type(v) is Linear and torch.equal(v.weight, weight[rows.shape[0] :])
     head = native.model.lm_head
     assert isinstance(head, QuantizedEmbedding) and head.fmt == "q6_k"
     assert head is native.model.model.embed_tokens
@@ -99,8 +106,9 @@ def test_engine_serves_the_file_natively_with_the_same_greedy_tokens(kquant_gguf
         engine = make_engine(str(kquant_gguf), quantization=quantization, device="cpu")
         try:
             assert engine.get_server_info()["quantization"] == ("q4_k" if quantization == "auto" else "none")
-            outputs[quantization] = [engine.generate(input_ids=ids, sampling_params=params)["output_ids"]
-                                     for ids in prompts]
+            outputs[quantization] = [
+                engine.generate(input_ids=ids, sampling_params=params)["output_ids"] for ids in prompts
+            ]
         finally:
             engine.shutdown()
     reference = make_runner(kquant_gguf)

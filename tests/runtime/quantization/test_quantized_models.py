@@ -8,6 +8,7 @@ row's max, several times coarser). On these random 2-layer models that moves log
 (blocks) and ~4% (int8) of their largest magnitude; 2% and 6% leave room for other seeds without
 hiding a wrong block layout (a wrong row or nibble order moves them by tens of percent).
 """
+
 from __future__ import annotations
 
 import logging
@@ -74,8 +75,12 @@ def test_gguf_blocks_are_served_as_stored(tmp_path) -> None:
     config = tiny_llama_config(tie_word_embeddings=True)
     torch.manual_seed(0)
     hf = LlamaForCausalLM(config)
-    path = save_tiny_gguf(config, hf.state_dict(), tmp_path / "tiny-q4_0.gguf",
-                          block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"})
+    path = save_tiny_gguf(
+        config,
+        hf.state_dict(),
+        tmp_path / "tiny-q4_0.gguf",
+        block_types={"proj": "Q4_0", "embed_tokens": "Q8_0"},
+    )
     native = make_runner(path, quantization="auto")
     dequantized = make_runner(path)  # quantization none: the converted fp32 weights
     assert native.quantization == "q4_0"
@@ -95,8 +100,9 @@ def test_an_explicit_other_format_requantizes_instead_of_serving_the_files_block
     from transformers import LlamaForCausalLM
 
     config = tiny_llama_config()
-    path = save_tiny_gguf(config, LlamaForCausalLM(config).state_dict(), tmp_path / "t.gguf",
-                          block_types={"proj": "Q4_0"})
+    path = save_tiny_gguf(
+        config, LlamaForCausalLM(config).state_dict(), tmp_path / "t.gguf", block_types={"proj": "Q4_0"}
+    )
     runner = make_runner(path, quantization="q4_1")
     assert {m.fmt for m in runner.model.modules() if isinstance(m, GGUFLinear)} == {"q4_1"}
 

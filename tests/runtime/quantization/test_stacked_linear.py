@@ -1,5 +1,6 @@
 """``StackedLinear``: a fused projection whose parts keep different formats, and its tensor-parallel
 row cut (a rank's rows may span two parts)."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,11 @@ def _layer() -> tuple[StackedLinear, list[torch.Tensor]]:
     w = [torch.randn(rows, 256, generator=gen) * 0.1 for rows in (40, 24, 16)]
     float_part = Linear(256, 24)
     float_part.weight = torch.nn.Parameter(w[1], requires_grad=False)
-    parts = [GGUFLinear(gguf_blocks.quantize(w[0], "q4_k"), "q4_k", 256), float_part,
-             GGUFLinear(gguf_blocks.quantize(w[2], "q6_k"), "q6_k", 256)]
+    parts = [
+        GGUFLinear(gguf_blocks.quantize(w[0], "q4_k"), "q4_k", 256),
+        float_part,
+        GGUFLinear(gguf_blocks.quantize(w[2], "q6_k"), "q6_k", 256),
+    ]
     return StackedLinear(parts, torch.randn(80, generator=gen)), w
 
 

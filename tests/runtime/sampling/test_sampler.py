@@ -1,4 +1,5 @@
 """The sampler on hand-made logits: filtering, penalties, min_new_tokens, seeded draws."""
+
 from __future__ import annotations
 
 import math

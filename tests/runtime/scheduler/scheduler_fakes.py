@@ -1,7 +1,8 @@
 """Model-free pieces for scheduler unit tests: a real small KV pool and rows, requests, a fake forward."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -12,8 +13,9 @@ from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
 
 
-def make_cache(num_slots: int = 64, rows: int = 4, max_context: int = 256,
-               disabled: bool = False) -> CacheManager:
+def make_cache(
+    num_slots: int = 64, rows: int = 4, max_context: int = 256, disabled: bool = False
+) -> CacheManager:
     """A cache manager over a real (one layer, one head, width one) KV pool on the CPU."""
     kv_pool = KVPool(num_slots, num_layers=1, num_kv_heads=1, head_dim=1, dtype=torch.float32)
     return CacheManager(ReqToTokenPool(rows, max_context), kv_pool, disable_radix_cache=disabled)

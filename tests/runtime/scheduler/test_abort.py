@@ -1,4 +1,5 @@
 """Aborting queued, running and mid-prefill requests frees every row and KV slot they held."""
+
 from __future__ import annotations
 
 import threading
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq, expand_parallel_samples
-from radixlm.runtime.request_ids import sample_rid
+from radixlm.runtime.requests.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
@@ -27,8 +28,15 @@ def _request(rid: str, length: int, max_new_tokens: int = 50) -> TokenizedGenera
 
 @pytest.fixture(scope="module")
 def scheduler(tiny_llama_dir):
-    args = ServerArgs(model=tiny_llama_dir, device="cpu", dtype="float32", max_total_tokens=2048,
-                      max_running_requests=2, chunked_prefill_size=16, num_threads=1)
+    args = ServerArgs(
+        model=tiny_llama_dir,
+        device="cpu",
+        dtype="float32",
+        max_total_tokens=2048,
+        max_running_requests=2,
+        chunked_prefill_size=16,
+        num_threads=1,
+    )
     sched = Scheduler(args)
     yield sched
     sched.shutdown()
@@ -89,7 +97,10 @@ def test_abort_names_one_request_or_every_sample_of_one(scheduler):
     scheduler.handle(AbortReq("team-2"))  # both samples, not the client request "team-2-0"
     finished = _drain(scheduler)
     assert {rid for rid, reason in finished.items() if reason["type"] == "abort"} == {
-        "team-1", sample_rid("team-2", 0), sample_rid("team-2", 1)}
+        "team-1",
+        sample_rid("team-2", 0),
+        sample_rid("team-2", 1),
+    }
     assert finished["team-1-x"] == finished["team-2-0"] == {"type": "length", "length": 50}
     _assert_all_free(scheduler)
 

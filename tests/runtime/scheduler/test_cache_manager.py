@@ -3,6 +3,7 @@
 Every slot is always in exactly one of: the allocator's free list, the tree, a running request's
 private tail (free + tree + private = capacity).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -100,8 +101,9 @@ def test_duplicates_computed_in_the_same_step_go_back_to_the_allocator():
     compute_extend(cache, b)
     # b's 20 slots duplicated a's: freed, and b's row now points at the tree's slots
     assert ownership(cache, [a, b]) == (44, 20, 0)
-    assert torch.equal(cache.req_to_token_pool.req_to_token[b.row, :20],
-                       cache.req_to_token_pool.req_to_token[a.row, :20])
+    assert torch.equal(
+        cache.req_to_token_pool.req_to_token[b.row, :20], cache.req_to_token_pool.req_to_token[a.row, :20]
+    )
     _assert_owned_once(cache, [a, b])
 
 

@@ -1,4 +1,5 @@
 """Grammar compilation runs off the loop; a compile past its deadline fails only its request."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -24,8 +25,9 @@ def test_compile_timeout_fails_only_that_request(impatient_engine, monkeypatch):
     monkeypatch.setattr(backend, "submit", lambda kind, text: concurrent.futures.Future())
     with pytest.raises(ValueError, match="timed out after 0.2 s"):
         impatient_engine.generate("json please", {"json_schema": SCHEMA, "max_new_tokens": 8})
-    out = impatient_engine.generate("still serving",
-                                    {"temperature": 0, "max_new_tokens": 4, "ignore_eos": True})
+    out = impatient_engine.generate(
+        "still serving", {"temperature": 0, "max_new_tokens": 4, "ignore_eos": True}
+    )
     assert out["meta_info"]["completion_tokens"] == 4
 
 

@@ -1,5 +1,6 @@
 """Mixed chunks: a long prompt that arrives while others decode is prefilled in small chunks that
 ride along with the running decodes, and nobody's tokens change."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,21 +18,30 @@ CHUNK = 16
 LONG_PROMPT = 200
 
 
-def _request(rid: str, length: int, first: int, max_new_tokens: int,
-             input_logprobs: bool = False) -> TokenizedGenerateReq:
+def _request(
+    rid: str, length: int, first: int, max_new_tokens: int, input_logprobs: bool = False
+) -> TokenizedGenerateReq:
     ids = (np.arange(first, first + length, dtype=np.int32) % 250) + 3
     params = SamplingParams(temperature=0, max_new_tokens=max_new_tokens, ignore_eos=True)
-    return TokenizedGenerateReq(rid, ids, params, return_logprob=input_logprobs,
-                                logprob_start_len=0 if input_logprobs else -1)
+    return TokenizedGenerateReq(
+        rid, ids, params, return_logprob=input_logprobs, logprob_start_len=0 if input_logprobs else -1
+    )
 
 
 def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list], list[tuple[Any, int, int]]]:
     """Three streams decode, then a long prompt arrives. Returns every request's tokens and, for each
     step from the arrival until the long prompt's first token, ``(kind, prompt tokens, streams that
     got a token)``."""
-    args = ServerArgs(model=model_dir, device="cpu", dtype="float32", max_total_tokens=2048,
-                      chunked_prefill_size=64, enable_mixed_chunk=mixed, mixed_chunk_size=CHUNK,
-                      num_threads=1)
+    args = ServerArgs(
+        model=model_dir,
+        device="cpu",
+        dtype="float32",
+        max_total_tokens=2048,
+        chunked_prefill_size=64,
+        enable_mixed_chunk=mixed,
+        mixed_chunk_size=CHUNK,
+        num_threads=1,
+    )
     sched = Scheduler(args)
     tokens: dict[str, list] = {}
 
@@ -40,6 +50,7 @@ def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list], list[tuple[Any
             tokens.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
             if out.input_token_logprobs:
                 tokens.setdefault("long-input-logprobs", []).extend(out.input_token_logprobs)
+
     try:
         for i in range(3):
             sched.handle(_request(f"short-{i}", 10 + i, 40 * i, 60))

@@ -1,4 +1,5 @@
 """PinTable without a model: pins hold a finished request's context until children come or time runs out."""
+
 from __future__ import annotations
 
 from radixlm.runtime.scheduler.pins import PinTable

@@ -1,4 +1,5 @@
 """Pinned program contexts stay cached until their children are admitted, and never leak."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,9 @@ def test_pinned_context_survives_until_children_admitted(pin_engine):
     assert _protected(pin_engine) > 0
     assert pin_engine.get_server_info()["num_pinned_contexts"] == 1
     # Under pressure, eviction cannot take a pinned path: flush-free eviction via a fresh big request
-    child_ids = (pin_engine.tokenizer.encode("parent context " * 4, add_special_tokens=False)
-                 + parent["output_ids"])
+    child_ids = (
+        pin_engine.tokenizer.encode("parent context " * 4, add_special_tokens=False) + parent["output_ids"]
+    )
     first = pin_engine.generate(input_ids=child_ids + [5, 6], sampling_params=GREEDY, unpin_rids=["p1"])
     assert first["meta_info"]["cached_tokens"] >= len(child_ids) - 1
     assert pin_engine.get_server_info()["num_pinned_contexts"] == 1  # one child still expected

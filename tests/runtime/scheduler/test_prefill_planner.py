@@ -1,4 +1,5 @@
 """PrefillPlanner: which waiting requests extend this step, under token, row and KV budgets."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """One request's failure stays its own (handle_isolated) and --queue-timeout expires waiting requests,
 on a real Scheduler over the tiny model."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ def scheduler(tiny_llama_dir):
 
 
 def request(rid: str, **params) -> TokenizedGenerateReq:
-    return TokenizedGenerateReq(rid, np.array([1, 2, 3], dtype=np.int32),
-                                SamplingParams(max_new_tokens=2, temperature=0, **params))
+    return TokenizedGenerateReq(
+        rid, np.array([1, 2, 3], dtype=np.int32), SamplingParams(max_new_tokens=2, temperature=0, **params)
+    )
 
 
 def run_until_idle(scheduler: Scheduler) -> dict:
@@ -60,8 +62,12 @@ def test_queue_timeout_expires_only_never_admitted_requests(scheduler):
     old, admitted = scheduler.waiting[-2:]
     admitted.admitted_once = True  # e.g. retracted after it ran
     finished = []
-    expire_waiting(scheduler.waiting, 5.0, lambda req, reason: finished.append((req.rid, reason)),
-                   now=old.arrived_at + 6.0)
+    expire_waiting(
+        scheduler.waiting,
+        5.0,
+        lambda req, reason: finished.append((req.rid, reason)),
+        now=old.arrived_at + 6.0,
+    )
     assert [(rid, reason.status_code) for rid, reason in finished] == [("old", QUEUE_TIMEOUT_STATUS)]
     assert "queue-timeout" in finished[0][1].message
     assert scheduler.waiting == [admitted]

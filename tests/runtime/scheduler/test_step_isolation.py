@@ -2,6 +2,7 @@
 problem, KV and grammar released) while the rest of the batch completes with the tokens it would
 have produced anyway; a forward pass that raises fails its batch and the loop goes on; one that
 keeps raising is a broken runtime."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,14 +21,24 @@ GOOD = ("good-a", "good-b", "good-c")
 def _request(rid: str, max_new_tokens: int = 12, **params) -> TokenizedGenerateReq:
     first = sum(map(ord, rid)) % 250
     ids = (np.arange(first, first + 9, dtype=np.int32) % 250) + 3
-    return TokenizedGenerateReq(rid, ids, SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True,
-                                                         **{"temperature": 0, **params}))
+    return TokenizedGenerateReq(
+        rid,
+        ids,
+        SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True, **{"temperature": 0, **params}),
+    )
 
 
 @pytest.fixture(scope="module")
 def scheduler(tiny_llama_dir):
-    args = ServerArgs(model=tiny_llama_dir, device="cpu", dtype="float32", max_total_tokens=2048,
-                      max_running_requests=8, num_threads=1, max_forward_failures=3)
+    args = ServerArgs(
+        model=tiny_llama_dir,
+        device="cpu",
+        dtype="float32",
+        max_total_tokens=2048,
+        max_running_requests=8,
+        num_threads=1,
+        max_forward_failures=3,
+    )
     sched = Scheduler(args)
     yield sched
     sched.shutdown()
@@ -100,19 +111,27 @@ def test_a_nan_row_fails_only_its_request(scheduler, reference, monkeypatch):
 
 def _grammar_fault(method: str, rid: str):
     """A step hook that breaks ``method`` of ``rid``'s grammar matcher once it has one."""
+
     def hook(sched: Scheduler) -> None:
         for req in sched.running:
             if req.rid == rid and req.grammar is not None and method not in vars(req.grammar):
+
                 def boom(*args, **kwargs):
                     raise RuntimeError(f"matcher {method} exploded")
+
                 setattr(req.grammar, method, boom)
+
     return hook
 
 
 @pytest.mark.parametrize("method", ["fill_bitmask", "accept_token"])
 def test_a_failing_grammar_matcher_fails_only_its_request(scheduler, reference, method):
-    reqs = [_request("good-a"), _request("constrained", regex="[a-z]{30}"), _request("good-b"),
-            _request("good-c")]
+    reqs = [
+        _request("good-a"),
+        _request("constrained", regex="[a-z]{30}"),
+        _request("good-b"),
+        _request("good-c"),
+    ]
     result = _run(scheduler, reqs, on_step=_grammar_fault(method, "constrained"))
     _assert_good_unharmed(result, reference)
     reason = result["constrained"][1]

@@ -1,4 +1,5 @@
 """StopChecker: stop tokens and strings from min_new_tokens on, grammar ends, length limits, aborts."""
+
 from __future__ import annotations
 
 from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishStop

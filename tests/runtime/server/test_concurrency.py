@@ -1,4 +1,5 @@
 """64 concurrent streaming requests give the same greedy output as one by one, and leak no KV."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,14 @@ NUM_REQUESTS = 64
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512, max_running_requests=32) as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        max_running_requests=32,
+    ) as handle:
         yield handle
 
 
@@ -26,8 +33,9 @@ def workload() -> list[dict]:
     shared = "You are a helpful assistant. "  # a common prefix exercises the radix cache
     bodies = []
     for i in range(NUM_REQUESTS):
-        prompt = (shared if i % 2 else "") + "".join(rng.choice("abcdefgh ")
-                                                      for _ in range(rng.randint(1, 120)))
+        prompt = (shared if i % 2 else "") + "".join(
+            rng.choice("abcdefgh ") for _ in range(rng.randint(1, 120))
+        )
         params = {"temperature": 0, "max_new_tokens": rng.randint(1, 64), "ignore_eos": i % 3 == 0}
         bodies.append({"text": prompt, "sampling_params": params})
     return bodies

@@ -1,5 +1,6 @@
 """Faults under load: kill -9 of the detokenizer (every process exits promptly, no orphans, clients get
 an error) and a second server on a busy port (a clear error, not a hang)."""
+
 from __future__ import annotations
 
 import os
@@ -49,12 +50,26 @@ def test_killing_the_detokenizer_fails_streams_and_stops_the_server(tiny_llama_d
 
 
 def test_second_server_on_a_busy_port_fails_clearly(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=256) as first:
+    with launch_server(
+        model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=256
+    ) as first:
         port = first.url.rsplit(":", 1)[1]
-        second = subprocess.run([sys.executable, "-m", "radixlm.runtime.server.serve_cli", "--model",
-                                 tiny_llama_dir, "--port", port, "--device", "cpu"],
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "radixlm.runtime.server.serve_cli",
+                "--model",
+                tiny_llama_dir,
+                "--port",
+                port,
+                "--device",
+                "cpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert second.returncode != 0
         assert f"port {port} is already in use" in second.stderr
         assert httpx.get(first.url + "/health", timeout=10).status_code == 200
@@ -73,8 +88,14 @@ def test_killing_the_scheduler_under_load_fails_every_client_and_stops_everythin
     """kill -9 of the scheduler while streams, plain requests and a grammar compile process are busy:
     every client ends with an error within seconds, the server exits non-zero, and no process of
     the tree (the compile worker, a grandchild, included) is left behind."""
-    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                           context_length=512, grammar_backend="outlines")
+    handle = launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        grammar_backend="outlines",
+    )
     scheduler, detokenizer = workers_of(handle.pid)
     (ipc_dir,) = ipc_dirs(handle.pid)
     long = {"max_new_tokens": 480, "ignore_eos": True}

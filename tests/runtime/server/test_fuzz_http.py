@@ -1,6 +1,7 @@
 """Property-based fuzzing of the HTTP API (hypothesis): arbitrary JSON bodies, mutated valid ones and
 hostile scalars on every endpoint never get a 5xx, the server answers after every case, and the KV
 pool is whole at the end. Bounded (a few hundred cases) so CI stays fast."""
+
 from __future__ import annotations
 
 import httpx
@@ -12,23 +13,72 @@ from radixlm.runtime.server.launch import launch_server
 from tests.runtime.server.test_native_api import assert_kv_idle
 
 ENDPOINTS = ["/generate", "/v1/completions", "/v1/chat/completions", "/program", "/abort_request"]
-FIELDS = ["text", "input_ids", "sampling_params", "rid", "n", "stream", "return_logprob", "top_logprobs_num",
-          "logprob_start_len", "max_new_tokens", "temperature", "top_p", "top_k", "stop", "regex",
-          "json_schema", "choices", "messages", "prompt", "max_tokens", "graph", "nodes", "options",
-          "response_format", "abort_all", "input_segments", "pin_children", "unpin_rids", "seed"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=20), st.sampled_from(["", "\ud800", "a" * 3000, "[a-z]{9999}"]))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(FIELDS), inner, max_size=5)), max_leaves=12)
+FIELDS = [
+    "text",
+    "input_ids",
+    "sampling_params",
+    "rid",
+    "n",
+    "stream",
+    "return_logprob",
+    "top_logprobs_num",
+    "logprob_start_len",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",
+    "regex",
+    "json_schema",
+    "choices",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "graph",
+    "nodes",
+    "options",
+    "response_format",
+    "abort_all",
+    "input_segments",
+    "pin_children",
+    "unpin_rids",
+    "seed",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(["", "\ud800", "a" * 3000, "[a-z]{9999}"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(FIELDS), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
 bodies = st.dictionaries(st.sampled_from(FIELDS), values, max_size=6)
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=256, max_n=4, grammar_compile_timeout=5.0) as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=256,
+        max_n=4,
+        grammar_compile_timeout=5.0,
+    ) as handle:
         yield handle
 
 
@@ -64,13 +114,32 @@ def test_arbitrary_bodies(client, path):
 
 
 @SETTINGS
-@given(params=st.fixed_dictionaries({}, optional={
-    "temperature": scalars, "top_p": scalars, "top_k": scalars, "min_p": scalars, "n": st.integers(-1, 6),
-    "stop": values, "regex": st.sampled_from(["[ab]+", "(a|b)*c{2,5}", "(", "a{99999}", ""]),
-    "json_schema": st.sampled_from(['{"type": "integer"}', '{"type": "string", "maxLength": 3}', "{",
-                                    '{"type": "object", "properties": {"a": {"type": "boolean"}}}']),
-    "repetition_penalty": scalars, "frequency_penalty": scalars, "seed": scalars, "ignore_eos": scalars,
-}))
+@given(
+    params=st.fixed_dictionaries(
+        {},
+        optional={
+            "temperature": scalars,
+            "top_p": scalars,
+            "top_k": scalars,
+            "min_p": scalars,
+            "n": st.integers(-1, 6),
+            "stop": values,
+            "regex": st.sampled_from(["[ab]+", "(a|b)*c{2,5}", "(", "a{99999}", ""]),
+            "json_schema": st.sampled_from(
+                [
+                    '{"type": "integer"}',
+                    '{"type": "string", "maxLength": 3}',
+                    "{",
+                    '{"type": "object", "properties": {"a": {"type": "boolean"}}}',
+                ]
+            ),
+            "repetition_penalty": scalars,
+            "frequency_penalty": scalars,
+            "seed": scalars,
+            "ignore_eos": scalars,
+        },
+    )
+)
 def test_sampling_params_of_generate(client, params):
     params["max_new_tokens"] = 3
     post(client, "/generate", {"text": "ab", "sampling_params": params})

@@ -1,5 +1,6 @@
 """Hostile requests (issue 13) against a live server on a tiny random model: each gets a 4xx naming
 the problem, and the server keeps serving with every KV slot back in the pool."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,19 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512, max_request_bytes=300_000, max_n=8, max_program_nodes=16,
-                       max_running_requests=1, max_queued_requests=0,
-                       allowed_origins="http://allowed.example") as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        max_request_bytes=300_000,
+        max_n=8,
+        max_program_nodes=16,
+        max_running_requests=1,
+        max_queued_requests=0,
+        allowed_origins="http://allowed.example",
+    ) as handle:
         yield handle
 
 
@@ -50,13 +60,16 @@ def assert_400(r: httpx.Response, *words: str) -> dict:
     return err
 
 
-@pytest.mark.parametrize("raw, field", [
-    ('{"text": "hi", "sampling_params": {"temperature": NaN}}', "sampling_params.temperature"),
-    ('{"text": "hi", "sampling_params": {"temperature": Infinity}}', "sampling_params"),
-    ('{"text": "hi", "sampling_params": {"top_p": 1e999}}', "sampling_params"),
-    ('{"text": "hi \\ud800", "sampling_params": {}}', "text"),
-    ('{"text": "hi", "rid": "\\udc00x", "sampling_params": {}}', "rid"),
-])
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        ('{"text": "hi", "sampling_params": {"temperature": NaN}}', "sampling_params.temperature"),
+        ('{"text": "hi", "sampling_params": {"temperature": Infinity}}', "sampling_params"),
+        ('{"text": "hi", "sampling_params": {"top_p": 1e999}}', "sampling_params"),
+        ('{"text": "hi \\ud800", "sampling_params": {}}', "text"),
+        ('{"text": "hi", "rid": "\\udc00x", "sampling_params": {}}', "rid"),
+    ],
+)
 def test_non_finite_numbers_and_lone_surrogates(client, raw, field):
     assert_400(post_raw(client, "/generate", raw), field)
 
@@ -72,8 +85,10 @@ def test_oversized_body_413(client):
 
 
 def test_top_logprobs_beyond_vocabulary(client):
-    r = client.post("/generate", json={"text": "hi", "return_logprob": True, "top_logprobs_num": 10**6,
-                                       "sampling_params": GREEDY})
+    r = client.post(
+        "/generate",
+        json={"text": "hi", "return_logprob": True, "top_logprobs_num": 10**6, "sampling_params": GREEDY},
+    )
     assert_400(r, "top_logprobs_num")
 
 
@@ -92,10 +107,14 @@ def test_deep_json_schema(client):
 
 def test_infinite_minimum_in_schema(client):
     schema = '{"type": "integer", "minimum": Infinity}'
-    assert_400(client.post("/generate", json={"text": "hi", "sampling_params": {"json_schema": schema}}),
-               "json_schema")
-    raw = ('{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
-           '"json_schema": {"name": "x", "schema": {"type": "integer", "minimum": Infinity}}}}')
+    assert_400(
+        client.post("/generate", json={"text": "hi", "sampling_params": {"json_schema": schema}}),
+        "json_schema",
+    )
+    raw = (
+        '{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
+        '"json_schema": {"name": "x", "schema": {"type": "integer", "minimum": Infinity}}}}'
+    )
     assert post_raw(client, "/v1/chat/completions", raw).status_code == 400
 
 
@@ -109,14 +128,22 @@ def graph(nodes):
 
 
 def test_program_cycle_is_refused_and_does_not_stall(client):
-    nodes = [{"id": 0, "parent": 1, "extend": [], "op": None},
-             {"id": 1, "parent": 0, "extend": [{"text": "x"}], "op": {"type": "prefill"}}]
+    nodes = [
+        {"id": 0, "parent": 1, "extend": [], "op": None},
+        {"id": 1, "parent": 0, "extend": [{"text": "x"}], "op": {"type": "prefill"}},
+    ]
     assert_400(client.post("/program", json=graph(nodes)), "graph", "parent")
 
 
 def test_program_options_as_list(client):
-    nodes = [{"id": 0, "parent": None, "extend": [{"text": "x"}],
-              "op": {"type": "gen", "name": "a", "options": [1, 2]}}]
+    nodes = [
+        {
+            "id": 0,
+            "parent": None,
+            "extend": [{"text": "x"}],
+            "op": {"type": "gen", "name": "a", "options": [1, 2]},
+        }
+    ]
     assert_400(client.post("/program", json=graph(nodes)), "options")
 
 
@@ -136,11 +163,15 @@ def test_browser_simple_requests_refused(client):
 
 
 def test_allowed_origin_gets_cors(client):
-    r = client.options("/generate", headers={"Origin": "http://allowed.example",
-                                             "Access-Control-Request-Method": "POST"})
+    r = client.options(
+        "/generate", headers={"Origin": "http://allowed.example", "Access-Control-Request-Method": "POST"}
+    )
     assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "http://allowed.example"
-    r = client.post("/generate", json={"text": "hi", "sampling_params": GREEDY},
-                    headers={"Origin": "http://allowed.example"})
+    r = client.post(
+        "/generate",
+        json={"text": "hi", "sampling_params": GREEDY},
+        headers={"Origin": "http://allowed.example"},
+    )
     assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://allowed.example"
 
 
@@ -162,8 +193,14 @@ def test_full_server_answers_503_with_retry_after(server, client):
     assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
 
 
-@pytest.mark.parametrize("params", [{"regex": "a{99999}"}, {"regex": "(ab){2,50000}"},
-                                    {"json_schema": '{"type": "string", "maxLength": 1000000}'}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"regex": "a{99999}"},
+        {"regex": "(ab){2,50000}"},
+        {"json_schema": '{"type": "string", "maxLength": 1000000}'},
+    ],
+)
 def test_exploding_repetition_counts(client, params):
     err = assert_400(client.post("/generate", json={"text": "hi", "sampling_params": params}))
     assert err["param"] in params and "4096" in err["message"]

@@ -3,6 +3,7 @@ offline, ``--chat-template chatml``) and the operations endpoints: ``/metrics`` 
 prometheus_client; its counters move with traffic), ``/health_generate``, ``/get_load``,
 ``/v1/models/{id}``, ``/v1/tokenize``, ``/v1/detokenize``; ``stop_regex``, ``logit_bias``, the
 OpenAI fields accepted without effect, ``flush_cache?empty_cache=true``."""
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,27 @@ def server(tiny_llama_dir, tmp_path_factory):
     (repo / "refs" / "main").write_text(REVISION)
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="radixlm-launch-", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "radixlm.launch_server", "--model-path", HUB_ID, "--port", str(port),
-           "--chat-template", "chatml", "--enable-metrics", "--device", "cpu", "--num-threads", "1",
-           "--kv-cache-gb", "0.02", "--context-length", "512", "--debug-invariants"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "radixlm.launch_server",
+        "--model-path",
+        HUB_ID,
+        "--port",
+        str(port),
+        "--chat-template",
+        "chatml",
+        "--enable-metrics",
+        "--device",
+        "cpu",
+        "--num-threads",
+        "1",
+        "--kv-cache-gb",
+        "0.02",
+        "--context-length",
+        "512",
+        "--debug-invariants",
+    ]
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     handle = ServerHandle(process, f"http://127.0.0.1:{port}", log.name, None)
@@ -81,9 +100,13 @@ def test_metrics_parse_and_move_with_traffic(client):
     before = _samples(client)
     prompt = "The same long prefix for the cache. " * 3
     for _ in range(2):
-        r = client.post("/generate", json={"text": prompt, "sampling_params": {"max_new_tokens": 5,
-                                                                              "temperature": 0,
-                                                                              "ignore_eos": True}})
+        r = client.post(
+            "/generate",
+            json={
+                "text": prompt,
+                "sampling_params": {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True},
+            },
+        )
         assert r.status_code == 200
     after = _samples(client)
     n_prompt = len(prompt.encode())  # the byte-level tokenizer: one token per byte
@@ -95,8 +118,11 @@ def test_metrics_parse_and_move_with_traffic(client):
     assert delta("radixlm:generation_tokens_total") == 10
     assert delta("radixlm:cached_tokens_total") >= n_prompt - 1  # the second request hit the cache
     assert delta("radixlm:num_requests_total{finish_reason=length}") == 2
-    for hist in ("time_to_first_token_seconds", "time_per_output_token_seconds",
-                 "e2e_request_latency_seconds"):
+    for hist in (
+        "time_to_first_token_seconds",
+        "time_per_output_token_seconds",
+        "e2e_request_latency_seconds",
+    ):
         assert delta(f"radixlm:{hist}_count") == 2
         assert delta(f"radixlm:{hist}_sum") > 0
     for gauge in ("num_running_reqs", "num_queue_reqs", "kv_usage", "kv_cache_usage", "cache_hit_rate"):
@@ -130,10 +156,15 @@ def test_tokenize_and_detokenize_round_trip(client):
 def test_stop_regex_on_the_native_api(client):
     params = {"max_new_tokens": 48, "temperature": 1.0, "seed": 5, "ignore_eos": True}
     full = client.post("/generate", json={"text": "abc", "sampling_params": params}).json()["text"]
-    pos = next(i for i in range(2, len(full)) if full[i].isascii() and full[i].isprintable()
-               and full.find(full[i]) == i)
-    out = client.post("/generate", json={"text": "abc", "sampling_params": {
-        **params, "stop_regex": "[" + re.escape(full[pos]) + "]"}}).json()
+    pos = next(
+        i
+        for i in range(2, len(full))
+        if full[i].isascii() and full[i].isprintable() and full.find(full[i]) == i
+    )
+    out = client.post(
+        "/generate",
+        json={"text": "abc", "sampling_params": {**params, "stop_regex": "[" + re.escape(full[pos]) + "]"}},
+    ).json()
     assert out["text"] == full[:pos]
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": full[pos]}
     bad = client.post("/generate", json={"text": "abc", "sampling_params": {"stop_regex": "("}})
@@ -142,21 +173,41 @@ def test_stop_regex_on_the_native_api(client):
 
 def test_openai_logit_bias_and_accepted_fields(client):
     z = client.post("/v1/tokenize", json={"prompt": "Z", "add_special_tokens": False}).json()["tokens"][0]
-    body = {"model": HUB_ID, "prompt": "abc", "max_tokens": 3, "temperature": 0, "ignore_eos": True,
-            "logit_bias": {str(z): 100}, "user": "u1", "metadata": {"k": "v"}, "store": False,
-            "service_tier": "auto"}
+    body = {
+        "model": HUB_ID,
+        "prompt": "abc",
+        "max_tokens": 3,
+        "temperature": 0,
+        "ignore_eos": True,
+        "logit_bias": {str(z): 100},
+        "user": "u1",
+        "metadata": {"k": "v"},
+        "store": False,
+        "service_tier": "auto",
+    }
     out = client.post("/v1/completions", json=body)
     assert out.status_code == 200, out.text
     assert out.json()["choices"][0]["text"] == "ZZZ"
-    chat = client.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "parallel_tool_calls": True,
-        "user": "u1", "metadata": {"k": "v"}, "store": True, "service_tier": "default"})
+    chat = client.post(
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+            "parallel_tool_calls": True,
+            "user": "u1",
+            "metadata": {"k": "v"},
+            "store": True,
+            "service_tier": "default",
+        },
+    )
     assert chat.status_code == 200, chat.text
     for bias in ({"100": 500}, {"99999": 1}):
         r = client.post("/v1/completions", json={"prompt": "abc", "max_tokens": 1, "logit_bias": bias})
         assert r.status_code == 400 and r.json()["error"]["param"] == "logit_bias", r.text
-    r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
-                                                  "audio": {"voice": "alloy"}})
+    r = client.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}], "audio": {"voice": "alloy"}},
+    )
     assert r.status_code == 400 and "audio" in r.json()["error"]["message"]
 
 

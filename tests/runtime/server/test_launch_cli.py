@@ -1,6 +1,7 @@
 """SGLang's spellings of the launch options: ``--model-path`` / ``--tokenizer-path`` on ``radixlm serve``
 and ``python -m radixlm.launch_server``, ``model_path=`` for ``ServerArgs`` (and so ``Engine``,
 ``Runtime`` and ``launch_server``), and ``--chat-template`` names."""
+
 from __future__ import annotations
 
 import argparse
@@ -63,15 +64,21 @@ def test_builtin_templates_render_through_transformers(name, tiny_llama_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
-    messages = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "Q1"},
-                {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2"}]
-    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                   chat_template=BUILTIN_CHAT_TEMPLATES[name])
+    messages = [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+    ]
+    text = tok.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, chat_template=BUILTIN_CHAT_TEMPLATES[name]
+    )
     for part in ("SYS", "Q1", "A1", "Q2"):
         assert part in text
     assert text.index("Q1") < text.index("A1") < text.index("Q2")
-    without = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
-                                      chat_template=BUILTIN_CHAT_TEMPLATES[name])
+    without = tok.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=False, chat_template=BUILTIN_CHAT_TEMPLATES[name]
+    )
     assert text.startswith(without)
     if name not in ("llama-2-chat", "mistral"):  # [/INST] already opens the answer in those two
         assert len(text) > len(without)  # the generation prompt opens the assistant's turn

@@ -1,4 +1,5 @@
 """The native (SGLang-compatible) HTTP API against a real server process on a tiny random model."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ GREEDY = {"temperature": 0, "max_new_tokens": 8}
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512, debug_invariants=True) as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        debug_invariants=True,
+    ) as handle:
         yield handle
 
 
@@ -67,8 +74,9 @@ def test_single_generate(client):
 
 def test_batch_and_n_give_lists_in_order(client):
     one = client.post("/generate", json={"text": "abc", "sampling_params": GREEDY}).json()
-    outs = client.post("/generate",
-                       json={"text": ["abc", "xyz"], "sampling_params": {**GREEDY, "n": 2}}).json()
+    outs = client.post(
+        "/generate", json={"text": ["abc", "xyz"], "sampling_params": {**GREEDY, "n": 2}}
+    ).json()
     assert isinstance(outs, list) and len(outs) == 4
     assert outs[0]["output_ids"] == outs[1]["output_ids"] == one["output_ids"]  # greedy: same text
     assert outs[2]["output_ids"] == outs[3]["output_ids"]
@@ -79,8 +87,9 @@ def test_batch_and_n_give_lists_in_order(client):
 def test_stream_is_cumulative_and_ends_with_done(client):
     final = client.post("/generate", json={"text": "stream me", "sampling_params": GREEDY}).json()
     events = []
-    with client.stream("POST", "/generate",
-                       json={"text": "stream me", "sampling_params": GREEDY, "stream": True}) as r:
+    with client.stream(
+        "POST", "/generate", json={"text": "stream me", "sampling_params": GREEDY, "stream": True}
+    ) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data:"):
@@ -95,8 +104,13 @@ def test_stream_is_cumulative_and_ends_with_done(client):
 
 
 def test_prefill_only_scores_the_prompt(client):
-    body = {"text": ["Hello", "Help"], "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-            "return_logprob": True, "logprob_start_len": 0, "return_text_in_logprobs": True}
+    body = {
+        "text": ["Hello", "Help"],
+        "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+        "return_logprob": True,
+        "logprob_start_len": 0,
+        "return_text_in_logprobs": True,
+    }
     outs = client.post("/generate", json=body).json()
     for out, prompt in zip(outs, ["Hello", "Help"]):
         assert out["output_ids"] == [] and out["text"] == ""
@@ -117,28 +131,43 @@ def test_output_logprobs_with_top(client):
 
 def test_sglang_client_quirks_accepted(client):
     # RuntimeEndpoint sends tuple defaults as one-element lists and None for unused fields.
-    body = {"text": "q", "sampling_params": {**GREEDY, "stop": [], "stop_token_ids": [], "regex": None,
-                                              "json_schema": None, "skip_special_tokens": True,
-                                              "spaces_between_special_tokens": True},
-            "logprob_start_len": [None], "top_logprobs_num": [None], "return_text_in_logprobs": [None]}
+    body = {
+        "text": "q",
+        "sampling_params": {
+            **GREEDY,
+            "stop": [],
+            "stop_token_ids": [],
+            "regex": None,
+            "json_schema": None,
+            "skip_special_tokens": True,
+            "spaces_between_special_tokens": True,
+        },
+        "logprob_start_len": [None],
+        "top_logprobs_num": [None],
+        "return_text_in_logprobs": [None],
+    }
     assert client.post("/generate", json=body).status_code == 200
-    assert client.post("/concate_and_append_request",
-                       json={"src_rids": ["a"], "dst_rid": "b"}).json() == {"success": True}
+    assert client.post("/concate_and_append_request", json={"src_rids": ["a"], "dst_rid": "b"}).json() == {
+        "success": True
+    }
 
 
-@pytest.mark.parametrize("body, fragment", [
-    ([1, 2], "JSON object"),
-    ({"sampling_params": GREEDY}, "exactly one of text and input_ids"),
-    ({"text": "a", "input_ids": [1]}, "exactly one of text and input_ids"),
-    ({"text": "a", "bogus": 1}, "unknown field"),
-    ({"text": "a", "sampling_params": {"temperature": -1}}, "temperature"),
-    ({"text": "a", "sampling_params": {"max_tokens": 3}}, "unknown sampling parameter"),
-    ({"text": "a", "image_data": "x.png"}, "not supported"),
-    ({"input_ids": [1, 99999]}, "vocabulary"),
-    ({"text": ""}, "empty"),
-    ({"text": "x" * 600}, "context length"),
-    ({"text": ["a", "b"], "rid": ["only-one"]}, "rid has 1 values for 2 prompts"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ([1, 2], "JSON object"),
+        ({"sampling_params": GREEDY}, "exactly one of text and input_ids"),
+        ({"text": "a", "input_ids": [1]}, "exactly one of text and input_ids"),
+        ({"text": "a", "bogus": 1}, "unknown field"),
+        ({"text": "a", "sampling_params": {"temperature": -1}}, "temperature"),
+        ({"text": "a", "sampling_params": {"max_tokens": 3}}, "unknown sampling parameter"),
+        ({"text": "a", "image_data": "x.png"}, "not supported"),
+        ({"input_ids": [1, 99999]}, "vocabulary"),
+        ({"text": ""}, "empty"),
+        ({"text": "x" * 600}, "context length"),
+        ({"text": ["a", "b"], "rid": ["only-one"]}, "rid has 1 values for 2 prompts"),
+    ],
+)
 def test_bad_requests_are_clear_400s(client, body, fragment):
     r = client.post("/generate", json=body)
     assert r.status_code == 400
@@ -166,8 +195,11 @@ def test_abort_by_rid(client, server):
     result = {}
 
     def run():
-        body = {"text": "long", "rid": "to-abort",
-                "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}}
+        body = {
+            "text": "long",
+            "rid": "to-abort",
+            "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True},
+        }
         with httpx.Client(base_url=server.url, timeout=60) as c:
             result["out"] = c.post("/generate", json=body).json()
 
@@ -196,11 +228,19 @@ def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
         with httpx.Client(base_url=server.url, timeout=60) as c:
             result[key] = c.post("/generate", json=body).json()
 
-    threads = [threading.Thread(target=run, args=("grp", {"text": "two samples", "rid": "grp",
-                                                          "sampling_params": {**long, "n": 2}})),
-               threading.Thread(target=run, args=("grp-0", {
-                   "text": "a client rid", "rid": "grp-0",
-                   "sampling_params": {**long, "max_new_tokens": 200}}))]
+    threads = [
+        threading.Thread(
+            target=run,
+            args=("grp", {"text": "two samples", "rid": "grp", "sampling_params": {**long, "n": 2}}),
+        ),
+        threading.Thread(
+            target=run,
+            args=(
+                "grp-0",
+                {"text": "a client rid", "rid": "grp-0", "sampling_params": {**long, "max_new_tokens": 200}},
+            ),
+        ),
+    ]
     # One at a time, and the second long enough to be seen in flight on a busy machine.
     threads[0].start()
     wait_in_flight(client, 2)
@@ -223,8 +263,12 @@ def test_rid_in_flight_refused_and_former_sample_ids_are_free(client, server):
 
 def test_disconnect_of_an_n4_request_aborts_all_four(client, server):
     before = stats(client)["num_generated_tokens"]
-    body = {"text": "four samples", "stream": True, "rid": "four",
-            "sampling_params": {"max_new_tokens": 400, "temperature": 0.7, "ignore_eos": True, "n": 4}}
+    body = {
+        "text": "four samples",
+        "stream": True,
+        "rid": "four",
+        "sampling_params": {"max_new_tokens": 400, "temperature": 0.7, "ignore_eos": True, "n": 4},
+    }
     with httpx.Client(base_url=server.url, timeout=60) as c:
         with c.stream("POST", "/generate", json=body) as r:
             for i, _ in enumerate(r.iter_lines()):
@@ -235,8 +279,12 @@ def test_disconnect_of_an_n4_request_aborts_all_four(client, server):
 
 
 def test_client_disconnect_mid_stream_frees_kv(client, server):
-    body = {"text": "disconnect", "stream": True, "rid": "gone",
-            "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}}
+    body = {
+        "text": "disconnect",
+        "stream": True,
+        "rid": "gone",
+        "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True},
+    }
     with httpx.Client(base_url=server.url, timeout=60) as c:
         with c.stream("POST", "/generate", json=body) as r:
             for i, _ in enumerate(r.iter_lines()):
@@ -252,8 +300,10 @@ def test_invalid_burst_between_valid_requests(client):
     for i in range(30):
         bad = [{"text": ""}, {"text": "a", "sampling_params": {"top_p": 0}}, {"input_ids": [-1]}][i % 3]
         assert client.post("/generate", json=bad).status_code == 400
-        assert client.post("/generate",
-                           json={"text": "valid", "sampling_params": GREEDY}).json()["text"] == expected
+        assert (
+            client.post("/generate", json={"text": "valid", "sampling_params": GREEDY}).json()["text"]
+            == expected
+        )
     assert_kv_idle(client)
 
 
@@ -268,9 +318,12 @@ def test_openai_n3_abort_by_rid_ends_its_choices_only(client, server):
             result[key] = c.post("/v1/completions", json=body)
 
     long = {"model": "m", "max_tokens": 300, "temperature": 0.5, "ignore_eos": True}
-    threads = [threading.Thread(target=run, args=("oa", {**long, "prompt": "three", "n": 3, "rid": "oa"})),
-               threading.Thread(target=run, args=("oa-1", {**long, "prompt": "one", "rid": "oa-1",
-                                                           "max_tokens": 200}))]
+    threads = [
+        threading.Thread(target=run, args=("oa", {**long, "prompt": "three", "n": 3, "rid": "oa"})),
+        threading.Thread(
+            target=run, args=("oa-1", {**long, "prompt": "one", "rid": "oa-1", "max_tokens": 200})
+        ),
+    ]
     before = stats(client)["num_generated_tokens"]
     threads[0].start()
     wait_in_flight(client, 3)

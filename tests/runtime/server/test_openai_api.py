@@ -1,4 +1,5 @@
 """The OpenAI-compatible API with the real ``openai`` client against a tiny random model."""
+
 from __future__ import annotations
 
 import httpx
@@ -12,8 +13,15 @@ API_KEY = "sk-test-key"
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512, api_key=API_KEY, served_model_name="tiny") as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        api_key=API_KEY,
+        served_model_name="tiny",
+    ) as handle:
         yield handle
 
 
@@ -51,15 +59,22 @@ def test_chat_completion(client):
     choice = r.choices[0]
     assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
     assert choice.finish_reason == "length" and r.usage.completion_tokens == 5
-    again = client.chat.completions.create(model="tiny", messages=MESSAGES, max_completion_tokens=5,
-                                           temperature=0)
+    again = client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_completion_tokens=5, temperature=0
+    )
     assert again.choices[0].message.content == choice.message.content
 
 
 def test_chat_streaming_matches_non_streaming_with_usage(client):
     full = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=12, temperature=0)
-    stream = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=12, temperature=0,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=12,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == full.choices[0].message.content
@@ -69,15 +84,17 @@ def test_chat_streaming_matches_non_streaming_with_usage(client):
 
 
 def test_chat_n2_sampling(client):
-    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, n=2, temperature=1.0,
-                                       seed=7)
+    r = client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=6, n=2, temperature=1.0, seed=7
+    )
     assert sorted(c.index for c in r.choices) == [0, 1]
     assert r.usage.completion_tokens == 12
 
 
 def test_completion_stream_n2(client):
-    stream = client.completions.create(model="tiny", prompt="xy", max_tokens=5, n=2, temperature=0,
-                                       stream=True)
+    stream = client.completions.create(
+        model="tiny", prompt="xy", max_tokens=5, n=2, temperature=0, stream=True
+    )
     texts = {0: "", 1: ""}
     for chunk in stream:
         for c in chunk.choices:
@@ -88,9 +105,14 @@ def test_completion_stream_n2(client):
 
 def test_stop_string_is_cut(client):
     for prompt in ["abc", "The", "Hello world", "xyz", "12345", "stop test", "Once upon a time"]:
-        text = client.completions.create(model="tiny", prompt=prompt, max_tokens=20,
-                                         temperature=0).choices[0].text
-        stop = next((text[i:i + 2] for i in range(1, len(text) - 2) if "\ufffd" not in text[i:i + 2]), None)
+        text = (
+            client.completions.create(model="tiny", prompt=prompt, max_tokens=20, temperature=0)
+            .choices[0]
+            .text
+        )
+        stop = next(
+            (text[i : i + 2] for i in range(1, len(text) - 2) if "\ufffd" not in text[i : i + 2]), None
+        )
         if stop is not None:
             break
     else:
@@ -98,14 +120,20 @@ def test_stop_string_is_cut(client):
     r = client.completions.create(model="tiny", prompt=prompt, max_tokens=20, temperature=0, stop=[stop])
     assert r.choices[0].finish_reason == "stop"
     assert r.choices[0].text == text[: text.index(stop)]
-    streamed = "".join(c.choices[0].text for c in client.completions.create(
-        model="tiny", prompt=prompt, max_tokens=20, temperature=0, stop=stop, stream=True) if c.choices)
+    streamed = "".join(
+        c.choices[0].text
+        for c in client.completions.create(
+            model="tiny", prompt=prompt, max_tokens=20, temperature=0, stop=stop, stream=True
+        )
+        if c.choices
+    )
     assert streamed == text[: text.index(stop)]
 
 
 def test_logprobs(client):
-    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=4, temperature=0,
-                                       logprobs=True, top_logprobs=2)
+    r = client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=4, temperature=0, logprobs=True, top_logprobs=2
+    )
     content = r.choices[0].logprobs.content
     assert len(content) == 4
     for entry in content:
@@ -127,8 +155,9 @@ def test_errors_have_the_openai_shape(client, server):
     assert "context length" in str(e.value)
     with pytest.raises(openai.BadRequestError):
         # logit_bias is served (issue 12); a bias outside [-100, 100] is still a 400
-        client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=3,
-                                       logit_bias={"5": 1000.0})
+        client.chat.completions.create(
+            model="tiny", messages=MESSAGES, max_tokens=3, logit_bias={"5": 1000.0}
+        )
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=3, extra_body={"bogus": 1})
     bad_key = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
@@ -137,8 +166,12 @@ def test_errors_have_the_openai_shape(client, server):
 
 
 def test_api_key_guards_every_endpoint(server):
-    for method, path in [("GET", "/health"), ("GET", "/get_model_info"), ("POST", "/generate"),
-                         ("GET", "/v1/models")]:
+    for method, path in [
+        ("GET", "/health"),
+        ("GET", "/get_model_info"),
+        ("POST", "/generate"),
+        ("GET", "/v1/models"),
+    ]:
         r = httpx.request(method, server.url + path, json={"text": "a"})
         assert r.status_code == 401 and "API key" in r.json()["error"]["message"]
     ok = httpx.get(server.url + "/get_model_info", headers={"Authorization": f"Bearer {API_KEY}"})
@@ -149,8 +182,9 @@ def test_constrained_fields_are_passed_not_ignored(client):
     """response_format / regex reach the scheduler: enforced, or a clear 400 until supported."""
     for extra in ({"response_format": {"type": "json_object"}}, {"extra_body": {"regex": "[ab]{3}"}}):
         try:
-            r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0,
-                                               **extra)
+            r = client.chat.completions.create(
+                model="tiny", messages=MESSAGES, max_tokens=8, temperature=0, **extra
+            )
         except openai.BadRequestError as e:
             assert "not supported" in str(e) or "grammar" in str(e).lower()
             continue

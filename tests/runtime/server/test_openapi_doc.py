@@ -1,9 +1,11 @@
 """The OpenAPI document (``GET /openapi.json``): valid OpenAPI 3, every served route in it, every body
 schema in step with the parser it describes, and served only past the front door."""
+
 from __future__ import annotations
 
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.routing import APIRoute
@@ -118,13 +120,16 @@ def test_numbers_the_schema_rejects_are_rejected(name):
             continue
         assert not jsonschema.Draft202012Validator(schema).is_valid(value), (name, value)
         with pytest.raises(ValueError, match=name):
-            SamplingParams.from_dict({name: value, **({"max_new_tokens": 10**6} if name != "max_new_tokens"
-                                                       else {})})
+            SamplingParams.from_dict(
+                {name: value, **({"max_new_tokens": 10**6} if name != "max_new_tokens" else {})}
+            )
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(value=st.one_of(st.integers(-5, 5), st.floats(-3, 3, allow_nan=False), st.booleans()),
-       name=st.sampled_from(sorted(NUMBER_RULES)))
+@given(
+    value=st.one_of(st.integers(-5, 5), st.floats(-3, 3, allow_nan=False), st.booleans()),
+    name=st.sampled_from(sorted(NUMBER_RULES)),
+)
 def test_schema_and_validation_agree_on_numbers(name, value):
     """The schema accepts a number exactly when ``SamplingParams`` does (min <= max aside)."""
     import jsonschema

@@ -1,4 +1,5 @@
 """The server's processes: clean stop on SIGTERM/SIGINT, no orphans, a dead child fails clients fast."""
+
 from __future__ import annotations
 
 import glob
@@ -31,6 +32,7 @@ def children_of(pid: int) -> list[int]:
 
 def workers_of(pid: int) -> list[int]:
     """The scheduler and detokenizer (in start order), leaving out multiprocessing's resource tracker."""
+
     def cmdline(p: int) -> str:
         try:
             with open(f"/proc/{p}/cmdline", "rb") as f:
@@ -68,8 +70,9 @@ def ipc_dirs(server_pid: int | str = "*") -> set[str]:
 
 
 def start(tiny_llama_dir: str, **server_args):
-    handle = launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                           context_length=512, **server_args)
+    handle = launch_server(
+        model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512, **server_args
+    )
     workers = workers_of(handle.pid)
     assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
     kids = workers + [p for p in children_of(handle.pid) if p not in workers]
@@ -111,8 +114,11 @@ def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_l
     results: dict[str, object] = {}
 
     def stream_client() -> None:
-        body = {"text": "pending", "stream": True,
-                "sampling_params": {"max_new_tokens": 100000 // 200, "temperature": 0, "ignore_eos": True}}
+        body = {
+            "text": "pending",
+            "stream": True,
+            "sampling_params": {"max_new_tokens": 100000 // 200, "temperature": 0, "ignore_eos": True},
+        }
         try:
             with httpx.stream("POST", handle.url + "/generate", json=body, timeout=60) as r:
                 results["stream"] = [line for line in r.iter_lines() if line]
@@ -121,9 +127,11 @@ def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_l
 
     def waiting_client() -> None:
         try:
-            results["plain"] = httpx.post(handle.url + "/generate", json={
-                "text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}},
-                timeout=60)
+            results["plain"] = httpx.post(
+                handle.url + "/generate",
+                json={"text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}},
+                timeout=60,
+            )
         except httpx.HTTPError as e:
             results["plain"] = e
 

@@ -1,5 +1,6 @@
 """``--reasoning-parser`` on a server with a tiny random model and a chat template that thinks: the
 thinking lands in ``reasoning_content`` (streamed as its own deltas) and the answer in ``content``."""
+
 from __future__ import annotations
 
 import openai
@@ -19,16 +20,27 @@ MESSAGES = [{"role": "user", "content": "Think, then answer."}]
 
 @pytest.fixture(scope="module")
 def client(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=512, chat_template=THINKING_TEMPLATE,
-                       reasoning_parser="deepseek-r1") as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=512,
+        chat_template=THINKING_TEMPLATE,
+        reasoning_parser="deepseek-r1",
+    ) as handle:
         yield openai.OpenAI(base_url=handle.url + "/v1", api_key="unused", max_retries=0)
 
 
 def _create(client, **kw):
     kw.setdefault("max_tokens", 40)
-    return client.chat.completions.create(model="tiny", messages=MESSAGES, temperature=0,
-                                          extra_body={"regex": SHAPE, **kw.pop("extra_body", {})}, **kw)
+    return client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        temperature=0,
+        extra_body={"regex": SHAPE, **kw.pop("extra_body", {})},
+        **kw,
+    )
 
 
 def test_reasoning_and_answer_split_and_stream_alike(client):
@@ -53,7 +65,7 @@ def test_separate_reasoning_false_keeps_the_raw_text(client):
 
 def test_chat_template_kwargs_reach_the_template(client):
     thinking = _create(client, max_tokens=1).usage.prompt_tokens
-    plain = _create(client, max_tokens=1,
-                    extra_body={"chat_template_kwargs": {"enable_thinking": False}}).usage.prompt_tokens
+    plain = _create(
+        client, max_tokens=1, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+    ).usage.prompt_tokens
     assert thinking - plain == len("<think>\n")  # the tiny tokenizer is byte-level
-

@@ -5,6 +5,7 @@ no 5xx but a 503 (admission), only documented status codes, schema-breaking bodi
 (the document is not stricter than the server), the server answering ``/health`` after each case,
 and every KV slot returned at the end. Bounded: a few cases per operation and mode, derandomized.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,9 +30,17 @@ TOKEN_FIELDS = ("max_new_tokens", "max_tokens", "max_completion_tokens")
 
 @pytest.fixture(scope="module")
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=256, max_n=3, max_sessions=4, grammar_compile_timeout=5.0,
-                       enable_metrics=True) as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=256,
+        max_n=3,
+        max_sessions=4,
+        grammar_compile_timeout=5.0,
+        enable_metrics=True,
+    ) as handle:
         yield handle
 
 
@@ -76,8 +85,14 @@ def operations(api: Any) -> list[Any]:
 def fuzz(operation: Any, mode: GenerationMode, url: str, failures: list[str], statuses: Counter) -> None:
     examples = EXAMPLES_PER_MODE * (3 if operation.path in GENERATING else 1)
 
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
         bound_body(case)
@@ -108,10 +123,18 @@ FOUND = [
     ("/abort_request", {"abort_all": True, "rid": ""}, 400, "rid"),
     ("/open_session", {"session_id": 0}, 400, "session_id"),
     ("/separate_reasoning", {"text": "<think>a</think>b", "reasoning_parser": 0}, 400, "reasoning_parser"),
-    ("/generate", {"text": "a", "sampling_params": {"max_new_tokens": 1, "ignore_eos": "no"}}, 400,
-     "sampling_params"),
-    ("/generate", {"text": "a", "sampling_params": {"max_new_tokens": 1, "logit_bias": {" 5": 1}}}, 400,
-     "sampling_params"),
+    (
+        "/generate",
+        {"text": "a", "sampling_params": {"max_new_tokens": 1, "ignore_eos": "no"}},
+        400,
+        "sampling_params",
+    ),
+    (
+        "/generate",
+        {"text": "a", "sampling_params": {"max_new_tokens": 1, "logit_bias": {" 5": 1}}},
+        400,
+        "sampling_params",
+    ),
     ("/generate", {"text": "a", "image_data": 0}, 400, None),  # 0 == False let it through as "unset"
     # echo decoded the ids before they were checked: OverflowError -> 500
     ("/v1/completions", {"prompt": [-5], "echo": True, "max_tokens": 1}, 400, "input_ids"),
@@ -128,14 +151,18 @@ def test_what_fuzzing_found(server, path, body, status, param):
 
 def test_integral_numbers_are_integers(server):
     """JSON schema counts 2.0 as an integer, so the server does too (they were 400s)."""
-    raw = (b'{"text": "a", "sampling_params": {"max_new_tokens": 2.0, "temperature": 0, "ignore_eos": true},'
-           b' "top_logprobs_num": 1e0}')
-    r = httpx.post(server.url + "/generate", content=raw, headers={"Content-Type": "application/json"},
-                   timeout=60)
+    raw = (
+        b'{"text": "a", "sampling_params": {"max_new_tokens": 2.0, "temperature": 0, "ignore_eos": true},'
+        b' "top_logprobs_num": 1e0}'
+    )
+    r = httpx.post(
+        server.url + "/generate", content=raw, headers={"Content-Type": "application/json"}, timeout=60
+    )
     assert r.status_code == 200, r.text
     assert r.json()["meta_info"]["completion_tokens"] == 2
-    fraction = httpx.post(server.url + "/generate", timeout=60,
-                          json={"text": "a", "sampling_params": {"max_new_tokens": 2.5}})
+    fraction = httpx.post(
+        server.url + "/generate", timeout=60, json={"text": "a", "sampling_params": {"max_new_tokens": 2.5}}
+    )
     assert fraction.status_code == 400 and fraction.json()["error"]["param"] == "sampling_params"
 
 
@@ -161,6 +188,7 @@ def test_the_document_is_behind_the_front_door(server):
     assert ok.status_code == 200 and ok.json()["paths"]["/generate"]["post"]["requestBody"]
     rebound = httpx.get(server.url + "/openapi.json", headers={"Host": "attacker.example"}, timeout=30)
     assert rebound.status_code == 421
-    foreign = httpx.get(server.url + "/openapi.json", headers={"Origin": "http://attacker.example"},
-                        timeout=30)
+    foreign = httpx.get(
+        server.url + "/openapi.json", headers={"Origin": "http://attacker.example"}, timeout=30
+    )
     assert foreign.status_code == 403

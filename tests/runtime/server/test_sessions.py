@@ -1,5 +1,6 @@
 """Sessions: a multi-turn conversation sends only its new text each turn, its earlier turns are served
 from the radix cache (pinned between turns), closing releases the pins, and idle sessions expire."""
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,15 @@ def test_five_turns_send_only_new_text_and_hit_the_cache(client):
     for k in range(5):
         new_text = f"User: turn {k}?\nAssistant:"
         params = {"id": sid, "rid": previous}
-        r = client.post("/generate", json={"text": new_text, "sampling_params": GREEDY, "rid": f"{sid}-t{k}",
-                                           "session_params": params})
+        r = client.post(
+            "/generate",
+            json={
+                "text": new_text,
+                "sampling_params": GREEDY,
+                "rid": f"{sid}-t{k}",
+                "session_params": params,
+            },
+        )
         assert r.status_code == 200, r.text
         out = r.json()
         new_ids = client.post("/v1/tokenize", json={"prompt": new_text, "add_special_tokens": False}).json()
@@ -69,18 +77,40 @@ def test_five_turns_send_only_new_text_and_hit_the_cache(client):
 
 def test_offset_and_drop_previous_output_branch_from_a_turn(client):
     sid = _open(client)
-    first = client.post("/generate", json={"text": "Hello there", "sampling_params": GREEDY, "rid": "b0",
-                                           "session_params": {"id": sid}}).json()
+    first = client.post(
+        "/generate",
+        json={"text": "Hello there", "sampling_params": GREEDY, "rid": "b0", "session_params": {"id": sid}},
+    ).json()
     n_first = first["meta_info"]["prompt_tokens"]
-    cut = client.post("/generate", json={"text": "!", "sampling_params": GREEDY, "rid": "b1",
-                                         "session_params": {"id": sid, "rid": "b0", "offset": 5}}).json()
+    cut = client.post(
+        "/generate",
+        json={
+            "text": "!",
+            "sampling_params": GREEDY,
+            "rid": "b1",
+            "session_params": {"id": sid, "rid": "b0", "offset": 5},
+        },
+    ).json()
     assert cut["meta_info"]["prompt_tokens"] == 5 + 1
-    dropped = client.post("/generate", json={"text": "?", "sampling_params": GREEDY, "rid": "b2",
-                                             "session_params": {"id": sid, "rid": "b0",
-                                                                "drop_previous_output": True}}).json()
+    dropped = client.post(
+        "/generate",
+        json={
+            "text": "?",
+            "sampling_params": GREEDY,
+            "rid": "b2",
+            "session_params": {"id": sid, "rid": "b0", "drop_previous_output": True},
+        },
+    ).json()
     assert dropped["meta_info"]["prompt_tokens"] == n_first + 1
-    replaced = client.post("/generate", json={"text": "x", "sampling_params": GREEDY, "rid": "b3",
-                                              "session_params": {"id": sid, "rid": "b0", "replace": True}})
+    replaced = client.post(
+        "/generate",
+        json={
+            "text": "x",
+            "sampling_params": GREEDY,
+            "rid": "b3",
+            "session_params": {"id": sid, "rid": "b0", "replace": True},
+        },
+    )
     assert replaced.status_code == 200
     gone = client.post("/generate", json={"text": "y", "session_params": {"id": sid, "rid": "b1"}})
     assert gone.status_code == 400 and "is not a turn" in gone.json()["error"]["message"]
@@ -120,8 +150,15 @@ def test_idle_sessions_expire_and_release_their_pins(tiny_llama_dir):
     with launch_server(model=tiny_llama_dir, session_timeout=1.0, **COMMON) as handle:
         with httpx.Client(base_url=handle.url, timeout=60) as client:
             sid = _open(client)
-            r = client.post("/generate", json={"text": "Remember me", "sampling_params": GREEDY, "rid": "e0",
-                                               "session_params": {"id": sid}})
+            r = client.post(
+                "/generate",
+                json={
+                    "text": "Remember me",
+                    "sampling_params": GREEDY,
+                    "rid": "e0",
+                    "session_params": {"id": sid},
+                },
+            )
             assert r.status_code == 200
             deadline = time.monotonic() + 15
             while _stats(client)["num_pinned_contexts"] and time.monotonic() < deadline:

@@ -1,5 +1,6 @@
 """The API key from the environment (compared, never echoed) and SIGTERM under load: a stream in flight
 ends with an error event and [DONE] after the grace period, new requests get 503, the server exits."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,15 @@ KEY = "sk-test-secret-1234"
 
 @pytest.fixture()
 def server(tiny_llama_dir):
-    with launch_server(model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02,
-                       context_length=4096, shutdown_grace_s=1.0, env={"RADIXLM_API_KEY": KEY}) as handle:
+    with launch_server(
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=0.02,
+        context_length=4096,
+        shutdown_grace_s=1.0,
+        env={"RADIXLM_API_KEY": KEY},
+    ) as handle:
         yield handle
 
 

@@ -1,5 +1,6 @@
 """Tool calling with the real ``openai`` client on the default model (SmolLM2-135M): forced calls parse
 and validate against each tool's schema, streamed or not; ``auto``; a tool-result round trip."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,16 @@ def client(real_model_dir):
 
 def _ask(client, tools, tool_choice, stream, content="Please use a tool for this request.", **kw):
     messages = [{"role": "user", "content": content}]
-    r = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice=tool_choice,
-                                       temperature=0, max_tokens=160, stream=stream, **kw)
+    r = client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        temperature=0,
+        max_tokens=160,
+        stream=stream,
+        **kw,
+    )
     if not stream:
         return r.choices[0].message, r.choices[0].finish_reason
     calls, content, finish = {}, "", None
@@ -54,9 +63,14 @@ def test_forced_calls_validate_against_the_schema(client, i):
     name, other = NAMES[i], NAMES[(i + 7) % len(NAMES)]
     tools = [tool(name), tool(other)]
     choice = "required" if i % 2 == 0 else {"type": "function", "function": {"name": name}}
-    message, finish = _ask(client, tools, choice, stream=i % 3 == 0,
-                           content=f"Call {name.replace('_', ' ')} with sensible values.",
-                           parallel_tool_calls=False)
+    message, finish = _ask(
+        client,
+        tools,
+        choice,
+        stream=i % 3 == 0,
+        content=f"Call {name.replace('_', ' ')} with sensible values.",
+        parallel_tool_calls=False,
+    )
     calls = _calls(message)
     assert finish == "tool_calls" and len(calls) == 1
     called, arguments, call_id = calls[0]
@@ -70,10 +84,12 @@ def test_required_streamed_equals_non_streamed(client):
     question = "What is the weather in Paris?"
     # With parallel calls the 135M model may repeat its call until max_tokens: then both end "length".
     for parallel in (True, False):
-        whole, whole_finish = _ask(client, tools, "required", stream=False, content=question,
-                                   parallel_tool_calls=parallel)
-        streamed, finish = _ask(client, tools, "required", stream=True, content=question,
-                                parallel_tool_calls=parallel)
+        whole, whole_finish = _ask(
+            client, tools, "required", stream=False, content=question, parallel_tool_calls=parallel
+        )
+        streamed, finish = _ask(
+            client, tools, "required", stream=True, content=question, parallel_tool_calls=parallel
+        )
         assert finish == whole_finish
         assert [c[:2] for c in _calls(whole)] == [c[:2] for c in _calls(streamed)]
         for name, arguments, _ in _calls(whole):
@@ -103,13 +119,15 @@ def test_none_never_calls(client):
 def test_tool_result_round_trip_ends_in_text(client):
     tools = [tool("get_weather")]
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
-    first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools,
-                                           tool_choice="required", temperature=0, max_tokens=80)
+    first = client.chat.completions.create(
+        model=MODEL, messages=messages, tools=tools, tool_choice="required", temperature=0, max_tokens=80
+    )
     call = first.choices[0].message.tool_calls[0]
     messages.append(first.choices[0].message.model_dump(exclude_none=True))
     messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 21})})
-    final = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, temperature=0,
-                                           max_tokens=40, tool_choice="none")
+    final = client.chat.completions.create(
+        model=MODEL, messages=messages, tools=tools, temperature=0, max_tokens=40, tool_choice="none"
+    )
     assert final.choices[0].finish_reason in ("stop", "length")
     assert final.choices[0].message.content and not final.choices[0].message.tool_calls
     assert final.usage.prompt_tokens_details.cached_tokens > 0  # the first turn's prompt is reused
@@ -119,8 +137,12 @@ def test_bad_tool_requests_get_400_naming_the_field(client):
     with pytest.raises(openai.BadRequestError, match="tool_choice"):
         _ask(client, [tool("add")], {"type": "function", "function": {"name": "missing"}}, stream=False)
     with pytest.raises(openai.BadRequestError, match="tool_choice"):
-        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}],
-                                       tool_choice="required")
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "x"}], tool_choice="required"
+        )
     with pytest.raises(openai.BadRequestError, match="tools"):
-        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}],
-                                       tools=[{"type": "function", "function": {"name": "bad name!"}}])
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "x"}],
+            tools=[{"type": "function", "function": {"name": "bad name!"}}],
+        )

@@ -1,5 +1,6 @@
 """Hugging Face hub ids resolve through the user's HF cache (a fake cache layout built here) and say
 why when they cannot: offline requested, or the hub unreachable."""
+
 from __future__ import annotations
 
 import shutil

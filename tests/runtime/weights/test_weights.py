@@ -1,4 +1,5 @@
 """Model name resolution, the GGUF -> Hugging Face conversion and its cache."""
+
 from __future__ import annotations
 
 import os
@@ -60,16 +61,23 @@ def test_gguf_tensor_names_map_to_hf_names() -> None:
         hf_tensor_name("blk.0.ffn_gate_exps.weight")
 
 
-@pytest.mark.parametrize("make_config", [
-    lambda: tiny_llama_config(tie_word_embeddings=True, rope_theta=50000.0),  # permuted Q/K, no output.weight
-    lambda: tiny_qwen2_config(),  # biases, untied
-], ids=["llama-tied", "qwen2"])
+@pytest.mark.parametrize(
+    "make_config",
+    [
+        lambda: tiny_llama_config(
+            tie_word_embeddings=True, rope_theta=50000.0
+        ),  # permuted Q/K, no output.weight
+        lambda: tiny_qwen2_config(),  # biases, untied
+    ],
+    ids=["llama-tied", "qwen2"],
+)
 def test_gguf_file_converts_to_an_equivalent_model(make_config, tmp_path, cache) -> None:
     from transformers import AutoModelForCausalLM
 
     config = make_config()
-    hf = AutoModelForCausalLM.from_pretrained(str(save_tiny_model(config, tmp_path / "hf")),
-                                              dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(
+        str(save_tiny_model(config, tmp_path / "hf")), dtype=torch.float32
+    ).eval()
     gguf_path = save_tiny_gguf(config, hf.state_dict(), tmp_path / "tiny.gguf")
     runner = make_runner(gguf_path)
     assert Path(runner.loaded.model_path).parent == cache / "gguf-converted"
@@ -118,8 +126,9 @@ def test_build_once_builds_once_under_concurrency_and_never_exposes_partial_entr
 
     final = tmp_path / "entry"
     results = []
-    threads = [threading.Thread(target=lambda: results.append(build_once(final, slow_build)))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(build_once(final, slow_build))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -173,7 +182,12 @@ def test_smollm2_resolves_to_a_cached_converted_directory(monkeypatch) -> None:
     assert resolve_model("smollm2-135m") == first
     assert weights.stat().st_mtime_ns == stamp
     config = json.loads((Path(first) / "config.json").read_text())
-    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-            config["num_key_value_heads"], config["vocab_size"]) == (30, 576, 9, 3, 49152)
+    assert (
+        config["num_hidden_layers"],
+        config["hidden_size"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["vocab_size"],
+    ) == (30, 576, 9, 3, 49152)
     assert config["rope_theta"] == 100000.0 and config["tie_word_embeddings"] is True
     assert weights.stat().st_size > 500e6  # fp32

@@ -7,10 +7,11 @@
   the call under the grammar to its end);
 - with a reasoning parser the grammar waits for the end of the thinking (trigger ``</think>``).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.constrained.json_schema import json_schema_to_regex
 from radixlm.runtime.server.function_call.parsers import CallWrapper, ToolCallParser
@@ -27,8 +28,11 @@ def literal_regex(text: str) -> str:
 
 
 def call_object_schema(fn: FunctionDef, arguments_key: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {"name": {"const": fn.name}, arguments_key: fn.schema},
-            "required": ["name", arguments_key]}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": fn.name}, arguments_key: fn.schema},
+        "required": ["name", arguments_key],
+    }
 
 
 def forced_call_regex(functions: list[FunctionDef], wrapper: CallWrapper, parallel: bool) -> str:
@@ -44,21 +48,33 @@ def forced_call_regex(functions: list[FunctionDef], wrapper: CallWrapper, parall
     return literal_regex(wrapper.open) + calls + literal_regex(wrapper.close)
 
 
-def call_structures(functions: list[FunctionDef], wrapper: CallWrapper,
-                    lead: str = "") -> list[dict[str, Any]]:
+def call_structures(
+    functions: list[FunctionDef], wrapper: CallWrapper, lead: str = ""
+) -> list[dict[str, Any]]:
     """structural_tag structures: ``lead`` + the call's text up to its arguments, their schema, the rest."""
     key = wrapper.arguments_key
     opening = lead + wrapper.open + wrapper.prefix + "{"
-    return [{"begin": opening + f'"name": {json.dumps(fn.name)}, "{key}": ',
-             "schema": fn.schema, "end": "}" + wrapper.suffix + wrapper.close} for fn in functions]
+    return [
+        {
+            "begin": opening + f'"name": {json.dumps(fn.name)}, "{key}": ',
+            "schema": fn.schema,
+            "end": "}" + wrapper.suffix + wrapper.close,
+        }
+        for fn in functions
+    ]
 
 
 def structural_tag(structures: list[dict[str, Any]], triggers: list[str]) -> str:
     return json.dumps({"type": "structural_tag", "structures": structures, "triggers": triggers})
 
 
-def tool_sampling_params(functions: list[FunctionDef], forced: bool, parser: ToolCallParser, parallel: bool,
-                         reasoning_end: Optional[str]) -> dict[str, str]:
+def tool_sampling_params(
+    functions: list[FunctionDef],
+    forced: bool,
+    parser: ToolCallParser,
+    parallel: bool,
+    reasoning_end: str | None,
+) -> dict[str, str]:
     """Sampling params that constrain the call(s): ``{}`` when nothing can or needs to be constrained.
 
     ``forced``: a call must be made (``required``/named; ``functions`` then holds the allowed ones).
@@ -69,8 +85,15 @@ def tool_sampling_params(functions: list[FunctionDef], forced: bool, parser: Too
     if reasoning_end is not None:  # the grammar starts where the thinking ends
         lead = reasoning_end + ("\n\n" if forced else "")
         triggers = [reasoning_end] if forced else [t for t in (parser.trigger,) if t]
-        return {"structural_tag": structural_tag(call_structures(functions, wrapper, lead if forced else ""),
-                                                 triggers)} if triggers else {}
+        return (
+            {
+                "structural_tag": structural_tag(
+                    call_structures(functions, wrapper, lead if forced else ""), triggers
+                )
+            }
+            if triggers
+            else {}
+        )
     if forced:
         return {"regex": forced_call_regex(functions, wrapper, parallel)}
     if parser.trigger:

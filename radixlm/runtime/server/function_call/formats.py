@@ -1,4 +1,5 @@
 """The JSON tool-call formats: hermes/qwen ``<tool_call>``, llama3 JSON, mistral ``[TOOL_CALLS]``."""
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,7 @@ class HermesParser(ToolCallParser):
         start = text.find(self.trigger)
         if start < 0:
             hold = 0 if final else partial_suffix(text, self.trigger)
-            return Snapshot(held_content(text[:len(text) - hold], final))
+            return Snapshot(held_content(text[: len(text) - hold], final))
         calls, malformed = read_call_sequence(text, start, ("arguments", "parameters"), self.wrapper)
         if malformed:  # not a call after all: it is content
             return Snapshot(held_content(text, final))
@@ -54,7 +55,7 @@ class MistralParser(ToolCallParser):
                 return Snapshot("")
             if not _LIST_OF_OBJECTS.match(rest):
                 hold = 0 if final else partial_suffix(text, self.marker)
-                return Snapshot(held_content(text[:len(text) - hold], final))
+                return Snapshot(held_content(text[: len(text) - hold], final))
         i = skip_ws(text, body)
         if i >= len(text):
             return Snapshot(content)
@@ -90,6 +91,9 @@ class Llama3Parser(ToolCallParser):
 
 
 JSON_PARSERS: dict[str, type[ToolCallParser]] = {
-    "hermes": HermesParser, "qwen": HermesParser, "qwen25": HermesParser,
-    "mistral": MistralParser, "llama3": Llama3Parser,
+    "hermes": HermesParser,
+    "qwen": HermesParser,
+    "qwen25": HermesParser,
+    "mistral": MistralParser,
+    "llama3": Llama3Parser,
 }

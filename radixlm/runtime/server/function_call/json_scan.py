@@ -1,8 +1,8 @@
 """A scanner for a JSON object that may still be arriving: where each top-level value starts and ends."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 _WS = " \t\r\n"
 
@@ -11,8 +11,8 @@ _WS = " \t\r\n"
 class ObjectScan:
     """Top-level members of an object read so far: key -> (value start, value end or None)."""
 
-    members: dict[str, tuple[int, Optional[int]]] = field(default_factory=dict)
-    end: Optional[int] = None  # index after the closing brace; None while incomplete
+    members: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    end: int | None = None  # index after the closing brace; None while incomplete
     malformed: bool = False
 
 
@@ -22,7 +22,7 @@ def skip_ws(s: str, i: int) -> int:
     return i
 
 
-def string_end(s: str, i: int) -> Optional[int]:
+def string_end(s: str, i: int) -> int | None:
     """``s[i]`` is a quote: the index after the closing quote, None when the string is incomplete."""
     j = i + 1
     while j < len(s):
@@ -35,7 +35,7 @@ def string_end(s: str, i: int) -> Optional[int]:
     return None
 
 
-def value_end(s: str, i: int) -> Optional[int]:
+def value_end(s: str, i: int) -> int | None:
     """The index after the JSON value starting at ``s[i]``; None when it may still continue."""
     if i >= len(s):
         return None
@@ -79,7 +79,7 @@ def scan_object(s: str, i: int) -> ObjectScan:
         key_end = string_end(s, j)
         if key_end is None:
             return out
-        key = s[j + 1:key_end - 1]
+        key = s[j + 1 : key_end - 1]
         j = skip_ws(s, key_end)
         if j >= len(s):
             return out

@@ -5,12 +5,13 @@ call's name is fixed once seen, so a stream can send the difference between two 
 deltas add up to the snapshot of the finished output (the non-streaming answer). Arguments are the
 model's own JSON text (not re-serialised), so they can stream as they are generated.
 """
+
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from radixlm.runtime.server.function_call.json_scan import scan_object, skip_ws
 
@@ -46,8 +47,8 @@ class ToolCallParser(ABC):
     """A tool-call format. ``wrapper`` None: calls cannot be generated under a JSON grammar."""
 
     name: ClassVar[str]
-    wrapper: ClassVar[Optional[CallWrapper]] = None
-    trigger: ClassVar[Optional[str]] = None  # the text that opens a call, for triggered grammars
+    wrapper: ClassVar[CallWrapper | None] = None
+    trigger: ClassVar[str | None] = None  # the text that opens a call, for triggered grammars
 
     @abstractmethod
     def scan(self, text: str, final: bool) -> Snapshot:
@@ -69,8 +70,9 @@ def held_content(text: str, final: bool) -> str:
     return text if final else text.rstrip()
 
 
-def read_json_call(text: str, start: int,
-                   keys: tuple[str, ...]) -> tuple[Optional[PartialCall], Optional[int], bool]:
+def read_json_call(
+    text: str, start: int, keys: tuple[str, ...]
+) -> tuple[PartialCall | None, int | None, bool]:
     """The call object at ``text[start] == '{'``: (call once its name is known, end index, malformed)."""
     scan = scan_object(text, start)
     name_span = scan.members.get("name")
@@ -78,7 +80,7 @@ def read_json_call(text: str, start: int,
         ok_keys = all(k in ("name", *keys) for k in scan.members)
         return None, scan.end, scan.malformed or not ok_keys or scan.end is not None
     try:
-        name = json.loads(text[name_span[0]:name_span[1]])
+        name = json.loads(text[name_span[0] : name_span[1]])
     except json.JSONDecodeError:
         return None, scan.end, True
     if not isinstance(name, str):
@@ -87,7 +89,7 @@ def read_json_call(text: str, start: int,
     for key in keys:
         span = scan.members.get(key)
         if span is not None:
-            call.arguments = text[span[0]:span[1] if span[1] is not None else len(text)]
+            call.arguments = text[span[0] : span[1] if span[1] is not None else len(text)]
             break
     else:
         if call.done:
@@ -95,8 +97,9 @@ def read_json_call(text: str, start: int,
     return call, scan.end, False
 
 
-def read_call_sequence(text: str, i: int, keys: tuple[str, ...],
-                       wrapper: CallWrapper) -> tuple[list[PartialCall], bool]:
+def read_call_sequence(
+    text: str, i: int, keys: tuple[str, ...], wrapper: CallWrapper
+) -> tuple[list[PartialCall], bool]:
     """Calls ``prefix {..} suffix`` joined by the separator from ``text[i]``: (calls, first malformed)."""
     prefix, suffix, sep = wrapper.prefix.strip(), wrapper.suffix.strip(), wrapper.separator.strip()
     calls: list[PartialCall] = []

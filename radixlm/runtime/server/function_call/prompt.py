@@ -6,10 +6,11 @@ SmolLM2's plain ChatML) gets ``DEFAULT_TOOL_PROMPT`` in the system message, list
 how to call them in the parser's format; assistant tool calls become text in that format and tool
 results become user messages wrapped in ``<tool_response>``.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.server.function_call.parsers import ToolCallParser
 from radixlm.runtime.server.function_call.protocol import FunctionDef
@@ -22,13 +23,15 @@ DEFAULT_TOOL_PROMPT = (
 )
 
 
-def template_knows_tools(template: Optional[str]) -> bool:
+def template_knows_tools(template: str | None) -> bool:
     return bool(template) and "tools" in template
 
 
 def tool_prompt(functions: list[FunctionDef], parser: ToolCallParser) -> str:
-    listed = "\n".join(json.dumps({"type": "function", "function": fn.model_dump(exclude_none=True)},
-                                  ensure_ascii=False) for fn in functions)
+    listed = "\n".join(
+        json.dumps({"type": "function", "function": fn.model_dump(exclude_none=True)}, ensure_ascii=False)
+        for fn in functions
+    )
     example = parser.render_all([("function_name", {"argument": "value"})])
     return DEFAULT_TOOL_PROMPT.format(tools=listed, example=example)
 
@@ -50,9 +53,9 @@ def _calls(message: dict[str, Any]) -> list[tuple[str, Any]]:
     return calls
 
 
-def messages_for_template(messages: list[dict[str, Any]], functions: list[FunctionDef],
-                          parser: ToolCallParser, template: Optional[str]) -> tuple[list[dict[str, Any]],
-                                                                                   Optional[list[dict]]]:
+def messages_for_template(
+    messages: list[dict[str, Any]], functions: list[FunctionDef], parser: ToolCallParser, template: str | None
+) -> tuple[list[dict[str, Any]], list[dict] | None]:
     """(messages, tools) to pass to the template. ``messages`` are role/content dicts with their extras
     (``tool_calls``, ``tool_call_id``, ``name``)."""
     if template_knows_tools(template):
@@ -60,10 +63,16 @@ def messages_for_template(messages: list[dict[str, Any]], functions: list[Functi
         for m in messages:
             m = dict(m)
             if m.get("tool_calls"):
-                m["tool_calls"] = [{**c, "function": {**c.get("function", {}),
-                                                      "arguments": _arguments_object(
-                                                          c.get("function", {}).get("arguments", "{}"))}}
-                                   for c in m["tool_calls"]]
+                m["tool_calls"] = [
+                    {
+                        **c,
+                        "function": {
+                            **c.get("function", {}),
+                            "arguments": _arguments_object(c.get("function", {}).get("arguments", "{}")),
+                        },
+                    }
+                    for c in m["tool_calls"]
+                ]
             out.append(m)
         tools = [{"type": "function", "function": fn.model_dump(exclude_none=True)} for fn in functions]
         return out, tools or None
@@ -90,8 +99,11 @@ def _merge_consecutive_users(messages: list[dict[str, Any]]) -> list[dict[str, A
     """Several tool results in a row become one user turn (templates may insist on alternation)."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        both_results = out and out[-1]["content"].startswith("<tool_response>") and \
-            m["content"].startswith("<tool_response>")
+        both_results = (
+            out
+            and out[-1]["content"].startswith("<tool_response>")
+            and m["content"].startswith("<tool_response>")
+        )
         if both_results and m["role"] == "user" and out[-1]["role"] == "user":
             out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + m["content"]}
         else:

@@ -1,7 +1,8 @@
 """The ``tools`` and ``tool_choice`` fields of a chat completion request."""
+
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,9 +12,9 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 class FunctionDef(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
-    description: Optional[str] = None
-    parameters: Optional[dict[str, Any]] = None
-    strict: Optional[bool] = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -37,4 +38,4 @@ class NamedToolChoice(BaseModel):
     function: FunctionName
 
 
-ToolChoice = Union[Literal["none", "auto", "required"], NamedToolChoice]
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice

@@ -1,10 +1,11 @@
 """Pythonic tool calls: ``[get_weather(city="Paris"), get_time(zone="UTC")]`` opening the output."""
+
 from __future__ import annotations
 
 import ast
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.runtime.server.function_call.json_scan import skip_ws, string_end
 from radixlm.runtime.server.function_call.parsers import PartialCall, Snapshot, ToolCallParser, held_content
@@ -40,7 +41,7 @@ class PythonicParser(ToolCallParser):
             close = _matching_paren(text, paren)
             if close is None and not final:  # a call is reported once whole (its arguments are Python)
                 return Snapshot("", calls)
-            arguments = None if close is None else _keyword_arguments(text[name.start():close + 1])
+            arguments = None if close is None else _keyword_arguments(text[name.start() : close + 1])
             if arguments is None:
                 return Snapshot(held_content(text, final) if not calls else "", calls)
             calls.append(PartialCall(name.group(), arguments, done=True))
@@ -50,7 +51,7 @@ class PythonicParser(ToolCallParser):
             i += 1
 
 
-def _matching_paren(s: str, i: int) -> Optional[int]:
+def _matching_paren(s: str, i: int) -> int | None:
     depth, j = 0, i
     while j < len(s):
         c = s[j]
@@ -70,7 +71,7 @@ def _matching_paren(s: str, i: int) -> Optional[int]:
     return None
 
 
-def _py_string_end(s: str, i: int) -> Optional[int]:
+def _py_string_end(s: str, i: int) -> int | None:
     if s[i] == '"':
         return string_end(s, i)
     j = i + 1
@@ -84,13 +85,14 @@ def _py_string_end(s: str, i: int) -> Optional[int]:
     return None
 
 
-def _keyword_arguments(call_text: str) -> Optional[str]:
+def _keyword_arguments(call_text: str) -> str | None:
     """``f(a=1, b="x")`` -> ``{"a": 1, "b": "x"}`` as JSON; None when it is not such a call."""
     try:
         node = ast.parse(call_text, mode="eval").body
         if not isinstance(node, ast.Call) or node.args:
             return None
-        return json.dumps({kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg},
-                          ensure_ascii=False)
+        return json.dumps(
+            {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}, ensure_ascii=False
+        )
     except (SyntaxError, ValueError, TypeError):
         return None

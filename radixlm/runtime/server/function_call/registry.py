@@ -1,7 +1,6 @@
 """``--tool-call-parser`` names, and the parser a chat template implies when none is given."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 from radixlm.runtime.server.function_call.formats import JSON_PARSERS
 from radixlm.runtime.server.function_call.parsers import ToolCallParser
@@ -18,7 +17,7 @@ def get_parser(name: str) -> ToolCallParser:
         raise ValueError(f"unknown tool call parser {name!r} (expected one of: {known})") from None
 
 
-def parser_for_template(template: Optional[str]) -> ToolCallParser:
+def parser_for_template(template: str | None) -> ToolCallParser:
     """The format a chat template teaches its model; hermes (our default tool prompt) otherwise."""
     text = template or ""
     if "[TOOL_CALLS]" in text:
@@ -30,7 +29,7 @@ def parser_for_template(template: Optional[str]) -> ToolCallParser:
     return get_parser("hermes")
 
 
-def resolve_parser(name: Optional[str], template: Optional[str]) -> ToolCallParser:
+def resolve_parser(name: str | None, template: str | None) -> ToolCallParser:
     """``--tool-call-parser`` (None or "auto": from the template)."""
     if name in (None, "auto"):
         return parser_for_template(template)

@@ -1,9 +1,10 @@
 """A chat output read as it grows: thinking, content and tool calls, and the OpenAI deltas between reads."""
+
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from radixlm.program.reasoning import ReasoningParser
 from radixlm.runtime.server.function_call.parsers import PartialCall, ToolCallParser
@@ -15,7 +16,7 @@ def new_call_id() -> str:
 
 @dataclass
 class ChatSnapshot:
-    reasoning: Optional[str]  # None: no reasoning parser (or not separated)
+    reasoning: str | None  # None: no reasoning parser (or not separated)
     content: str
     calls: list[PartialCall] = field(default_factory=list)
 
@@ -23,12 +24,12 @@ class ChatSnapshot:
 class ChatOutputReader:
     """Splits an output into thinking (``reasoning``), content and calls (``tools`` None: no tools)."""
 
-    def __init__(self, reasoning: Optional[ReasoningParser], tools: Optional[ToolCallParser]) -> None:
+    def __init__(self, reasoning: ReasoningParser | None, tools: ToolCallParser | None) -> None:
         self.reasoning = reasoning
         self.tools = tools
 
     def read(self, text: str, final: bool) -> ChatSnapshot:
-        thinking: Optional[str] = None
+        thinking: str | None = None
         if self.reasoning is not None:
             split = self.reasoning.split(text, final)
             thinking, text = split.reasoning, split.answer
@@ -40,14 +41,17 @@ class ChatOutputReader:
 
 def message(snap: ChatSnapshot, ids: list[str]) -> dict[str, Any]:
     """The non-streaming ``message`` of a finished output."""
-    out: dict[str, Any] = {"role": "assistant", "content": snap.content if snap.content or not snap.calls
-                           else None}
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": snap.content if snap.content or not snap.calls else None,
+    }
     if snap.reasoning is not None:
         out["reasoning_content"] = snap.reasoning or None
     if snap.calls:
-        out["tool_calls"] = [{"id": ids[i], "type": "function",
-                              "function": {"name": c.name, "arguments": c.arguments}}
-                             for i, c in enumerate(snap.calls)]
+        out["tool_calls"] = [
+            {"id": ids[i], "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(snap.calls)
+        ]
     return out
 
 
@@ -68,20 +72,26 @@ class DeltaTracker:
     def delta(self, snap: ChatSnapshot) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if snap.reasoning is not None and len(snap.reasoning) > self.reasoning:
-            out["reasoning_content"] = snap.reasoning[self.reasoning:]
+            out["reasoning_content"] = snap.reasoning[self.reasoning :]
             self.reasoning = len(snap.reasoning)
         if len(snap.content) > self.content:
-            out["content"] = snap.content[self.content:]
+            out["content"] = snap.content[self.content :]
             self.content = len(snap.content)
         calls = []
         ids = self.call_ids(len(snap.calls))
         for i, call in enumerate(snap.calls):
             if i == len(self.arguments):
-                calls.append({"index": i, "id": ids[i], "type": "function",
-                              "function": {"name": call.name, "arguments": call.arguments}})
+                calls.append(
+                    {
+                        "index": i,
+                        "id": ids[i],
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                )
                 self.arguments.append(len(call.arguments))
             elif len(call.arguments) > self.arguments[i]:
-                calls.append({"index": i, "function": {"arguments": call.arguments[self.arguments[i]:]}})
+                calls.append({"index": i, "function": {"arguments": call.arguments[self.arguments[i] :]}})
                 self.arguments[i] = len(call.arguments)
         if calls:
             out["tool_calls"] = calls

@@ -1,4 +1,5 @@
 """Feed an output to a reader in pieces and assemble the OpenAI deltas as the openai client does."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,9 +18,12 @@ def assemble(deltas: list[dict[str, Any]]) -> dict[str, Any]:
             call["id"] = c.get("id") or call["id"]
             call["name"] += c.get("function", {}).get("name") or ""
             call["arguments"] += c.get("function", {}).get("arguments") or ""
-    return {"content": content, "reasoning": reasoning,
-            "calls": [(calls[i]["name"], calls[i]["arguments"]) for i in sorted(calls)],
-            "ids": [calls[i]["id"] for i in sorted(calls)]}
+    return {
+        "content": content,
+        "reasoning": reasoning,
+        "calls": [(calls[i]["name"], calls[i]["arguments"]) for i in sorted(calls)],
+        "ids": [calls[i]["id"] for i in sorted(calls)],
+    }
 
 
 def streamed(reader: ChatOutputReader, text: str, cuts: list[int]) -> dict[str, Any]:
@@ -32,8 +36,11 @@ def streamed(reader: ChatOutputReader, text: str, cuts: list[int]) -> dict[str, 
 def whole(reader: ChatOutputReader, text: str) -> dict[str, Any]:
     snap = reader.read(text, final=True)
     msg = message(snap, [f"id{i}" for i in range(len(snap.calls))])
-    return {"content": msg["content"] or "", "reasoning": msg.get("reasoning_content") or "",
-            "calls": [(c["function"]["name"], c["function"]["arguments"]) for c in msg.get("tool_calls", [])]}
+    return {
+        "content": msg["content"] or "",
+        "reasoning": msg.get("reasoning_content") or "",
+        "calls": [(c["function"]["name"], c["function"]["arguments"]) for c in msg.get("tool_calls", [])],
+    }
 
 
 def check_every_split(reader: ChatOutputReader, text: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """The grammar of a forced tool call accepts exactly the calls the parser reads back."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,17 @@ from radixlm.runtime.server.function_call.constraints import (
 from radixlm.runtime.server.function_call.protocol import FunctionDef
 from radixlm.runtime.server.function_call.registry import get_parser
 
-WEATHER = FunctionDef(name="get_weather", parameters={
-    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-    "required": ["city", "unit"]})
-ADD = FunctionDef(name="add", parameters={"type": "object", "properties": {"a": {"type": "integer"}},
-                                          "required": ["a"]})
+WEATHER = FunctionDef(
+    name="get_weather",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city", "unit"],
+    },
+)
+ADD = FunctionDef(
+    name="add", parameters={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+)
 NOW = FunctionDef(name="now")  # no parameters: an empty object
 
 
@@ -30,8 +37,12 @@ def test_forced_regex_accepts_rendered_calls_and_rejects_others(parser_name):
     text = parser.render_all(good)
     assert rx.fullmatch(text), text
     assert [(c.name, json.loads(c.arguments)) for c in parser.scan(text, final=True).calls] == good
-    for bad in ([("get_weather", {"city": "Paris", "unit": "k"})], [("add", {"a": "3"})],
-                [("sub", {"a": 3})], [("add", {})]):
+    for bad in (
+        [("get_weather", {"city": "Paris", "unit": "k"})],
+        [("add", {"a": "3"})],
+        [("sub", {"a": 3})],
+        [("add", {})],
+    ):
         assert not rx.fullmatch(parser.render_all(bad)), bad
     single = re.compile(forced_call_regex([ADD], parser.wrapper, parallel=False))
     assert single.fullmatch(parser.render_all([("add", {"a": 1})]))
@@ -55,8 +66,9 @@ def test_auto_builds_a_structural_tag_triggered_by_the_call_marker():
     tag = json.loads(params["structural_tag"])
     assert tag["type"] == "structural_tag" and tag["triggers"] == ["<tool_call>"]
     assert [s["schema"] for s in tag["structures"]] == [WEATHER.schema, NOW.schema]
-    forced = json.loads(tool_sampling_params([ADD], True, get_parser("hermes"), False, "</think>")
-                        ["structural_tag"])
+    forced = json.loads(
+        tool_sampling_params([ADD], True, get_parser("hermes"), False, "</think>")["structural_tag"]
+    )
     assert forced["triggers"] == ["</think>"] and forced["structures"][0]["begin"].startswith("</think>")
 
 

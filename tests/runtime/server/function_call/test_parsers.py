@@ -1,4 +1,5 @@
 """Tool-call parsers on scripted model outputs: whole, and streamed with a cut at every point."""
+
 from __future__ import annotations
 
 import json
@@ -12,27 +13,46 @@ from tests.runtime.server.function_call.stream_check import check_every_split
 WEATHER = '{"city": "Paris", "days": [1, 2], "note": "a \\"quoted\\" } brace"}'
 
 CASES = [
-    ("hermes", 'Let me check.\n\n<tool_call>\n{"name": "get_weather", "arguments": ' + WEATHER
-     + '}\n</tool_call>',
-     "Let me check.", [("get_weather", WEATHER)]),
-    ("hermes", '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
-               '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>',
-     "", [("a", '{"x": 1}'), ("b", "{}")]),
+    (
+        "hermes",
+        'Let me check.\n\n<tool_call>\n{"name": "get_weather", "arguments": ' + WEATHER + "}\n</tool_call>",
+        "Let me check.",
+        [("get_weather", WEATHER)],
+    ),
+    (
+        "hermes",
+        '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>',
+        "",
+        [("a", '{"x": 1}'), ("b", "{}")],
+    ),
     ("hermes", "Text with a < sign and <tool but no call.", "Text with a < sign and <tool but no call.", []),
     ("hermes", "<tool_call>\nnot json</tool_call>", "<tool_call>\nnot json</tool_call>", []),
     ("qwen", '<tool_call>\n{"name": "f", "arguments": {"q": "x"}}\n</tool_call>', "", [("f", '{"q": "x"}')]),
-    ("llama3", '{"name": "get_weather", "parameters": ' + WEATHER + '}', "", [("get_weather", WEATHER)]),
-    ("llama3", '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": 2}}',
-     "", [("a", '{"x": 1}'), ("b", '{"y": 2}')]),
+    ("llama3", '{"name": "get_weather", "parameters": ' + WEATHER + "}", "", [("get_weather", WEATHER)]),
+    (
+        "llama3",
+        '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": 2}}',
+        "",
+        [("a", '{"x": 1}'), ("b", '{"y": 2}')],
+    ),
     ("llama3", "The answer is 4.", "The answer is 4.", []),
     ("llama3", '{"answer": 4}', '{"answer": 4}', []),
-    ("mistral", '[TOOL_CALLS] [{"name": "a", "arguments": ' + WEATHER + '}, {"name": "b", "arguments": {}}]',
-     "", [("a", WEATHER), ("b", "{}")]),
+    (
+        "mistral",
+        '[TOOL_CALLS] [{"name": "a", "arguments": ' + WEATHER + '}, {"name": "b", "arguments": {}}]',
+        "",
+        [("a", WEATHER), ("b", "{}")],
+    ),
     ("mistral", '[{"name": "a", "arguments": {"x": 1}}]', "", [("a", '{"x": 1}')]),
-    ("mistral", "Sure [TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}}]", "Sure", [("a", "{}")]),
+    ("mistral", 'Sure [TOOL_CALLS] [{"name": "a", "arguments": {}}]', "Sure", [("a", "{}")]),
     ("mistral", "[1, 2, 3] are numbers", "[1, 2, 3] are numbers", []),
-    ("pythonic", '[get_weather(city="Paris", days=[1, 2]), now(zone=\'UTC\')]', "",
-     [("get_weather", '{"city": "Paris", "days": [1, 2]}'), ("now", '{"zone": "UTC"}')]),
+    (
+        "pythonic",
+        "[get_weather(city=\"Paris\", days=[1, 2]), now(zone='UTC')]",
+        "",
+        [("get_weather", '{"city": "Paris", "days": [1, 2]}'), ("now", '{"zone": "UTC"}')],
+    ),
     ("pythonic", "[not a call] at all", "[not a call] at all", []),
     ("pythonic", "Hello (world)", "Hello (world)", []),
 ]

@@ -1,4 +1,5 @@
 """Reasoning parsers on scripted outputs: thinking and answer, whole and streamed at every split."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,10 @@ def test_reasoning_split_whole_and_streamed(name, text, reasoning, answer):
 
 
 def test_reasoning_then_tool_call():
-    text = ('<think>I need the weather.</think>\n'
-            '<tool_call>\n{"name": "w", "arguments": {"c": "P"}}\n</tool_call>')
+    text = (
+        "<think>I need the weather.</think>\n"
+        '<tool_call>\n{"name": "w", "arguments": {"c": "P"}}\n</tool_call>'
+    )
     got = check_every_split(ChatOutputReader(ReasoningParser("qwen3"), get_parser("hermes")), text)
     assert got["reasoning"] == "I need the weather."
     assert got["calls"] == [("w", '{"c": "P"}')] and got["content"] == ""
@@ -52,8 +55,9 @@ def test_native_separate_reasoning_route():
     app.include_router(reasoning_api.router)
     app.exception_handler(ApiError)(lambda request, e: JSONResponse(e.body(), status_code=e.status_code))
     client = TestClient(app)
-    r = client.post("/separate_reasoning",
-                    json={"text": "hmm</think>Four.", "reasoning_parser": "deepseek-r1"})
+    r = client.post(
+        "/separate_reasoning", json={"text": "hmm</think>Four.", "reasoning_parser": "deepseek-r1"}
+    )
     assert r.status_code == 200 and r.json() == {"text": "Four.", "reasoning_text": "hmm"}
     bad = client.post("/separate_reasoning", json={"text": "x", "reasoning_parser": "r9"})
     assert bad.status_code == 400 and "reasoning_parser" in bad.text

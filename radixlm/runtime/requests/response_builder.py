@@ -4,10 +4,12 @@ The Engine and the HTTP server both feed a ``ResponseBuilder`` with each new out
 and answer with its ``snapshot()``. Logprob entries are ``[logprob, token_id, text-or-None]``;
 top logprobs are one such list per position (or None where there is none).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,24 +25,42 @@ class ResponseBuilder:
     four logprob fields into ``meta_info`` (empty lists when none came).
     """
 
-    def __init__(self, rid: str, *, prompt_tokens: int = 0, token_text: Optional[TokenText] = None,
-                 include_logprobs: bool = False, started_at: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        rid: str,
+        *,
+        prompt_tokens: int = 0,
+        token_text: TokenText | None = None,
+        include_logprobs: bool = False,
+        started_at: float | None = None,
+    ) -> None:
         self.token_text = token_text
         self.include_logprobs = include_logprobs
         self.started_at = time.perf_counter() if started_at is None else started_at
-        self.finished_at: Optional[float] = None
+        self.finished_at: float | None = None
         self.text = ""
         self.output_ids: Sequence[int] = np.zeros(0, dtype=np.int32)
-        self.meta: dict[str, Any] = {"id": rid, "finish_reason": None, "prompt_tokens": prompt_tokens,
-                                     "completion_tokens": 0, "cached_tokens": 0}
+        self.meta: dict[str, Any] = {
+            "id": rid,
+            "finish_reason": None,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 0,
+            "cached_tokens": 0,
+        }
         self.logprobs: dict[str, list] = {}
 
     @property
     def finished(self) -> bool:
         return self.finished_at is not None
 
-    def update(self, text: str, output_ids: Sequence[int], progress: Mapping[str, Any],
-               logprobs: Mapping[str, Optional[list]], finished: bool) -> None:
+    def update(
+        self,
+        text: str,
+        output_ids: Sequence[int],
+        progress: Mapping[str, Any],
+        logprobs: Mapping[str, list | None],
+        finished: bool,
+    ) -> None:
         """Take a new output: the cumulative text and ids; ``progress``, the latest ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens`` and ``cached_tokens``; and the new logprob entries
         as ``(logprob, token_id)`` pairs under their ``LOGPROB_FIELDS`` names."""
@@ -56,7 +76,7 @@ class ResponseBuilder:
         if finished:
             self.finish(self.meta["finish_reason"])
 
-    def finish(self, finish_reason: Optional[dict[str, Any]]) -> None:
+    def finish(self, finish_reason: dict[str, Any] | None) -> None:
         """Mark the sample finished (also when it fails without a final output)."""
         self.meta["finish_reason"] = finish_reason
         if self.finished_at is None:
@@ -72,18 +92,21 @@ class ResponseBuilder:
             for name in LOGPROB_FIELDS:
                 meta[name] = list(self.logprobs.get(name, []))
         ids = self.output_ids
-        return {"text": self.text, "output_ids": ids.tolist() if isinstance(ids, np.ndarray) else list(ids),
-                "meta_info": meta}
+        return {
+            "text": self.text,
+            "output_ids": ids.tolist() if isinstance(ids, np.ndarray) else list(ids),
+            "meta_info": meta,
+        }
 
     def _entries(self, pairs: list) -> list[list]:
         text = self.token_text
         return [[lp, int(tid), text(int(tid)) if text else None] for lp, tid in pairs]
 
-    def _top_entries(self, rows: list) -> list[Optional[list[list]]]:
+    def _top_entries(self, rows: list) -> list[list[list] | None]:
         return [None if row is None else self._entries(row) for row in rows]
 
 
-def public_finish_reason(reason: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+def public_finish_reason(reason: dict[str, Any] | None) -> dict[str, Any] | None:
     """The finish reason without the scheduler's internal ``status_code``."""
     if reason is None:
         return None

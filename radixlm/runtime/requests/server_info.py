@@ -1,11 +1,13 @@
 """The ``get_server_info`` document, the same from the HTTP server and the in-process Engine."""
+
 from __future__ import annotations
 
 from typing import Any
 
 
-def build_server_info(server_args: dict[str, Any], model_info: dict[str, Any], stats: dict[str, Any],
-                      version: str) -> dict[str, Any]:
+def build_server_info(
+    server_args: dict[str, Any], model_info: dict[str, Any], stats: dict[str, Any], version: str
+) -> dict[str, Any]:
     """Server arguments and live statistics at the top level (what scripts read), plus SGLang's
     nested ``stats``/``internal_states`` and the model info. ``quantization`` (the method served) and
     ``kv_cache_dtype`` are taken from the model info, ``auto`` resolved."""

@@ -3,15 +3,17 @@
 The Engine raises the ``ValueError`` to its caller; the HTTP server answers it with a 400. The
 scheduler keeps only what needs its own state (whether the request can ever fit the KV pool).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq
-from radixlm.runtime.request_limits import LimitExceeded, RequestLimits, check_sampling_limits
+from radixlm.runtime.requests.request_limits import LimitExceeded, RequestLimits, check_sampling_limits
 
 
 @dataclass(frozen=True)
@@ -27,14 +29,17 @@ class ModelLimits:
         """From the scheduler's ``model_info()`` (the Engine's and the server's ``get_model_info``)
         and the caps of ``server_args`` (defaults when None)."""
         caps = RequestLimits() if server_args is None else RequestLimits.from_server_args(server_args)
-        return cls(vocab_size=int(model_info["vocab_size"]), context_length=int(model_info["context_length"]),
-                   caps=caps)
+        return cls(
+            vocab_size=int(model_info["vocab_size"]),
+            context_length=int(model_info["context_length"]),
+            caps=caps,
+        )
 
 
 class InvalidRequest(ValueError):
     """A request the model cannot serve; ``param`` names the offending field when there is one."""
 
-    def __init__(self, message: str, param: Optional[str] = None) -> None:
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
 
@@ -76,22 +81,30 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
     except LimitExceeded as e:
         raise InvalidRequest(str(e), e.param) from e
     if n >= limits.context_length:
-        raise InvalidRequest(f"the prompt has {n} tokens, but the model's context length is "
-                             f"{limits.context_length} (the prompt and one new token must fit in it)")
+        raise InvalidRequest(
+            f"the prompt has {n} tokens, but the model's context length is "
+            f"{limits.context_length} (the prompt and one new token must fit in it)"
+        )
     if req.logprob_start_len >= n:
-        raise InvalidRequest(f"logprob_start_len ({req.logprob_start_len}) must be smaller than the prompt "
-                             f"length ({n})", "logprob_start_len")
+        raise InvalidRequest(
+            f"logprob_start_len ({req.logprob_start_len}) must be smaller than the prompt length ({n})",
+            "logprob_start_len",
+        )
     if not 0 <= req.top_logprobs_num <= limits.vocab_size:
-        raise InvalidRequest(f"top_logprobs_num must be in [0, {limits.vocab_size}], "
-                             f"not {req.top_logprobs_num}", "top_logprobs_num")
+        raise InvalidRequest(
+            f"top_logprobs_num must be in [0, {limits.vocab_size}], not {req.top_logprobs_num}",
+            "top_logprobs_num",
+        )
     if not isinstance(req.pin_children, int) or req.pin_children < 0:
         raise InvalidRequest("pin_children must be an integer >= 0", "pin_children")
     if req.pin_children and req.sampling_params.n != 1:
         raise InvalidRequest("pin_children needs n == 1", "pin_children")
     biased = [t for t, _ in req.sampling_params.logit_bias_items() if t >= limits.vocab_size]
     if biased:
-        raise InvalidRequest(f"logit_bias names token ids outside the vocabulary [0, {limits.vocab_size}): "
-                             f"{biased[:5]}", "logit_bias")
+        raise InvalidRequest(
+            f"logit_bias names token ids outside the vocabulary [0, {limits.vocab_size}): {biased[:5]}",
+            "logit_bias",
+        )
 
 
 def _outside_vocabulary(bad: list[int], limits: ModelLimits) -> InvalidRequest:

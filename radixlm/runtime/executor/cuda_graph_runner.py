@@ -5,6 +5,7 @@ cost. Inputs live in static buffers; a batch of size ``bs`` runs the graph of th
 ``>= bs``, its padding rows pointing at the dummy ``req_to_token`` row 0 and writing their K/V into
 the dummy slot 0 (both reserved by the pools, never handed to requests).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -12,7 +13,7 @@ from typing import Any
 
 import torch
 
-from radixlm.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 
 
 def batch_size_buckets(max_bs: int) -> list[int]:
@@ -44,23 +45,35 @@ class CudaGraphRunner:
 
     def _static_inputs(self, n: int) -> dict[str, torch.Tensor]:
         """Buffers filled with the padding values (dummy row 0, dummy slot 0, length 1)."""
+
         def full(value: int) -> torch.Tensor:
             return torch.full((n,), value, dtype=torch.int64, device=self.device)
 
-        return {"input_ids": full(0), "positions": full(0), "req_pool_indices": full(0),
-                "seq_lens": full(1), "extend_prefix_lens": full(0), "extend_seq_lens": full(1),
-                "out_cache_loc": full(0),
-                "logits_indices": torch.arange(n, dtype=torch.int64, device=self.device)}
+        return {
+            "input_ids": full(0),
+            "positions": full(0),
+            "req_pool_indices": full(0),
+            "seq_lens": full(1),
+            "extend_prefix_lens": full(0),
+            "extend_seq_lens": full(1),
+            "out_cache_loc": full(0),
+            "logits_indices": torch.arange(n, dtype=torch.int64, device=self.device),
+        }
 
     def _batch(self, bs: int) -> ForwardBatch:
         """A decode batch over the first ``bs`` entries of the static buffers."""
         inp = {name: buf[:bs] for name, buf in self._inputs.items()}
         r = self.runner
-        return ForwardBatch(mode=ForwardMode.DECODE, **inp, req_to_token_pool=r.req_to_token_pool,
-                            kv_pool=r.kv_pool, attn_backend=r.attn_backend,
-                            seq_lens_cpu=[self.max_seq_len] * bs,
-                            extend_prefix_lens_cpu=[self.max_seq_len - 1] * bs,
-                            extend_seq_lens_cpu=[1] * bs)
+        return ForwardBatch(
+            mode=ForwardMode.DECODE,
+            **inp,
+            req_to_token_pool=r.req_to_token_pool,
+            kv_pool=r.kv_pool,
+            attn_backend=r.attn_backend,
+            seq_lens_cpu=[self.max_seq_len] * bs,
+            extend_prefix_lens_cpu=[self.max_seq_len - 1] * bs,
+            extend_seq_lens_cpu=[1] * bs,
+        )
 
     def _run_model(self, fb: ForwardBatch) -> torch.Tensor:
         self.runner.attn_backend.init_forward_metadata(fb)
@@ -85,10 +98,13 @@ class CudaGraphRunner:
 
     def can_run(self, fb: ForwardBatch) -> bool:
         """A decode batch of at most ``max_bs`` requests, one logits row each, on our pools."""
-        return (fb.is_decode and 0 < fb.batch_size <= self.max_bs
-                and int(fb.logits_indices.shape[0]) == fb.batch_size
-                and fb.kv_pool is self.runner.kv_pool
-                and fb.req_to_token_pool is self.runner.req_to_token_pool)
+        return (
+            fb.is_decode
+            and 0 < fb.batch_size <= self.max_bs
+            and int(fb.logits_indices.shape[0]) == fb.batch_size
+            and fb.kv_pool is self.runner.kv_pool
+            and fb.req_to_token_pool is self.runner.req_to_token_pool
+        )
 
     @torch.inference_mode()
     def replay(self, fb: ForwardBatch) -> torch.Tensor:

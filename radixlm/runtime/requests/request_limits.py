@@ -5,13 +5,14 @@ before it is even compiled: ``n``, the prompt length, the stop strings and the g
 (regex, JSON schema, choices) are bounded. The bounds come from ``ServerArgs`` (``--max-n``,
 ``--max-prompt-tokens``, ``--max-stop-strings``, ``--max-grammar-bytes``, ``--max-json-depth``).
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from radixlm.runtime.json_bounds import InvalidJson, check_json_value, load_bounded_json
+from radixlm.runtime.requests.json_bounds import InvalidJson, check_json_value, load_bounded_json
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
 MAX_STOP_CHARS = 1024  # one stop string
@@ -28,16 +29,20 @@ class RequestLimits:
     """Per-request caps (defaults are ``ServerArgs``'s)."""
 
     max_n: int = 64
-    max_prompt_tokens: Optional[int] = None  # None: only the context length bounds it
+    max_prompt_tokens: int | None = None  # None: only the context length bounds it
     max_stop_strings: int = 32
     max_grammar_bytes: int = 64 << 10
     max_json_depth: int = 64
 
     @classmethod
     def from_server_args(cls, args: Any) -> RequestLimits:
-        return cls(max_n=args.max_n, max_prompt_tokens=args.max_prompt_tokens,
-                   max_stop_strings=args.max_stop_strings, max_grammar_bytes=args.max_grammar_bytes,
-                   max_json_depth=args.max_json_depth)
+        return cls(
+            max_n=args.max_n,
+            max_prompt_tokens=args.max_prompt_tokens,
+            max_stop_strings=args.max_stop_strings,
+            max_grammar_bytes=args.max_grammar_bytes,
+            max_json_depth=args.max_json_depth,
+        )
 
 
 class LimitExceeded(ValueError):
@@ -53,8 +58,9 @@ def check_sampling_limits(params: SamplingParams, limits: RequestLimits) -> None
     if params.n > limits.max_n:
         raise LimitExceeded(f"n={params.n} is above this server's limit of {limits.max_n}", "n")
     if len(params.stop) > limits.max_stop_strings:
-        raise LimitExceeded(f"{len(params.stop)} stop strings, at most {limits.max_stop_strings} allowed",
-                            "stop")
+        raise LimitExceeded(
+            f"{len(params.stop)} stop strings, at most {limits.max_stop_strings} allowed", "stop"
+        )
     if any(len(s) > MAX_STOP_CHARS for s in params.stop):
         raise LimitExceeded(f"a stop string is longer than {MAX_STOP_CHARS} characters", "stop")
     check_grammar_input(params, limits)
@@ -65,13 +71,15 @@ def check_grammar_input(params: SamplingParams, limits: RequestLimits) -> None:
     size = sum(len(s.encode("utf-8", "surrogatepass")) for s in _grammar_strings(params))
     if size > limits.max_grammar_bytes:
         field = next(k for k in ("regex", "json_schema", "choices") if getattr(params, k) is not None)
-        raise LimitExceeded(f"the {field} is {size} bytes, above this server's limit of "
-                            f"{limits.max_grammar_bytes}", field)
+        raise LimitExceeded(
+            f"the {field} is {size} bytes, above this server's limit of {limits.max_grammar_bytes}", field
+        )
     if isinstance(params.regex, str):
         counts = [int(c) for m in _REPEAT.finditer(params.regex) for c in m.groups() if c]
         if counts and max(counts) > MAX_GRAMMAR_REPEAT:
-            raise LimitExceeded(f"the regex repeats {max(counts)} times, at most {MAX_GRAMMAR_REPEAT} "
-                                "allowed", "regex")
+            raise LimitExceeded(
+                f"the regex repeats {max(counts)} times, at most {MAX_GRAMMAR_REPEAT} allowed", "regex"
+            )
     try:
         if params.json_schema is not None:
             _check_schema_counts(load_bounded_json(params.json_schema, limits.max_json_depth))
@@ -97,8 +105,9 @@ def _check_schema_counts(schema: Any) -> None:
             for key in _SCHEMA_COUNTS:
                 value = node.get(key)
                 if _is_number(value) and value > MAX_GRAMMAR_REPEAT:
-                    raise LimitExceeded(f"json_schema {key}={value} is above {MAX_GRAMMAR_REPEAT}",
-                                        "json_schema")
+                    raise LimitExceeded(
+                        f"json_schema {key}={value} is above {MAX_GRAMMAR_REPEAT}", "json_schema"
+                    )
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)

@@ -1,12 +1,13 @@
 """ModelRunner: device/dtype resolution, pool sizing, and greedy decoding against transformers."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
 from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
+from radixlm.runtime.executor.model_runner import resolve_device, resolve_dtype
 from radixlm.runtime.memory.kv_pool import KVPool
-from radixlm.runtime.model_runner import resolve_device, resolve_dtype
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config
 
 
@@ -58,6 +59,12 @@ def test_greedy_decoding_matches_transformers_generate(tiny_dir) -> None:
     ours = greedy_generate(make_runner(tiny_dir), prompts, max_new_tokens=24)
     for prompt, out in zip(prompts, ours):
         ids = torch.tensor([prompt])
-        ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False,
-                          eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        ref = hf.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=24,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )[0, len(prompt) :].tolist()
         assert out == ref

@@ -6,12 +6,13 @@ surrogates (``"\\ud800"``) that later fail to encode. ``load_bounded_json`` reje
 with an ``InvalidJson`` naming where the problem is (a dotted path such as ``sampling_params.stop[2]``).
 Used for request bodies at the front door and for user-supplied JSON schemas (Engine and server).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
-from typing import Any, Union
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_EXACT_INT = 2**53  # every integer up to here is exactly a float
@@ -25,7 +26,7 @@ class InvalidJson(ValueError):
         self.path = path
 
 
-def load_bounded_json(raw: Union[str, bytes], max_depth: int, integral_floats: bool = False) -> Any:
+def load_bounded_json(raw: str | bytes, max_depth: int, integral_floats: bool = False) -> Any:
     """Parse ``raw``; raise ``InvalidJson`` for bad JSON, non-finite numbers, nesting deeper than
     ``max_depth`` or strings holding lone surrogates. ``integral_floats``: ``2.0`` and ``2e3`` parse
     as the ints they are (JSON has one number type, and JSON schema's ``integer`` includes them)."""
@@ -41,7 +42,7 @@ def load_bounded_json(raw: Union[str, bytes], max_depth: int, integral_floats: b
     return value
 
 
-def _integral_as_int(text: str) -> Union[int, float]:
+def _integral_as_int(text: str) -> int | float:
     value = float(text)
     return int(value) if value.is_integer() and abs(value) <= MAX_EXACT_INT else value
 

@@ -8,21 +8,24 @@ how much of it came from the cache). Here every query position ``p`` of every re
 its own call to exactly the keys ``0..p`` with a single query row: the same computation whether it
 is a decode step, part of a prefill chunk, or alone, so its bits depend on nothing else.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 
 
-def _attend_one(q_row: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, slots: torch.Tensor,
-                sm_scale: float) -> torch.Tensor:
+def _attend_one(
+    q_row: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, slots: torch.Tensor, sm_scale: float
+) -> torch.Tensor:
     """``q_row`` ``[Hq, D]`` against the keys at ``slots``; returns ``[Hq, D]``."""
     k = k_buffer[slots].to(q_row.dtype).transpose(0, 1)  # [Hkv, L, D]
     v = v_buffer[slots].to(q_row.dtype).transpose(0, 1)
-    out = F.scaled_dot_product_attention(q_row.unsqueeze(1), k, v, scale=sm_scale,
-                                         enable_gqa=q_row.shape[0] != k.shape[0])
+    out = F.scaled_dot_product_attention(
+        q_row.unsqueeze(1), k, v, scale=sm_scale, enable_gqa=q_row.shape[0] != k.shape[0]
+    )
     return out.squeeze(1)
 
 

@@ -5,6 +5,7 @@ refuses it), so no client rid can ever equal, alias or abort another request's s
 -> samples relation is tracked explicitly wherever aborts are resolved, never parsed back from
 strings. Responses show a sample as ``{rid}-{i}`` (``public_rid``), as before.
 """
+
 from __future__ import annotations
 
 SAMPLE_SEPARATOR = "\x1f"  # ASCII unit separator: a control character no client rid may contain

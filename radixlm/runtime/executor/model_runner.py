@@ -1,4 +1,5 @@
 """The model runner: owns the model, the KV memory pools and the attention backend on one device."""
+
 from __future__ import annotations
 
 import logging
@@ -8,10 +9,10 @@ from typing import Any
 import torch
 
 from radixlm.runtime.attention.factory import create_attention_backend
-from radixlm.runtime.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.distributed.comm import agree_min, destroy_group
 from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_rank
-from radixlm.runtime.forward_batch import ForwardBatch
+from radixlm.runtime.executor.cuda_graph_runner import CudaGraphRunner
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
@@ -21,8 +22,14 @@ from radixlm.runtime.weights.loader import load_model
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 _GIB = 1 << 30
 
 
@@ -47,8 +54,10 @@ def resolve_kv_dtype(name: str, model_dtype: torch.dtype, device: torch.device) 
     cache in the model's dtype."""
     dtype = model_dtype if name == "auto" else resolve_dtype(name, device)
     if dtype != model_dtype and device.type != "cpu":
-        raise ValueError(f"kv_cache_dtype {name!r} differs from the model's {model_dtype}: on {device.type} "
-                         f"the KV cache holds the model's dtype (use kv_cache_dtype='auto')")
+        raise ValueError(
+            f"kv_cache_dtype {name!r} differs from the model's {model_dtype}: on {device.type} "
+            f"the KV cache holds the model's dtype (use kv_cache_dtype='auto')"
+        )
     return dtype
 
 
@@ -79,12 +88,17 @@ class ModelRunner:
         if server_args.tp_size > 1:
             self.tp = TensorParallel(server_args, tp_rank, self.device)
 
-        self.loaded = load_model(server_args.model, self.device, self.dtype,
-                                 tokenizer=server_args.tokenizer,
-                                 context_length=server_args.context_length)
+        self.loaded = load_model(
+            server_args.model,
+            self.device,
+            self.dtype,
+            tokenizer=server_args.tokenizer,
+            context_length=server_args.context_length,
+        )
         # Quantized whole, then sharded: each rank keeps the values one process would serve.
-        self.quantization = serve_quantized(self.loaded.model, server_args.quantization, server_args.model,
-                                            self.device)
+        self.quantization = serve_quantized(
+            self.loaded.model, server_args.quantization, server_args.model, self.device
+        )
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size
@@ -96,29 +110,47 @@ class ModelRunner:
             pack_model_weights(self.model)
         model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
         if self.context_length > model_max:
-            logger.warning("context_length %d exceeds the model's max positions %d",
-                           self.context_length, model_max)
+            logger.warning(
+                "context_length %d exceeds the model's max positions %d", self.context_length, model_max
+            )
 
-        self.req_to_token_pool = ReqToTokenPool(server_args.max_running_requests, self.context_length,
-                                                device=self.device)
+        self.req_to_token_pool = ReqToTokenPool(
+            server_args.max_running_requests, self.context_length, device=self.device
+        )
         self.kv_dtype = resolve_kv_dtype(server_args.kv_cache_dtype, self.dtype, self.device)
         num_slots = self._num_kv_slots()
         if self.tp is not None:
             num_slots = agree_min(num_slots, self.device)
-        self.kv_pool = KVPool(num_slots, self.loaded.num_layers, self.num_kv_heads,
-                              self.loaded.head_dim, self.kv_dtype, device=self.device)
+        self.kv_pool = KVPool(
+            num_slots,
+            self.loaded.num_layers,
+            self.num_kv_heads,
+            self.loaded.head_dim,
+            self.kv_dtype,
+            device=self.device,
+        )
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
         # Decode replays captured CUDA graphs; prefill runs eagerly.
         if server_args.enable_deterministic_inference:
-            from radixlm.runtime.deterministic import enable_deterministic_inference
+            from radixlm.runtime.executor.deterministic import enable_deterministic_inference
 
             enable_deterministic_inference(self)
         self.cuda_graph_runner: CudaGraphRunner | None = None
-        if (self.device.type == "cuda" and not server_args.disable_cuda_graph and self.tp is None
-                and self.attn_backend.supports_cuda_graph):
+        if (
+            self.device.type == "cuda"
+            and not server_args.disable_cuda_graph
+            and self.tp is None
+            and self.attn_backend.supports_cuda_graph
+        ):
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
-        logger.info("model %s on %s/%s: %d KV slots, context %d", self.loaded.model_path,
-                    self.device, self.dtype, num_slots, self.context_length)
+        logger.info(
+            "model %s on %s/%s: %d KV slots, context %d",
+            self.loaded.model_path,
+            self.device,
+            self.dtype,
+            num_slots,
+            self.context_length,
+        )
 
     @torch.inference_mode()
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
@@ -181,8 +213,10 @@ class ModelRunner:
             budget = args.kv_cache_gb * _GIB
         slots = int(budget // per_slot)
         if slots < 1:
-            raise ValueError(f"no memory left for the KV cache (budget {budget / _GIB:.2f} GiB); "
-                             f"raise kv_cache_gb / mem_fraction_static or set max_total_tokens")
+            raise ValueError(
+                f"no memory left for the KV cache (budget {budget / _GIB:.2f} GiB); "
+                f"raise kv_cache_gb / mem_fraction_static or set max_total_tokens"
+            )
         return slots
 
     def _cuda_kv_budget(self) -> float:

@@ -4,11 +4,12 @@ Models never look at requests; they read this object, and the attention backend 
 layout from it. Extend (prefill, possibly on top of a cached prefix) and decode (one new token per
 request) are the two modes.
 """
+
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Protocol
 
 import torch
 
@@ -27,8 +28,15 @@ class LayerAttention(Protocol):
     Declared here, not imported, so the batch does not depend on the backends that read it.
     """
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                fb: ForwardBatch, sm_scale: float) -> torch.Tensor: ...
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+    ) -> torch.Tensor: ...
 
 
 @dataclass
@@ -62,9 +70,9 @@ class ForwardBatch:
     kv_pool: KVPool
     attn_backend: LayerAttention
     # Host-side copies, so backends can plan without device syncs.
-    seq_lens_cpu: Optional[list[int]] = None
-    extend_prefix_lens_cpu: Optional[list[int]] = None
-    extend_seq_lens_cpu: Optional[list[int]] = None
+    seq_lens_cpu: list[int] | None = None
+    extend_prefix_lens_cpu: list[int] | None = None
+    extend_seq_lens_cpu: list[int] | None = None
 
     @property
     def batch_size(self) -> int:

@@ -23,16 +23,18 @@ as they are: the GGUF kernel quantizes each activation row on its own and gives 
 the same arithmetic at any batch size (``kernels/cpu/gguf_linear.cpp``), and ``Int8Linear`` scales
 each row before FBGEMM (tests/runtime/quantization/test_deterministic_quantized.py).
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from radixlm.runtime.deterministic_attention import decode_per_position, extend_per_position
+from radixlm.runtime.executor.deterministic_attention import decode_per_position, extend_per_position
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ _PROBE_ROWS = (MIN_INVARIANT_ROWS, 7, 64, 333)
 _plain_linear = F.linear
 
 
-def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` with fewer than ``MIN_INVARIANT_ROWS`` rows zero-padded up to it."""
     rows = x.numel() // max(x.shape[-1], 1)
     if rows == 0 or rows >= MIN_INVARIANT_ROWS:
@@ -53,7 +55,7 @@ def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-def tiled_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+def tiled_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` computed in fixed tiles of ``FALLBACK_TILE_ROWS`` rows (the last one padded)."""
     rows = x.numel() // max(x.shape[-1], 1)
     flat = x.reshape(rows, x.shape[-1])
@@ -92,8 +94,9 @@ def enable_deterministic_inference(model_runner: Any) -> None:
     weights = {tuple(p.shape): p for p in model_runner.model.parameters() if p.dim() == 2}
     linear = padded_linear if linear_is_row_invariant(list(weights.values())) else tiled_linear
     if linear is tiled_linear:
-        logger.warning("deterministic inference: this BLAS is not row-invariant; using %d-row tiles",
-                       FALLBACK_TILE_ROWS)
+        logger.warning(
+            "deterministic inference: this BLAS is not row-invariant; using %d-row tiles", FALLBACK_TILE_ROWS
+        )
     backend = model_runner.attn_backend
     backend.forward_extend = extend_per_position
     backend.forward_decode = decode_per_position
