@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from radixlm.runtime.constrained.matcher import GrammarMatcher
+from radixlm.runtime.constrained.matcher_protocol import Matcher
 
 
 class JumpDraft(NamedTuple):
@@ -15,4 +15,4 @@ class JumpDraft(NamedTuple):
 
     start: int
     token_ids: list[int]
-    matcher: GrammarMatcher
+    matcher: Matcher

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from radixlm.runtime.constrained.matcher import GrammarMatcher
+from radixlm.runtime.constrained.matcher_protocol import Matcher
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.finish_reason import FinishReason
 from radixlm.runtime.scheduler.jump_draft import JumpDraft
@@ -85,7 +85,7 @@ class Req:
         self.group_rid: str | None = None  # the client's rid of the n > 1 request this sample is of
 
         # Constrained decoding
-        self.grammar: GrammarMatcher | None = None
+        self.grammar: Matcher | None = None
         self.grammar_key: tuple[str, str] | None = sampling_params.constraint
         self.jump_draft: JumpDraft | None = None  # forced tokens awaiting greedy verification
 
