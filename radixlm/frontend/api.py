@@ -140,15 +140,15 @@ def separate_reasoning(expr: Expr | None = None, model_type: str | None = None) 
     ``qwen3``, as ``--reasoning-parser``). The program's text keeps the whole output."""
     from radixlm.program.reasoning import ReasoningParser
 
-    ReasoningParser(model_type or "")  # an unknown type fails here, in the user's code
+    parser = ReasoningParser(model_type or "")  # an unknown type fails here, in the user's code
     named = [
         leaf.output_var
         for leaf in (expr.flatten() if expr is not None else [])
         if isinstance(leaf, Gen) and leaf.output_var
     ]
-    if not named:
+    if expr is None or not named:
         raise ValueError("separate_reasoning needs a gen(...) with a variable name")
-    return ExprList([expr, SeparateReasoning(named[-1], model_type)])
+    return ExprList([expr, SeparateReasoning(named[-1], parser.name)])
 
 
 def image(path: str) -> Expr:

@@ -64,13 +64,14 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
 
     def add_node(state: int, op: dict[str, Any] | None) -> int:
         cur = cursors[state]
-        node = {"id": len(nodes), "state": state, "parent": cur.parent, "extend": cur.segments, "op": op}
+        node_id = len(nodes)
+        node = {"id": node_id, "state": state, "parent": cur.parent, "extend": cur.segments, "op": op}
         if op is not None and op["type"] != "prefill":
             node["op_index"] = cur.op_index
             cur.op_index += 1
         nodes.append(node)
-        cur.parent, cur.segments = node["id"], []
-        return node["id"]
+        cur.parent, cur.segments = node_id, []
+        return node_id
 
     for st in ir.statements:
         if isinstance(st, Extend):

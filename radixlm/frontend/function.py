@@ -186,10 +186,12 @@ class SglFunction:
                 return await self.arun(*args, backend=be, execution=execution, **kwargs, **sampling_defaults)
 
         results = await asyncio.gather(*(one(a, k) for a, k in items), return_exceptions=True)
+        states: list[ProgramState] = []
         for i, r in enumerate(results):
             if isinstance(r, BaseException):
                 raise ProgramError(f"program #{i} of {len(items)} failed: {r}") from r
-        return list(results)
+            states.append(r)
+        return states
 
     # ---- tracing and compiling --------------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> ProgramIR:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +354,7 @@ class StreamExecutor:
             child.end()
 
     # ---- streaming --------------------------------------------------------------------------
-    def iter_chunks(self, var_name: str | None = None):
+    def iter_chunks(self, var_name: str | None = None) -> Iterator[str]:
         """Yield appended text as it arrives (only ``var_name``'s chunks when given)."""
         index = 0
         while True:

@@ -79,10 +79,9 @@ class ProgramState(StateBase):
     async def text_async_iter(self, var_name: str | None = None) -> AsyncIterator[str]:
         """``text_iter`` for asyncio code."""
         it = self.executor.iter_chunks(var_name)
-        done = object()
         while True:
-            chunk = await asyncio.to_thread(next, it, done)
-            if chunk is done:
+            chunk: str | None = await asyncio.to_thread(next, it, None)  # chunks are never None
+            if chunk is None:
                 return
             yield chunk
 

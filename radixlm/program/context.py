@@ -100,4 +100,4 @@ def to_ids(context: Context, encode: Callable[[str], list[int]]) -> list[int]:
 
 def is_batch(input_segments: list[Any] | None) -> bool:
     """Whether an ``input_segments`` value holds several prompts (a list of contexts)."""
-    return bool(input_segments) and isinstance(input_segments[0], list)
+    return bool(input_segments and isinstance(input_segments[0], list))

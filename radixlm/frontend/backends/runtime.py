@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
 from radixlm.frontend.chat_template import ChatTemplate
+
+if TYPE_CHECKING:
+    from radixlm.runtime.server.launch import ServerHandle
 
 
 class Runtime(RuntimeEndpoint):
@@ -20,8 +23,9 @@ class Runtime(RuntimeEndpoint):
     ) -> None:
         from radixlm.runtime.server.launch import launch_server
 
-        self._server = launch_server(model=model, **server_args)
-        super().__init__(self._server.url, api_key=server_args.get("api_key"), chat_template=chat_template)
+        server = launch_server(model=model, **server_args)
+        self._server: ServerHandle | None = server
+        super().__init__(server.url, api_key=server_args.get("api_key"), chat_template=chat_template)
 
     @property
     def endpoint(self) -> RuntimeEndpoint:
@@ -29,9 +33,8 @@ class Runtime(RuntimeEndpoint):
         return self
 
     def shutdown(self) -> None:
-        server: Any | None = getattr(self, "_server", None)
-        if server is not None:
-            server.shutdown()
+        if self._server is not None:
+            self._server.shutdown()
             self._server = None
 
     def __enter__(self) -> Runtime:

@@ -70,8 +70,11 @@ class RuntimeEndpoint(Backend):
             timeout=self.timeout,
         ) as resp:
             _raise_for_status(resp.status_code, resp.text if resp.status_code >= 400 else "", "/generate")
-            for line in resp.iter_lines(decode_unicode=True):
-                if not line or not line.startswith("data:"):
+            # Bytes, decoded here: server-sent events are UTF-8 by definition, whatever charset
+            # the Content-Type names (requests would decode a bare text/event-stream as Latin-1).
+            for raw in resp.iter_lines():
+                line = raw.decode("utf-8")
+                if not line.startswith("data:"):
                     continue
                 data = line[len("data:") :].strip()
                 if data == "[DONE]":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from radixlm.runtime.requests.json_bounds import InvalidJson, check_json_value, load_bounded_json
 from radixlm.runtime.sampling.sampling_params import SamplingParams
@@ -113,5 +113,5 @@ def _check_schema_counts(schema: Any) -> None:
             stack.extend(node)
 
 
-def _is_number(x: Any) -> bool:
+def _is_number(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -39,7 +39,7 @@ class ResponseBuilder:
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.finished_at: float | None = None
         self.text = ""
-        self.output_ids: Sequence[int] = np.zeros(0, dtype=np.int32)
+        self.output_ids: Sequence[int] = ()
         self.meta: dict[str, Any] = {
             "id": rid,
             "finish_reason": None,
