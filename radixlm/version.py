@@ -1,4 +1,7 @@
-"""The package version, importable from anywhere without loading the language or the runtime."""
+"""The package version, importable from anywhere without loading the language or the runtime.
+
+The one place it is written: ``pyproject.toml`` reads it for the distribution's metadata.
+"""
 
 from __future__ import annotations
 
