@@ -5,7 +5,7 @@ explicit ``q4_0``/``q4_1``/``q8_0``/``int8`` serves the float weights replaced b
 format holds (``apply._roundtrip_weights``). So a CUDA runner must compute the same model as a CPU
 runner given the same values: the CPU runner on the file dequantized to fp32 (which the converter
 tests prove equal to transformers reading the file), or on the round-tripped float weights. Skipped
-without CUDA; ``benchmarks/gpu_check.sh`` runs it.
+without CUDA; ``benchmarks/gpu/gpu_check.sh`` runs it.
 
 Tolerances: in fp32 the two devices differ only in kernels and summation order (well under 1e-3 of
 the logits' largest magnitude on these random 2-layer models, whose greedy tokens then agree, as in

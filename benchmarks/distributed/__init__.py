@@ -1,0 +1,1 @@
+"""Routing policies across replicas and the tensor-parallel decode step."""

@@ -1,0 +1,1 @@
+"""radixlm against llama.cpp on the same CPU and model."""

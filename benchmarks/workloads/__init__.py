@@ -1,0 +1,1 @@
+"""Whole-system workloads: the engine, the server, programs, agents, soak, constrained decoding."""
