@@ -1,5 +1,9 @@
 """Constrained decoding: grammars (regex, JSON schema, choices, dtype, ebnf, structural tags) -> token masks.
 
+Shared here: the ``Matcher`` and ``CompiledGrammar`` protocols, ``GrammarBackend`` (engine selection,
+compile pool, cache), grammar inputs, the byte vocabulary, rollback and jump-forward. Each engine has
+its own subpackage: ``outlines/`` (outlines-core) and ``llguidance/``.
+
 Names load lazily, so a compile worker process imports only what compiling needs (not torch).
 """
 
@@ -12,18 +16,24 @@ from typing import Any
 from radixlm.runtime.constrained.jump_forward import JumpForward, jump_forward
 
 _EXPORTS = {
-    "CompiledGrammar": "radixlm.runtime.constrained.compiled",
+    "CompiledGrammar": "radixlm.runtime.constrained.compiled_grammar",
     "GrammarBackend": "radixlm.runtime.constrained.backend",
-    "GrammarMatcher": "radixlm.runtime.constrained.matcher",
-    "LLGuidanceMatcher": "radixlm.runtime.constrained.llg_matcher",
+    "LLGuidanceGrammar": "radixlm.runtime.constrained.llguidance.grammar",
+    "LLGuidanceMatcher": "radixlm.runtime.constrained.llguidance.matcher",
+    "Matcher": "radixlm.runtime.constrained.matcher_protocol",
+    "OutlinesGrammar": "radixlm.runtime.constrained.outlines.grammar",
+    "OutlinesMatcher": "radixlm.runtime.constrained.outlines.matcher",
 }
 
 __all__ = [
     "CompiledGrammar",
     "GrammarBackend",
-    "GrammarMatcher",
     "JumpForward",
+    "LLGuidanceGrammar",
     "LLGuidanceMatcher",
+    "Matcher",
+    "OutlinesGrammar",
+    "OutlinesMatcher",
     "jump_forward",
 ]
 

@@ -1,10 +1,10 @@
 """Grammar compilation service: validate on arrival, compile where a runaway compile can be stopped, cache.
 
-Two engines compile grammars (``--grammar-backend``):
+Two engines compile grammars (``--grammar-backend``), each a ``GrammarCompiler``:
 
-- ``llguidance`` (default): compiles in a thread, bounded by llguidance's fuel limits; also the only
-  engine for ``ebnf`` and ``structural_tag``, which it compiles whichever backend is selected;
-- ``outlines``: outlines-core in worker processes (``outlines_workers.py``), killed at the deadline.
+- ``llguidance`` (default, ``llguidance/``): compiles in a thread, bounded by llguidance's fuel limits;
+  also the only engine for ``ebnf`` and ``structural_tag``, which it compiles whichever is selected;
+- ``outlines`` (``outlines/``): outlines-core in worker processes, killed at the deadline.
 
 Both run under one ``CompilePool`` (no schema starves the others) and share the byte vocabulary.
 """
@@ -12,26 +12,38 @@ Both run under one ``CompilePool`` (no schema starves the others) and share the 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
-import llguidance
 import torch
 
 from radixlm.runtime.constrained.compile_pool import CompileJob, CompilePool
-from radixlm.runtime.constrained.compiled import CompiledGrammar, GrammarKey
-from radixlm.runtime.constrained.grammars import LLGUIDANCE_ONLY_KINDS, check_regex, grammar_to_regex
-from radixlm.runtime.constrained.json_schema import resolve_whitespace_pattern
-from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar, compile_llguidance
-from radixlm.runtime.constrained.llg_grammars import llg_grammar, strengthened_grammar
-from radixlm.runtime.constrained.llg_tokenizer import get_llg_tokenizer
-from radixlm.runtime.constrained.outlines_workers import OutlinesWorkers
+from radixlm.runtime.constrained.compiled_grammar import CompiledGrammar, GrammarKey
+from radixlm.runtime.constrained.grammar_kinds import LLGUIDANCE_ONLY_KINDS
+from radixlm.runtime.constrained.json_whitespace import resolve_whitespace_pattern
+from radixlm.runtime.constrained.llguidance.compiler import LLGuidanceCompiler
+from radixlm.runtime.constrained.outlines.compiler import OutlinesCompiler
 from radixlm.runtime.constrained.vocabulary import get_vocabulary
 
 BACKENDS = ("llguidance", "outlines")
+
+
+class GrammarCompiler(Protocol):
+    """One engine: checks a grammar's text, compiles it inside a ``CompilePool`` job."""
+
+    def validate(self, kind: str, text: str) -> None:
+        """Fast syntax check; ``ValueError`` with a client-facing message."""
+        ...
+
+    def compile(self, job: CompileJob, key: GrammarKey) -> CompiledGrammar:
+        """The compiled grammar; ``ValueError`` for one the engine does not support."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stop whatever the engine runs besides the pool's threads."""
+        ...
 
 
 class GrammarBackend:
@@ -66,41 +78,26 @@ class GrammarBackend:
         self.whitespace_pattern = resolve_whitespace_pattern(whitespace_pattern)
         self.compile_timeout = compile_timeout
         self.vocab = get_vocabulary(tokenizer, self.eos_token_ids[0], vocab_size)
+        self._compilers: dict[str, GrammarCompiler] = {
+            "llguidance": LLGuidanceCompiler(
+                self.vocab, tokenizer, vocab_size, self.eos_token_ids, self.whitespace_pattern
+            ),
+            "outlines": OutlinesCompiler(self.vocab, self.eos_token_ids, self.whitespace_pattern),
+        }
         self._cache_size = cache_size
         self._cache: OrderedDict[GrammarKey, Future] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = CompilePool(max_concurrent)
-        self._outlines: OutlinesWorkers | None = None
-        self._llg_tokenizer: llguidance.LLTokenizer | None = None
 
     def engine_for(self, kind: str) -> str:
         """Which engine compiles ``kind``."""
         return "llguidance" if self.backend == "llguidance" or kind in LLGUIDANCE_ONLY_KINDS else "outlines"
 
-    @property
-    def llg_tokenizer(self) -> llguidance.LLTokenizer:
-        """llguidance's view of the vocabulary, built on first use."""
-        with self._lock:
-            if self._llg_tokenizer is None:
-                self._llg_tokenizer = get_llg_tokenizer(
-                    self.vocab, self.tokenizer, self.vocab_size, self.eos_token_ids
-                )
-            return self._llg_tokenizer
-
     def validate(self, kind: str, text: str) -> None:
         """Fast syntax check before the request queues; ``ValueError`` with a client-facing message."""
-        if self.engine_for(kind) == "outlines":
-            regex = grammar_to_regex(kind, text, self.whitespace_pattern)
-            if kind == "regex":
-                check_regex(regex)
-            return
-        grammar = llg_grammar(kind, text, self.whitespace_pattern)
-        if kind == "regex":
-            error = llguidance.LLMatcher.validate_grammar(grammar)
-            if error:
-                raise ValueError(f"invalid regex {text[:80]!r}: {_regex_reason(error)}")
+        self._compilers[self.engine_for(kind)].validate(kind, text)
 
-    def submit(self, kind: str, text: str) -> Future:
+    def submit(self, kind: str, text: str) -> Future[CompiledGrammar]:
         """Future of the compiled grammar; the same future for a cached (or in-flight) key.
 
         A failed or timed-out compile resolves the future with its exception and is not cached.
@@ -111,42 +108,13 @@ class GrammarBackend:
             if future is not None:
                 self._cache.move_to_end(key)
                 return future
-            future = self._pool.submit(lambda job: self._compile(job, key), self.compile_timeout)
+            compiler = self._compilers[self.engine_for(kind)]
+            future = self._pool.submit(lambda job: compiler.compile(job, key), self.compile_timeout)
             self._cache[key] = future
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         future.add_done_callback(lambda f: self._forget_failed(key, f))
         return future
-
-    def _compile(self, job: CompileJob, key: GrammarKey) -> CompiledGrammar | LLGuidanceGrammar:
-        kind, text = key
-        if self.engine_for(kind) == "llguidance":
-            return self._compile_llguidance(key)
-        with self._lock:
-            if self._outlines is None:
-                self._outlines = OutlinesWorkers(self.vocab)
-            workers = self._outlines
-        start = time.perf_counter()
-        regex, index, fsm = workers.compile(job, kind, text, self.whitespace_pattern)
-        return CompiledGrammar(
-            key, regex, self.vocab, self.eos_token_ids, index, fsm, time.perf_counter() - start
-        )
-
-    def _compile_llguidance(self, key: GrammarKey) -> LLGuidanceGrammar:
-        """Compile as given; a schema using keywords llguidance lacks is retried in its stricter
-        rewrite (``strengthened_grammar``), and if that fails too the original error is raised."""
-        kind, text = key
-        grammar = llg_grammar(kind, text, self.whitespace_pattern)
-        try:
-            return compile_llguidance(key, grammar, self.llg_tokenizer, self.vocab, self.eos_token_ids)
-        except ValueError as original:
-            stricter = strengthened_grammar(kind, text, self.whitespace_pattern)
-            if stricter is None:
-                raise
-            try:
-                return compile_llguidance(key, stricter, self.llg_tokenizer, self.vocab, self.eos_token_ids)
-            except ValueError:
-                raise original from None
 
     def _forget_failed(self, key: GrammarKey, future: Future) -> None:
         if future.cancelled() or future.exception() is not None:
@@ -163,12 +131,7 @@ class GrammarBackend:
         return torch.zeros(batch_size, self.bitmask_words, dtype=torch.int32)
 
     def shutdown(self) -> None:
-        """Stop the compile pool and the worker processes; pending compiles fail."""
+        """Stop the compile pool and the engines' worker processes; pending compiles fail."""
         self._pool.shutdown()
-        if self._outlines is not None:
-            self._outlines.shutdown()
-
-
-def _regex_reason(error: str) -> str:
-    lines = [line.strip() for line in error.splitlines() if line.strip().startswith("error:")]
-    return lines[0] if lines else error.splitlines()[0][:200]
+        for compiler in self._compilers.values():
+            compiler.shutdown()

@@ -28,7 +28,7 @@ class CompileJob:
         self.task = task
         self.timeout_s = timeout_s
         self.future: Future = Future()
-        self.started: float | None = None
+        self.started = 0.0  # monotonic time the pool started it (read only once running)
         self._kill: Callable[[], None] | None = None
         self.killed = False
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-if TYPE_CHECKING:  # either engine's matcher; importing it here would pull torch into compile workers
-    from radixlm.runtime.constrained.matcher import GrammarMatcher
+if TYPE_CHECKING:  # importing the protocol here would pull torch into compile workers
+    from radixlm.runtime.constrained.matcher_protocol import Matcher
 
 MAX_RETOKENIZED = 4
 
@@ -21,11 +21,11 @@ class JumpForward(NamedTuple):
 
     keep_len: int
     token_ids: list[int]
-    matcher: GrammarMatcher
+    matcher: Matcher
 
 
 def jump_forward(
-    matcher: GrammarMatcher,
+    matcher: Matcher,
     output_ids: Sequence[int],
     tokenizer: Any,
     forced: str,
@@ -38,7 +38,7 @@ def jump_forward(
     """
     if not forced:
         return None
-    vocab = matcher.grammar.vocab
+    vocab = matcher.vocab
     forced_bytes = forced.encode("utf-8")
     longest = min(max_retokenized, len(output_ids), matcher.max_rollback)
     for n_tail in range(longest, -1, -1):

@@ -6,9 +6,16 @@ from typing import Protocol
 
 import torch
 
+from radixlm.runtime.constrained.vocabulary import TokenVocabulary
+
 
 class Matcher(Protocol):
     """One request's position in its grammar: which tokens may come next, and which came."""
+
+    @property
+    def vocab(self) -> TokenVocabulary:
+        """The byte vocabulary the grammar was compiled for (jump-forward re-tokenizes with it)."""
+        ...
 
     @property
     def token_ids(self) -> list[int]:

@@ -1,11 +1,11 @@
-"""Drive a ``GrammarMatcher`` with random allowed tokens (sampled from its bitmask)."""
+"""Drive a grammar ``Matcher`` (either backend's) with random allowed tokens (sampled from its bitmask)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from radixlm.runtime.constrained import GrammarMatcher
+from radixlm.runtime.constrained import Matcher
 
 CLOSING_BYTES = frozenset(b'"}],')
 
@@ -22,7 +22,7 @@ def closing_tokens(token_bytes) -> np.ndarray:
 
 
 def drive_random(
-    matcher: GrammarMatcher,
+    matcher: Matcher,
     bitmask: torch.Tensor,
     rng: np.random.Generator,
     closing: np.ndarray,

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from radixlm.runtime.constrained.backend import BACKENDS
-from radixlm.runtime.constrained.grammars import grammar_to_regex
+from radixlm.runtime.constrained.outlines.grammar_regex import grammar_to_regex
 from tests.helpers.engines import make_engine
 from tests.runtime.constrained.cases import SCHEMA_CASES
 

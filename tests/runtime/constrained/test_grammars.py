@@ -7,14 +7,11 @@ import re
 
 import pytest
 
-from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, grammar_to_regex
-from radixlm.runtime.constrained.json_schema import (
-    FREE_WHITESPACE,
-    json_object_regex,
-    json_schema_to_regex,
-    resolve_whitespace_pattern,
-)
-from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
+from radixlm.runtime.constrained.grammar_kinds import DTYPE_REGEXES
+from radixlm.runtime.constrained.json_whitespace import FREE_WHITESPACE, resolve_whitespace_pattern
+from radixlm.runtime.constrained.outlines.grammar_regex import grammar_to_regex
+from radixlm.runtime.constrained.outlines.json_schema import json_object_regex, json_schema_to_regex
+from radixlm.runtime.constrained.outlines.numeric_ranges import integer_range_regex, number_range_regex
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""GrammarMatcher driven by random allowed tokens: every finished output is in the language."""
+"""Both backends' matchers driven by random allowed tokens: every finished output is in the language."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.constrained import GrammarBackend
-from radixlm.runtime.constrained.schema_strengthen import strengthen
+from radixlm.runtime.constrained.llguidance.schema_strengthen import strengthen
 from tests.runtime.constrained.driver import closing_tokens, drive_random
 
 OBJ = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}}}

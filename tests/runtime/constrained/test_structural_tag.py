@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from radixlm.runtime.constrained import GrammarBackend
-from radixlm.runtime.constrained.structural_tag import structural_tag_grammar
+from radixlm.runtime.constrained.llguidance.structural_tag import structural_tag_grammar
 from tests.runtime.constrained.driver import allowed_ids, closing_tokens, drive_random
 
 WEATHER = {

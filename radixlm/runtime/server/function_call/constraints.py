@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from radixlm.runtime.constrained.json_schema import json_schema_to_regex
+from radixlm.runtime.constrained.outlines.json_schema import json_schema_to_regex
 from radixlm.runtime.server.function_call.parsers import CallWrapper, ToolCallParser
 from radixlm.runtime.server.function_call.protocol import FunctionDef
 

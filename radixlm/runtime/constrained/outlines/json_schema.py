@@ -5,7 +5,7 @@ Two additions to outlines-core:
 - numeric bounds: outlines-core ignores ``minimum``/``maximum``; bounded ``integer``/``number``
   subschemas are swapped for a placeholder before the conversion and the placeholder for a range regex
   after it (non-integral bounds of a ``number`` are tightened to integers, so output stays valid);
-- whitespace: a BOUNDED pattern by default, so a model can never loop on whitespace between tokens.
+- whitespace: ``json_whitespace_pattern`` (bounded by default, see ``json_whitespace.py``).
 """
 
 from __future__ import annotations
@@ -17,25 +17,15 @@ from typing import Any
 from outlines_core.json_schema import build_regex_from_schema
 
 from radixlm.runtime.constrained.grammar_inputs import parse_schema
-from radixlm.runtime.constrained.numeric_ranges import integer_range_regex, number_range_regex
+from radixlm.runtime.constrained.json_whitespace import DEFAULT_WHITESPACE
+from radixlm.runtime.constrained.outlines.numeric_ranges import integer_range_regex, number_range_regex
 
-DEFAULT_WHITESPACE = r"[ ]?"
-FREE_WHITESPACE = r"[\n\t\r ]*"
 JSON_OBJECT_DEPTH = 2
 
 _STRING = r'"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])*"'
 _NUMBER = r"(-)?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 _DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
 _PLACEHOLDER = "RADIXLMNUMERICRANGE{}"
-
-
-def resolve_whitespace_pattern(flag: str | None) -> str:
-    """Server flag -> regex: None is the bounded default, ``"free"`` any whitespace, else the regex itself."""
-    if flag is None:
-        return DEFAULT_WHITESPACE
-    if flag == "free":
-        return FREE_WHITESPACE
-    return flag
 
 
 def _bounds(node: dict[str, Any]) -> tuple[int | None, int | None]:

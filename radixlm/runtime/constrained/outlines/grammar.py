@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import time
-
 from outlines_core import Index
 
-from radixlm.runtime.constrained.compile_worker import compile_outlines
-from radixlm.runtime.constrained.regex_fsm import RegexFSM
+from radixlm.runtime.constrained.compiled_grammar import GrammarKey
+from radixlm.runtime.constrained.matcher_protocol import Matcher
+from radixlm.runtime.constrained.outlines.matcher import OutlinesMatcher
+from radixlm.runtime.constrained.outlines.regex_fsm import RegexFSM
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
-GrammarKey = tuple[str, str]
 
-
-class CompiledGrammar:
+class OutlinesGrammar:
     """Immutable after construction (its per-state caches only grow); safe to share across threads.
 
-    Each request follows it with its own ``GrammarMatcher(grammar)`` (``new_matcher``).
+    Each request follows it with its own ``OutlinesMatcher`` (``new_matcher``).
     """
 
     backend = "outlines"
@@ -40,11 +38,9 @@ class CompiledGrammar:
         self.compile_seconds = compile_seconds
         self._end_states: dict[int, bool] = {}
 
-    def new_matcher(self):
+    def new_matcher(self) -> Matcher:
         """A fresh per-request matcher at the grammar's start."""
-        from radixlm.runtime.constrained.matcher import GrammarMatcher
-
-        return GrammarMatcher(self)
+        return OutlinesMatcher(self)
 
     def is_end_state(self, state: int) -> bool:
         """True when ``state`` is final and nothing but EOS may follow it (cached per state)."""
@@ -55,12 +51,3 @@ class CompiledGrammar:
             ]
             self._end_states[state] = cached
         return cached
-
-
-def compile_grammar(
-    key: GrammarKey, vocab: TokenVocabulary, eos_token_ids: tuple[int, ...], whitespace_pattern: str
-) -> CompiledGrammar:
-    """Build the regex, the outlines-core index and the jump-forward DFA for ``key``, in this process."""
-    start = time.perf_counter()
-    regex, index, fsm = compile_outlines(key[0], key[1], whitespace_pattern, vocab.outlines)
-    return CompiledGrammar(key, regex, vocab, eos_token_ids, index, fsm, time.perf_counter() - start)

@@ -7,10 +7,13 @@ character is forced. Strings are cached per state.
 
 from __future__ import annotations
 
+from typing import cast
+
 import interegular
 from interegular.fsm import anything_else
 
 MAX_FORCED_CHARS = 1024
+_NO_TRANSITIONS: dict[int, int] = {}
 
 
 class RegexFSM:
@@ -18,7 +21,8 @@ class RegexFSM:
 
     def __init__(self, regex: str) -> None:
         fsm = interegular.parse_pattern(regex).to_fsm()
-        self._map = fsm.map
+        # interegular's states and symbols are NewTypes of int; here they are plain ints.
+        self._map = cast("dict[int, dict[int, int]]", fsm.map)
         self._finals = fsm.finals
         self.initial: int = fsm.initial
         self._forced: dict[int, str] = {}
@@ -45,9 +49,10 @@ class RegexFSM:
     def advance(self, state: int | None, text: str) -> int | None:
         """State after reading ``text`` from ``state``; None once the text left the language."""
         for ch in text:
-            if state is None:
+            symbol = self._symbols.get(ch, self._other)
+            if state is None or symbol is None:
                 return None
-            state = self._map.get(state, {}).get(self._symbols.get(ch, self._other))
+            state = self._map.get(state, _NO_TRANSITIONS).get(symbol)
         return state
 
     def forced_from(self, state: int) -> str:
@@ -58,7 +63,7 @@ class RegexFSM:
         chars: list[str] = []
         s = state
         while s not in self._finals and len(chars) < MAX_FORCED_CHARS:
-            transitions = self._map.get(s, {})
+            transitions = self._map.get(s, _NO_TRANSITIONS)
             if len(transitions) != 1:
                 break
             ((symbol, s),) = transitions.items()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import llguidance
 
+from radixlm.runtime.constrained.compiled_grammar import GrammarKey
+from radixlm.runtime.constrained.llguidance.matcher import LLGuidanceMatcher
+from radixlm.runtime.constrained.matcher_protocol import Matcher
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
-
-GrammarKey = tuple[str, str]
 
 # Bounds on what one grammar may cost (llguidance's fuel): a compile stops with an error instead of
 # running away, and so does one mask step (the request then ends; the server keeps serving).
-COMPILE_LIMITS = dict(
+COMPILE_LIMITS: dict[str, Any] = dict(
     initial_lexer_fuel=2_000_000,
     step_lexer_fuel=400_000,
     max_lexer_states=250_000,
@@ -44,10 +46,8 @@ class LLGuidanceGrammar:
         self.template = template
         self.compile_seconds = compile_seconds
 
-    def new_matcher(self):
+    def new_matcher(self) -> Matcher:
         """A fresh per-request matcher at the grammar's start."""
-        from radixlm.runtime.constrained.llg_matcher import LLGuidanceMatcher
-
         return LLGuidanceMatcher(self)
 
 

@@ -1,8 +1,8 @@
 """The outlines-core compile worker: a separate process, so a runaway compile can be killed.
 
-Run as ``python -m radixlm.runtime.constrained.compile_worker`` (a plain subprocess: the scheduler
-may itself be a daemonic process, which multiprocessing forbids to have children). It imports only
-what compiling needs (no torch), reads the vocabulary once, then answers ``(kind, text,
+Run as ``python -m radixlm.runtime.constrained.outlines.compile_worker`` (a plain subprocess: the
+scheduler may itself be a daemonic process, which multiprocessing forbids to have children). It imports
+only what compiling needs (no torch), reads the vocabulary once, then answers ``(kind, text,
 whitespace_pattern)`` frames with ``("ok", regex, index, fsm)`` or ``("error", message)``. Frames are
 pickles behind an 8-byte length, on stdin/stdout.
 """
@@ -16,8 +16,8 @@ from typing import IO, Any
 
 from outlines_core import Index, Vocabulary
 
-from radixlm.runtime.constrained.grammars import grammar_to_regex
-from radixlm.runtime.constrained.regex_fsm import RegexFSM
+from radixlm.runtime.constrained.outlines.grammar_regex import grammar_to_regex
+from radixlm.runtime.constrained.outlines.regex_fsm import RegexFSM
 
 _HEADER = struct.Struct("<Q")
 

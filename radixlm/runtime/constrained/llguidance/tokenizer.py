@@ -48,7 +48,9 @@ def get_llg_tokenizer(
         if cached is not None and cached[0] is vocab and cached[1] == n_vocab:
             return cached[2]
         tokenizer = llguidance.LLTokenizer(
-            _ByteTokenizer(vocab, hf_tokenizer, n_vocab), n_vocab=n_vocab, eos_token=list(eos_token_ids)
+            _ByteTokenizer(vocab, hf_tokenizer, n_vocab),  # type: ignore[arg-type]  # duck-typed wrapper
+            n_vocab=n_vocab,
+            eos_token=list(eos_token_ids),
         )
         _CACHE[id(vocab)] = (vocab, n_vocab, tokenizer)
         return tokenizer

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from radixlm.runtime.constrained.compile_pool import CompileJob
-from radixlm.runtime.constrained.compile_worker import read_frame, write_frame
+from radixlm.runtime.constrained.outlines.compile_worker import read_frame, write_frame
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
 
 
 class _Worker:
@@ -21,16 +21,18 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "radixlm.runtime.constrained.compile_worker"],
+            [sys.executable, "-m", "radixlm.runtime.constrained.outlines.compile_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
         )
-        write_frame(self.proc.stdin, (vocab.eos_token_id, vocab.byte_map()))
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._requests, self._replies = self.proc.stdin, self.proc.stdout
+        write_frame(self._requests, (vocab.eos_token_id, vocab.byte_map()))
 
     def call(self, request: tuple) -> Any:
-        write_frame(self.proc.stdin, request)
-        return read_frame(self.proc.stdout)
+        write_frame(self._requests, request)
+        return read_frame(self._replies)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -43,7 +45,7 @@ class _Worker:
     def kill(self) -> None:
         self.terminate()
         self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._requests, self._replies):
             try:
                 stream.close()
             except OSError:

@@ -8,17 +8,24 @@ llguidance takes ``ebnf`` (GBNF as in llama.cpp / SGLang's ``root ::= ...``, or 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import llguidance
 
 from radixlm.runtime.constrained.grammar_inputs import parse_choices, parse_schema
-from radixlm.runtime.constrained.grammars import DTYPE_REGEXES, GRAMMAR_KINDS, check_regex_features
-from radixlm.runtime.constrained.json_schema import FREE_WHITESPACE
-from radixlm.runtime.constrained.schema_strengthen import strengthen
-from radixlm.runtime.constrained.structural_tag import structural_tag_grammar
+from radixlm.runtime.constrained.grammar_kinds import check_regex_features, dtype_regex, unknown_kind
+from radixlm.runtime.constrained.json_whitespace import FREE_WHITESPACE
+from radixlm.runtime.constrained.llguidance.schema_strengthen import strengthen
+from radixlm.runtime.constrained.llguidance.structural_tag import structural_tag_grammar
+
+if TYPE_CHECKING:  # only llguidance's type stubs define it
+    from llguidance._lib import JsonCompileOptions
 
 _DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _is_number(x: Any) -> TypeGuard[int | float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _check_ranges(node: Any, path: str = "") -> None:
@@ -31,7 +38,7 @@ def _check_ranges(node: Any, path: str = "") -> None:
     if not isinstance(node, dict):
         return
     lo, hi = node.get("minimum"), node.get("maximum")
-    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)) and lo > hi:
+    if _is_number(lo) and _is_number(hi) and lo > hi:
         raise ValueError(
             f"unsupported json_schema: empty numeric range at {path or '/'}: "
             f"minimum ({lo}) is greater than maximum ({hi})"
@@ -44,8 +51,9 @@ def _check_ranges(node: Any, path: str = "") -> None:
 def _json_grammar(schema_text: str, whitespace_pattern: str) -> str:
     schema = parse_schema(schema_text)
     _check_ranges(schema)
+    options: JsonCompileOptions
     if whitespace_pattern == FREE_WHITESPACE:
-        options: dict = {"whitespace_flexible": True}
+        options = {"whitespace_flexible": True}
     else:
         options = {"whitespace_pattern": whitespace_pattern}
     return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=options)
@@ -88,11 +96,9 @@ def llg_grammar(kind: str, text: str, whitespace_pattern: str) -> str:
     if kind == "choices":
         return _choices_grammar(text)
     if kind == "dtype":
-        if text not in DTYPE_REGEXES:
-            raise ValueError(f"unsupported dtype {text!r}: expected one of {', '.join(DTYPE_REGEXES)}")
-        return llguidance.LLMatcher.grammar_from_regex(DTYPE_REGEXES[text])
+        return llguidance.LLMatcher.grammar_from_regex(dtype_regex(text))
     if kind == "ebnf":
         return _ebnf_grammar(text)
     if kind == "structural_tag":
         return structural_tag_grammar(text)
-    raise ValueError(f"unknown grammar kind {kind!r}: expected one of {', '.join(GRAMMAR_KINDS)}")
+    raise unknown_kind(kind)

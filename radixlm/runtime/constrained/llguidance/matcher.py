@@ -1,4 +1,4 @@
-"""Per-request state of an llguidance grammar, with the same interface as ``GrammarMatcher``."""
+"""Per-request state of an llguidance grammar (a ``Matcher``, as ``OutlinesMatcher`` is)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from radixlm.runtime.constrained.rollback import EosAwareRollback
+from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
-if TYPE_CHECKING:  # llg_compiled.py imports this module to make matchers
-    from radixlm.runtime.constrained.llg_compiled import LLGuidanceGrammar
+if TYPE_CHECKING:  # grammar.py imports this module to make matchers
+    from radixlm.runtime.constrained.llguidance.grammar import LLGuidanceGrammar
 
 MAX_ROLLBACK = 16
 
@@ -17,7 +18,7 @@ MAX_ROLLBACK = 16
 class LLGuidanceMatcher(EosAwareRollback):
     """Follows one request's output tokens; masks, forced bytes and rollback come from llguidance.
 
-    NOTE: like ``GrammarMatcher`` it must see exactly the request's output tokens. A token the grammar
+    NOTE: like ``OutlinesMatcher`` it must see exactly the request's output tokens. A token the grammar
     does not allow is refused without touching the state (``try_consume_tokens``); a mask step that
     runs out of llguidance's fuel leaves the matcher in error, which then allows nothing but EOS and
     refuses it, so the scheduler ends the request with an error.
@@ -28,6 +29,11 @@ class LLGuidanceMatcher(EosAwareRollback):
         self._matcher = grammar.template.deep_copy()
         self._tokens: list[int] = []
         self._ended = False
+
+    @property
+    def vocab(self) -> TokenVocabulary:
+        """The byte vocabulary the grammar was compiled for."""
+        return self.grammar.vocab
 
     @property
     def token_ids(self) -> list[int]:

@@ -1,4 +1,4 @@
-"""Per-request grammar state: which tokens may come next, and what the grammar forces."""
+"""Per-request state of an outlines-core grammar: which tokens may come next, and what it forces."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import torch
 from outlines_core import Guide
 
 from radixlm.runtime.constrained.rollback import EosAwareRollback
+from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
-if TYPE_CHECKING:  # compiled.py imports this module to make matchers
-    from radixlm.runtime.constrained.compiled import CompiledGrammar
+if TYPE_CHECKING:  # grammar.py imports this module to make matchers
+    from radixlm.runtime.constrained.outlines.grammar import OutlinesGrammar
 
 MAX_ROLLBACK = 16
 
@@ -25,14 +26,14 @@ def _split_utf8(data: bytes) -> tuple[str, bytes] | None:
         return data[: e.start].decode("utf-8"), data[e.start :]
 
 
-class GrammarMatcher(EosAwareRollback):
-    """Tracks one request's output through a ``CompiledGrammar``.
+class OutlinesMatcher(EosAwareRollback):
+    """Tracks one request's output through an ``OutlinesGrammar``.
 
     NOTE: the matcher must see exactly the request's output tokens, in order (``accept_token`` after
     each sample, ``rollback`` when output tokens are replaced). Masks are written into CPU tensors.
     """
 
-    def __init__(self, grammar: CompiledGrammar) -> None:
+    def __init__(self, grammar: OutlinesGrammar) -> None:
         self.grammar = grammar
         self._guide = Guide(grammar.index, max_rollback=MAX_ROLLBACK)
         self._tokens: list[int] = []
@@ -40,6 +41,11 @@ class GrammarMatcher(EosAwareRollback):
         # Character-DFA state (and undecoded partial character) after each prefix of _tokens, lazily.
         fsm = grammar.fsm
         self._text_states: list[tuple[int | None, bytes]] = [(fsm.initial if fsm else None, b"")]
+
+    @property
+    def vocab(self) -> TokenVocabulary:
+        """The byte vocabulary the grammar was compiled for."""
+        return self.grammar.vocab
 
     @property
     def token_ids(self) -> list[int]:
@@ -100,9 +106,9 @@ class GrammarMatcher(EosAwareRollback):
         del self._tokens[-n:]
         del self._text_states[len(self._tokens) + 1 :]
 
-    def copy(self) -> GrammarMatcher:
+    def copy(self) -> OutlinesMatcher:
         """An independent matcher in the same state (replays the accepted tokens: cheap, O(length))."""
-        twin = GrammarMatcher(self.grammar)
+        twin = OutlinesMatcher(self.grammar)
         for token_id in self._tokens:
             twin._guide.advance(token_id, return_tokens=False)
         twin._tokens = list(self._tokens)

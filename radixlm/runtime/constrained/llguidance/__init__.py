@@ -1,0 +1,1 @@
+"""The llguidance engine: grammars as llguidance text (also ``ebnf`` and ``structural_tag``), fuel-bounded."""
