@@ -25,19 +25,24 @@ def handle_isolated(scheduler: Any, msg: Any) -> Any:
         return scheduler.handle(msg)
     except Exception as exc:  # noqa: BLE001 - any error of one request fails only that request
         logger.exception("request %s failed while being taken in", msg.rid)
-        drop_request(scheduler, msg.rid)
+        drop_request(scheduler, msg)
         scheduler.pending_outputs.append(failed_output(msg, f"{type(exc).__name__}: {exc}"))
         return None
 
 
-def drop_request(scheduler: Any, rid: str) -> None:
-    """Remove a request that never ran from the queues (it holds no KV before admission)."""
+def drop_request(scheduler: Any, msg: TokenizedGenerateReq) -> None:
+    """Remove a request that never ran from the queues and the request index (it holds no KV before
+    admission), and release its parents' pins: it will never be admitted."""
+    req = next((r for r in scheduler.requests.named(msg.rid) if r.rid == msg.rid), None)
+    if req is None:  # it failed before it became a request
+        scheduler.pins.release_children(list(msg.unpin_rids))
+        return
     for queue in (scheduler.waiting, scheduler.grammars.pending):
-        for req in [r for r in queue if r.rid == rid]:
+        if any(r is req for r in queue):
             queue.remove(req)
-            scheduler.grammars.discard(req)
-            scheduler.requests.forget(req)
-            scheduler.pins.on_admitted(req)  # its parents' pins: it will never be admitted
+    scheduler.grammars.discard(req)
+    scheduler.requests.forget(req)
+    scheduler.pins.on_admitted(req)
 
 
 def failed_output(msg: TokenizedGenerateReq, error: str) -> ReqTokenOut:

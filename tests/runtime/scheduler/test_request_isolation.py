@@ -21,6 +21,9 @@ def scheduler(tiny_llama_dir):
     sched.shutdown()
 
 
+GREEDY = SamplingParams(max_new_tokens=2, temperature=0)
+
+
 def request(rid: str, **params) -> TokenizedGenerateReq:
     return TokenizedGenerateReq(
         rid, np.array([1, 2, 3], dtype=np.int32), SamplingParams(max_new_tokens=2, temperature=0, **params)
@@ -53,6 +56,42 @@ def test_an_error_taking_in_one_request_fails_only_it(scheduler, monkeypatch):
     assert outs["bad"].finish_reason["status_code"] == 500
     assert "RecursionError" in outs["bad"].finish_reason["message"]
     assert outs["good"].finish_reason["type"] == "length" and len(outs["good"].new_token_ids) == 2
+    scheduler.check_kv_integrity()
+
+
+def _raise_on(scheduler, monkeypatch, rid: str) -> None:
+    """Make taking in request ``rid`` raise (its KV admission check)."""
+    original = scheduler._admission_error
+
+    def explode(req):
+        if req.rid == rid:
+            raise RuntimeError("intake exploded")
+        return original(req)
+
+    monkeypatch.setattr(scheduler, "_admission_error", explode)
+
+
+def test_a_request_whose_intake_fails_leaves_the_request_index(scheduler, monkeypatch):
+    _raise_on(scheduler, monkeypatch, "bad-index")
+    handle_isolated(scheduler, request("bad-index"))
+    assert scheduler.requests.named("bad-index") == []
+    run_until_idle(scheduler)
+    assert len(scheduler.requests) == 0
+
+
+def test_a_child_whose_intake_fails_unpins_its_parent(scheduler, monkeypatch):
+    handle_isolated(
+        scheduler, TokenizedGenerateReq("parent", np.arange(3, 20, dtype=np.int32), GREEDY, pin_children=1)
+    )
+    run_until_idle(scheduler)
+    assert len(scheduler.pins) == 1
+    _raise_on(scheduler, monkeypatch, "child")
+    child = TokenizedGenerateReq("child", np.arange(3, 24, dtype=np.int32), GREEDY, unpin_rids=["parent"])
+    handle_isolated(scheduler, child)
+    assert len(scheduler.pins) == 0, "the failed child's parent stays pinned until its timeout"
+    outs = run_until_idle(scheduler)
+    assert outs["child"].finish_reason["status_code"] == 500
+    assert scheduler.stats()["kv_protected"] == 0
     scheduler.check_kv_integrity()
 
 
