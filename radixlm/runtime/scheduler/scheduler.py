@@ -35,7 +35,7 @@ from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
-from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
+from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
@@ -275,10 +275,12 @@ class Scheduler:
         """Free KV under pressure: the request with the fewest generated tokens goes back to the queue.
 
         Its computed tokens go into the tree (so the recompute mostly hits the cache) and its
-        generation resumes from where it was; greedy output is unchanged.
+        generation resumes from where it was, less an unverified jump-forward draft; greedy output
+        is unchanged.
         """
         victim = min(self.running, key=lambda r: (len(r.output_ids), -self.running.index(r)))
         self.running.remove(victim)
+        withdraw_draft(victim)
         self.cache.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
