@@ -73,36 +73,44 @@ class CacheManager:
     def admit(self, req: Req, max_extend: int) -> bool:
         """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
 
-        On success ``req.extend_len`` tokens starting at ``req.prefix_len`` are ready to compute.
+        On success ``req.extend_len`` tokens starting at ``req.kv_len`` are ready to compute.
         A request continuing a chunked prefill keeps its row and prefix. On failure nothing changes.
         """
-        fresh = req.row is None
-        if fresh:
-            if self.req_to_token_pool.available_size() == 0:
+        if req.row is not None:  # the next chunk of a chunked prefill
+            slots = self._extend_slots(req, req.kv_len, max_extend)
+            if slots is None:
                 return False
-            match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
-            prefix_slots, node = match.slots, match.last_node
-            self.tree.inc_lock(node)
-        else:
-            prefix_slots, node = None, req.last_node
-        prefix_len = int(prefix_slots.numel()) if fresh else req.kv_len
-        extend_len = min(req.seq_len - prefix_len, max_extend)
-        slots = self.alloc_slots(extend_len) if extend_len > 0 else None
-        if extend_len <= 0 or slots is None:
-            if fresh:
-                self.tree.dec_lock(node)
+            self.req_to_token_pool.write(req.row, req.kv_len, slots)
+            return True
+        row = self.req_to_token_pool.alloc()
+        if row is None:
             return False
-        if fresh:
-            req.row = self.req_to_token_pool.alloc()
-            self.req_to_token_pool.write(req.row, 0, prefix_slots)
-            req.last_node = node
-            req.prefix_len = req.kv_len = prefix_len
-            if not req.admitted_once:
-                req.cached_tokens = prefix_len
-                req.admitted_once = True
-        self.req_to_token_pool.write(req.row, req.kv_len, slots)
-        req.extend_len = extend_len
+        match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+        prefix_len = int(match.slots.numel())
+        self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
+        slots = self._extend_slots(req, prefix_len, max_extend)
+        if slots is None:
+            self.tree.dec_lock(match.last_node)
+            self.req_to_token_pool.free(row)
+            return False
+        req.row = row
+        self.req_to_token_pool.write(row, 0, match.slots)
+        self.req_to_token_pool.write(row, prefix_len, slots)
+        req.last_node = match.last_node
+        req.prefix_len = req.kv_len = prefix_len
+        if not req.admitted_once:
+            req.cached_tokens = prefix_len
+            req.admitted_once = True
         return True
+
+    def _extend_slots(self, req: Req, start: int, max_extend: int) -> torch.Tensor | None:
+        """Slots for the next ``min(seq_len - start, max_extend)`` tokens, which become
+        ``req.extend_len``; None (nothing changed) when there is nothing to compute or no room."""
+        extend_len = min(req.seq_len - start, max_extend)
+        slots = self.alloc_slots(extend_len) if extend_len > 0 else None
+        if slots is not None:
+            req.extend_len = extend_len
+        return slots
 
     def alloc_decode_slot(self, reqs: list[Req]) -> torch.Tensor | None:
         """One new slot per request, recorded at position ``kv_len`` of its row."""

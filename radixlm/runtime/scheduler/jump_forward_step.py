@@ -145,6 +145,7 @@ class JumpForwardStep:
             return None
         offset = 0
         for req, n in zip(running, need):
+            assert req.row is not None, "a running request holds a row"
             self.cache.req_to_token_pool.write(req.row, req.kv_len, slots[offset : offset + n])
             req.extend_len = n
             offset += n
