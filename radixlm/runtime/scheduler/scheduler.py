@@ -73,7 +73,7 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.chunked: Req | None = None
-        self.pending_outputs: list[ReqTokenOut] = []
+        self.pending_outputs: list[ReqTokenOut] = []  # appended to by TokenProcessor, emptied by step()
         self.requests = RequestIndex()
         # under tensor parallelism one failed forward already leaves the ranks' collectives out of step
         limit = 1 if server_args.tp_size > 1 else server_args.max_forward_failures
@@ -215,17 +215,7 @@ class Scheduler:
         expire_grammar_waits(self.grammars, self.args.queue_timeout, self.tokens.finish)
         batch = self._schedule()
         if batch is not None:
-            try:
-                logits = self.runner.forward(batch.forward_batch)
-            except Exception as exc:  # batch-wide; repeated: BrokenRuntime (forward_failures.py)
-                self.forward_failures.on_failure(exc)
-                self.tokens.fail_batch(batch, exc)
-                self.running = [r for r in self.running if not r.finished]
-            else:
-                self.forward_failures.on_success()
-                self.running, chunked = self.tokens.process(batch, logits, self.running)
-                if chunked is not None:  # an extend is only scheduled with no chunked request left
-                    self.chunked = chunked
+            self._forward_and_process(batch)
         self.counters.num_steps += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
@@ -233,6 +223,19 @@ class Scheduler:
         out = list(self.pending_outputs)
         self.pending_outputs.clear()  # the list TokenProcessor appends to
         return out
+
+    def _forward_and_process(self, batch: ScheduledBatch) -> None:
+        try:
+            logits = self.runner.forward(batch.forward_batch)
+        except Exception as exc:  # batch-wide; repeated: BrokenRuntime (forward_failures.py)
+            self.forward_failures.on_failure(exc)
+            self.tokens.fail_batch(batch, exc)
+            self.running = [r for r in self.running if not r.finished]
+            return
+        self.forward_failures.on_success()
+        self.running, chunked = self.tokens.process(batch, logits, self.running)
+        if chunked is not None:  # an extend is scheduled only once no chunked request is left
+            self.chunked = chunked
 
     def _reap_aborted(self) -> None:
         reaped = [r for r in self.running if r.to_abort is not None]
