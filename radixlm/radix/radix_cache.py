@@ -114,12 +114,11 @@ class RadixCache:
     def inc_lock(self, node: TreeNode) -> None:
         """Protect the path ``node``..root from eviction (one more user). Locking the root is a no-op."""
         self._check_attached(node)
-        while node is not self.root:
-            if node.lock_ref == 0:
-                self._evictable -= len(node.key)
-                self._protected += len(node.key)
-            node.lock_ref += 1
-            node = node.parent
+        for step in self._path(node):
+            if step.lock_ref == 0:
+                self._evictable -= len(step.key)
+                self._protected += len(step.key)
+            step.lock_ref += 1
 
     def dec_lock(self, node: TreeNode) -> None:
         """Undo one ``inc_lock(node)``. Unlocking the root is a no-op."""
@@ -127,16 +126,22 @@ class RadixCache:
         # NOTE: a node's lock_ref never exceeds its parent's, so if ``node`` is locked its whole path is.
         if node is not self.root and node.lock_ref == 0:
             raise RuntimeError("dec_lock on a node that is not locked")
-        while node is not self.root:
-            node.lock_ref -= 1
-            if node.lock_ref == 0:
-                self._evictable += len(node.key)
-                self._protected -= len(node.key)
-            node = node.parent
+        for step in self._path(node):
+            step.lock_ref -= 1
+            if step.lock_ref == 0:
+                self._evictable += len(step.key)
+                self._protected -= len(step.key)
 
     def _check_attached(self, node: TreeNode) -> None:
         if node.parent is None and node is not self.root:
             raise RuntimeError("lock on a node that is no longer in the tree (evicted or reset)")
+
+    def _path(self, node: TreeNode) -> Iterator[TreeNode]:
+        """``node`` and its ancestors up to the root, the root excluded (``node`` is attached)."""
+        step: TreeNode | None = node
+        while step is not None and step is not self.root:
+            yield step
+            step = step.parent
 
     # ---- eviction --------------------------------------------------------------------------------
 
@@ -157,6 +162,7 @@ class RadixCache:
         while num_freed < num_tokens and heap:
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
+            assert parent is not None, "an evictable leaf is attached"
             del parent.children[leaf.key[0]]
             leaf.parent = None
             freed.append(leaf.value)

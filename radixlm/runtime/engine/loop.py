@@ -19,7 +19,6 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
 )
 from radixlm.runtime.requests.response_builder import TokenText
-from radixlm.runtime.scheduler.request_isolation import handle_isolated
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +181,7 @@ class EngineLoop:
         if isinstance(submission, GenerateSubmission):
             req, sink = submission.req, submission.sink
             self._trackers[req.rid] = RequestTracker(req, self.tokenizer, submission.token_text, sink)
-            handle_isolated(self.scheduler, req)  # an error taking it in fails this request only
+            self.scheduler.handle(req)  # an error taking it in fails this request only
         elif isinstance(submission, IntegrityCheck):
             self._deferred.append(submission)
         elif isinstance(submission, SchedulerCall):

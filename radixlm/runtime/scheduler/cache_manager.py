@@ -9,19 +9,29 @@
 
 Invariant: every slot is at every moment in exactly one of: the allocator's free list, the tree,
 or one running request's private tail. ``check_integrity`` verifies it.
+
+With ``--disable-radix-cache`` the prefix cache is a ``NoRadixCache``: it never matches and never keeps
+a slot, so ``prefix_len`` stays 0, every computed slot stays in the private tail and ``release`` frees
+it. Nothing here asks which cache it has.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-from radixlm.radix import create_prefix_cache
+from radixlm.radix import PrefixCache, create_prefix_cache
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.scheduler.req import Req
+
+
+class _NullFreer:
+    def free(self, slots: torch.Tensor) -> None:
+        pass
 
 
 class CacheManager:
@@ -31,8 +41,8 @@ class CacheManager:
         self.req_to_token_pool = req_to_token_pool
         self.kv_pool = kv_pool
         self.allocator = kv_pool.allocator
-        self.disabled = disable_radix_cache
-        self.tree = create_prefix_cache(self.allocator, disabled=disable_radix_cache)
+        self._new_prefix_cache = functools.partial(create_prefix_cache, disabled=disable_radix_cache)
+        self.tree = self._new_prefix_cache(self.allocator)
 
     # ---- capacity ------------------------------------------------------------------------------
     @property
@@ -50,46 +60,57 @@ class CacheManager:
             self.tree.evict(short)
         return self.allocator.alloc(n)
 
+    def prefix_tracker(self) -> PrefixCache:
+        """An empty prefix cache of this manager's kind that owns no slots (the planner records the
+        prompts admitted in one step in it): with the cache disabled it matches nothing either."""
+        return self._new_prefix_cache(_NullFreer())
+
     # ---- admission -----------------------------------------------------------------------------
     def cached_prefix_len(self, req: Req) -> int:
         """How much of the request's next extend the cache would serve (no locks taken)."""
-        if self.disabled:
-            return 0
         return int(self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=False).slots.numel())
 
     def admit(self, req: Req, max_extend: int) -> bool:
         """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
 
-        On success ``req.extend_len`` tokens starting at ``req.prefix_len`` are ready to compute.
+        On success ``req.extend_len`` tokens starting at ``req.kv_len`` are ready to compute.
         A request continuing a chunked prefill keeps its row and prefix. On failure nothing changes.
         """
-        fresh = req.row is None
-        if fresh:
-            if self.req_to_token_pool.available_size() == 0:
+        if req.row is not None:  # the next chunk of a chunked prefill
+            slots = self._extend_slots(req, req.kv_len, max_extend)
+            if slots is None:
                 return False
-            match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
-            prefix_slots, node = match.slots, match.last_node
-            self.tree.inc_lock(node)
-        else:
-            prefix_slots, node = None, req.last_node
-        prefix_len = int(prefix_slots.numel()) if fresh else req.kv_len
-        extend_len = min(req.seq_len - prefix_len, max_extend)
-        slots = self.alloc_slots(extend_len) if extend_len > 0 else None
-        if extend_len <= 0 or slots is None:
-            if fresh:
-                self.tree.dec_lock(node)
+            self.req_to_token_pool.write(req.row, req.kv_len, slots)
+            return True
+        row = self.req_to_token_pool.alloc()
+        if row is None:
             return False
-        if fresh:
-            req.row = self.req_to_token_pool.alloc()
-            self.req_to_token_pool.write(req.row, 0, prefix_slots)
-            req.last_node = node
-            req.prefix_len = req.kv_len = prefix_len
-            if not req.admitted_once:
-                req.cached_tokens = prefix_len
-                req.admitted_once = True
-        self.req_to_token_pool.write(req.row, req.kv_len, slots)
-        req.extend_len = extend_len
+        match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+        prefix_len = int(match.slots.numel())
+        self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
+        slots = self._extend_slots(req, prefix_len, max_extend)
+        if slots is None:
+            self.tree.dec_lock(match.last_node)
+            self.req_to_token_pool.free(row)
+            return False
+        req.row = row
+        self.req_to_token_pool.write(row, 0, match.slots)
+        self.req_to_token_pool.write(row, prefix_len, slots)
+        req.last_node = match.last_node
+        req.prefix_len = req.kv_len = prefix_len
+        if not req.admitted_once:
+            req.cached_tokens = prefix_len
+            req.admitted_once = True
         return True
+
+    def _extend_slots(self, req: Req, start: int, max_extend: int) -> torch.Tensor | None:
+        """Slots for the next ``min(seq_len - start, max_extend)`` tokens, which become
+        ``req.extend_len``; None (nothing changed) when there is nothing to compute or no room."""
+        extend_len = min(req.seq_len - start, max_extend)
+        slots = self.alloc_slots(extend_len) if extend_len > 0 else None
+        if slots is not None:
+            req.extend_len = extend_len
+        return slots
 
     def alloc_decode_slot(self, reqs: list[Req]) -> torch.Tensor | None:
         """One new slot per request, recorded at position ``kv_len`` of its row."""
@@ -107,23 +128,27 @@ class CacheManager:
         """Move the request's computed private tail into the tree and lock the new path.
 
         Called after each extend (so later requests reuse a prefix being generated, and a chunked
-        prefill never recomputes) — ``cache_unfinished_req`` in SGLang's vocabulary.
+        prefill never recomputes) — ``cache_unfinished_req`` in SGLang's vocabulary. Afterwards the
+        tree holds ``[0, prefix_len)``: everything computed, or nothing when it keeps nothing.
         """
-        if self.disabled or req.kv_len == req.prefix_len:
+        if req.kv_len == req.prefix_len:
             return
+        row = _row_of(req)
         tokens = req.fill_ids[: req.kv_len]
-        row_slots = self.req_to_token_pool.req_to_token[req.row, : req.kv_len]
+        row_slots = self.req_to_token_pool.req_to_token[row, : req.kv_len]
         cached = self.tree.insert(tokens, row_slots.clone())
-        # NOTE: slots in [prefix_len, cached) duplicate what another request inserted meanwhile.
-        if cached > req.prefix_len:
-            self.allocator.free(row_slots[req.prefix_len : cached].clone())
         match = self.tree.match_prefix(tokens, count=False)
-        assert match.slots.numel() == req.kv_len, "tree lost a just-inserted path"
-        self.req_to_token_pool.write(req.row, 0, match.slots)
+        kept = int(match.slots.numel())
+        # NOTE: slots in [prefix_len, cached) duplicate what another request inserted meanwhile;
+        # a cache that kept nothing (``kept == 0``) took none and made none a duplicate.
+        duplicates_end = min(cached, kept)
+        if duplicates_end > req.prefix_len:
+            self.allocator.free(row_slots[req.prefix_len : duplicates_end].clone())
+        self.req_to_token_pool.write(row, 0, match.slots)
         self.tree.inc_lock(match.last_node)
         self.tree.dec_lock(req.last_node)
         req.last_node = match.last_node
-        req.prefix_len = req.kv_len
+        req.prefix_len = kept
 
     def free_step_slots(self, req: Req) -> None:
         """Give back the slots taken for this step (``[kv_len, kv_len + extend_len)`` of its row)
@@ -137,11 +162,12 @@ class CacheManager:
         """The one release path (finish, abort, retraction): cache what was computed, free the rest."""
         if req.row is None:
             return
-        if self.disabled:
-            self.allocator.free(self.req_to_token_pool.req_to_token[req.row, : req.kv_len].clone())
-        else:
-            self.commit_to_tree(req)
-            self.tree.dec_lock(req.last_node)
+        self.commit_to_tree(req)
+        if req.kv_len > req.prefix_len:  # what the tree did not keep
+            self.allocator.free(
+                self.req_to_token_pool.req_to_token[req.row, req.prefix_len : req.kv_len].clone()
+            )
+        self.tree.dec_lock(req.last_node)
         self.req_to_token_pool.free(req.row)
         req.row = None
         req.last_node = None
@@ -149,10 +175,12 @@ class CacheManager:
 
     def pin(self, req: Req) -> Any:
         """Keep the request's computed context locked in the tree beyond its release; returns the
-        node to ``unpin`` later (None when the cache is disabled: nothing can be kept)."""
-        if self.disabled or req.row is None:
+        node to ``unpin`` later (None when the tree keeps none of it, e.g. the cache is disabled)."""
+        if req.row is None:
             return None
         self.commit_to_tree(req)
+        if req.prefix_len == 0:
+            return None
         self.tree.inc_lock(req.last_node)
         return req.last_node
 
@@ -200,3 +228,8 @@ class CacheManager:
                 f"free {parts[0].numel()}, tree {parts[1].numel()}"
             )
         self.tree.check_invariants()
+
+
+def _row_of(req: Req) -> int:
+    assert req.row is not None, f"{req.rid} holds no row"
+    return req.row

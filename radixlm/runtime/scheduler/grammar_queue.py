@@ -48,6 +48,7 @@ class GrammarQueue:
 
     def submit(self, req: Req) -> str | None:
         """Validate and start compiling; returns an error message for a bad grammar."""
+        assert req.grammar_key is not None, "only a constrained request waits for a grammar"
         kind, text = req.grammar_key
         backend = self._get_backend()
         try:
@@ -97,7 +98,8 @@ class GrammarQueue:
 
         Returns the rows whose matcher failed to fill its mask (row -> what it raised); those rows
         are left unmasked and must not be sampled."""
-        rows = [i for i, r in enumerate(reqs) if r.grammar is not None]
+        matchers = {i: r.grammar for i, r in enumerate(reqs) if r.grammar is not None}
+        rows = list(matchers)
         errors: dict[int, str] = {}
         if not rows:
             return errors
@@ -105,7 +107,7 @@ class GrammarQueue:
         bitmask = torch.zeros((len(rows), words), dtype=torch.int32)
         for j, i in enumerate(rows):
             try:
-                reqs[i].grammar.fill_bitmask(bitmask, j)
+                matchers[i].fill_bitmask(bitmask, j)
             except Exception as e:  # noqa: BLE001 - one matcher's failure is its request's
                 errors[i] = f"its grammar matcher failed to give the allowed tokens: {type(e).__name__}: {e}"
         if errors:  # only then a copy of the bitmask without the failed rows

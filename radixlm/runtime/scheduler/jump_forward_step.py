@@ -13,6 +13,12 @@ position (logits the mixed step computed anyway), keeps the longest agreeing pre
 next token where the model disagreed. Sampled requests take the forced string re-tokenized together
 with the output's last few tokens (``constrained.jump_forward``), unverified.
 
+A draft's tokens are computed only by the mixed step that verifies them. A request retracted before
+that step withdraws its draft (``withdraw_draft``): the recomputed extend then samples the position
+of the draft's first token from the masked logits like any greedy step, and the grammar forces the
+rest again as a new draft, verified in the next mixed step. Greedy output stays that of plain
+constrained decoding.
+
 KV ownership on truncation (see ``cache_manager.py``): private slots past the new length go back to
 the allocator; tokens the tree owns stay in the tree (the request keeps its lock on ``last_node``,
 released as usual) and ``prefix_len`` drops to the new length so the private tail stays contiguous.
@@ -43,6 +49,17 @@ def resolve_max_batch(max_batch: int | None, device: torch.device) -> int:
     if max_batch is not None:
         return max_batch
     return CPU_DEFAULT_MAX_BATCH if device.type == "cpu" else 1 << 30
+
+
+def withdraw_draft(req: Req) -> None:
+    """Drop ``req``'s unverified jump-forward tokens (it is being retracted): its output ends where
+    the draft began and its grammar is back in the state before the draft. They had no KV yet."""
+    draft = req.jump_draft
+    if draft is None:
+        return
+    del req.output_ids[draft.start :]
+    req.grammar = draft.matcher
+    req.jump_draft = None
 
 
 def _verifiable(req: Req) -> bool:
@@ -128,6 +145,7 @@ class JumpForwardStep:
             return None
         offset = 0
         for req, n in zip(running, need):
+            assert req.row is not None, "a running request holds a row"
             self.cache.req_to_token_pool.write(req.row, req.kv_len, slots[offset : offset + n])
             req.extend_len = n
             offset += n
@@ -140,10 +158,8 @@ class JumpForwardStep:
             first = req.extend_len - 1
             if draft is not None:
                 first_draft_pos = len(req.origin_input_ids) + draft.start
-                if req.kv_len < first_draft_pos:  # the position predicting the draft's first token
-                    first = first_draft_pos - 1 - req.kv_len
-                else:  # computed elsewhere (after a retraction): nothing left to verify
-                    req.jump_draft = None
+                assert req.kv_len < first_draft_pos, "a draft was computed outside its mixed step"
+                first = first_draft_pos - 1 - req.kv_len  # the position predicting the draft's first token
             rows.append((len(indices), req.extend_len - first))
             indices.extend(range(offset + first, offset + req.extend_len))
             offset += req.extend_len

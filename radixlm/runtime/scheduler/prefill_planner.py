@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from radixlm.radix import create_prefix_cache
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
@@ -13,11 +12,6 @@ from radixlm.runtime.server_args import ServerArgs
 # in the same step waits one step, so the shared part is computed once and then matched.
 IN_BATCH_PREFIX_DEFER = 32
 LPM_MAX_QUEUE = 256  # beyond this, matching every waiting request costs more than it saves
-
-
-class _NullFreer:
-    def free(self, slots: torch.Tensor) -> None:
-        pass
 
 
 class PrefillPlanner:
@@ -36,7 +30,7 @@ class PrefillPlanner:
 
     def order(self, waiting: list[Req]) -> tuple[list[Req], dict[int, int]]:
         """The candidates in policy order, and the cached prefix lengths already matched (by id)."""
-        if self.args.schedule_policy == "fcfs" or len(waiting) > LPM_MAX_QUEUE or self.cache.disabled:
+        if self.args.schedule_policy == "fcfs" or len(waiting) > LPM_MAX_QUEUE:
             return list(waiting), {}
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
         return sorted(waiting, key=lambda r: -prefix[id(r)]), prefix
@@ -69,7 +63,7 @@ class PrefillPlanner:
 
         # NOTE: deferring a request to share a prefix pays only when the prefix will be cached: with
         # the radix cache disabled the tracker matches nothing, so nobody waits.
-        dedup = create_prefix_cache(_NullFreer(), disabled=self.cache.disabled)
+        dedup = self.cache.prefix_tracker()
         candidates, matched = self.order(waiting)
         for req in candidates:
             if slots_left - len(batch) <= 0 or token_budget <= 0:

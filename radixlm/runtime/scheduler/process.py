@@ -51,9 +51,12 @@ def run_scheduler_process(
     try:
         from radixlm.runtime.distributed.tensor_parallel import exit_on_rank_death, stop_on_sigterm
 
-        if scheduler_factory is None:
-            from radixlm.runtime.scheduler.scheduler import Scheduler as scheduler_factory
-        scheduler = scheduler_factory(server_args)
+        factory = scheduler_factory
+        if factory is None:
+            from radixlm.runtime.scheduler.scheduler import Scheduler
+
+            factory = Scheduler
+        scheduler = factory(server_args)
         exit_on_rank_death(getattr(scheduler, "runner", None))
         stop = stop_on_sigterm(getattr(scheduler, "runner", None))
         ready.send(("ready", scheduler.model_info()))
@@ -77,12 +80,11 @@ def serve_forever(scheduler: Any, pull: Any, push: Any, stop: threading.Event | 
     """Receive -> handle -> step -> send, until ``stop`` is set (checked between steps). Polls
     without waiting while there is work."""
     from radixlm.runtime.messages import BatchTokenOut, Heartbeat
-    from radixlm.runtime.scheduler.request_isolation import handle_isolated
 
     last_beat = 0.0
     while stop is None or not stop.is_set():
         for msg in recv_all(pull, timeout_ms=0 if scheduler.has_work() else IDLE_POLL_MS):
-            reply = handle_isolated(scheduler, msg)
+            reply = scheduler.handle(msg)  # a request whose intake fails is failed alone
             if reply is not None:
                 push.send_pyobj(reply)
         outs = scheduler.step()

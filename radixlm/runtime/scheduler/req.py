@@ -24,7 +24,7 @@ class LogprobState:
     input_done: bool  # every requested prompt logprob is gathered (True when none are requested)
     input_tokens: list[TokenLogprob] = field(default_factory=list)
     input_top: list[TopLogprobs | None] = field(default_factory=list)
-    output_tokens: list[TokenLogprob] = field(default_factory=list)
+    output_tokens: list[tuple[float, int]] = field(default_factory=list)
     output_top: list[TopLogprobs] = field(default_factory=list)
     sent_input: bool = False
     sent_output_len: int = 0

@@ -28,11 +28,14 @@ class RequestIndex:
         """Drop ``req`` (finished or dropped); unknown requests are ignored."""
         if self._by_rid.get(req.rid) is req:
             del self._by_rid[req.rid]
-        siblings = self._samples.get(req.group_rid) if req.group_rid is not None else None
-        if siblings is not None:
-            siblings[:] = [r for r in siblings if r is not req]
-            if not siblings:
-                del self._samples[req.group_rid]
+        group = req.group_rid
+        if group is None or group not in self._samples:
+            return
+        siblings = [r for r in self._samples[group] if r is not req]
+        if siblings:
+            self._samples[group] = siblings
+        else:
+            del self._samples[group]
 
     def named(self, rid: str) -> list[Req]:
         """The live request whose rid is ``rid`` and every live sample it spawned."""

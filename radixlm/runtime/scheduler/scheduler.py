@@ -6,7 +6,6 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -32,25 +31,19 @@ from radixlm.runtime.scheduler.batch_builder import (
     build_mixed_chunk_batch,
 )
 from radixlm.runtime.scheduler.cache_manager import CacheManager
-from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason
+from radixlm.runtime.scheduler.finish_reason import FinishAbort
+from radixlm.runtime.scheduler.forward_failures import ForwardFailures
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
-from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
-from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch
+from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
-from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
+from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
 from radixlm.runtime.scheduler.step_counters import StepCounters
-from radixlm.runtime.scheduler.step_isolation import (
-    ForwardFailures,
-    fail_forward_batch,
-    fail_request,
-    sample_and_advance,
-)
 from radixlm.runtime.scheduler.stop_checker import StopChecker
-from radixlm.runtime.scheduler.token_output import take_token_output
+from radixlm.runtime.scheduler.token_processor import TokenProcessor
 from radixlm.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
@@ -80,7 +73,7 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.chunked: Req | None = None
-        self.pending_outputs: list[ReqTokenOut] = []
+        self.pending_outputs: list[ReqTokenOut] = []  # appended to by TokenProcessor, emptied by step()
         self.requests = RequestIndex()
         # under tensor parallelism one failed forward already leaves the ranks' collectives out of step
         limit = 1 if server_args.tp_size > 1 else server_args.max_forward_failures
@@ -88,6 +81,17 @@ class Scheduler:
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self.counters = StepCounters()
+        self.tokens = TokenProcessor(
+            self.cache,
+            self.stop_checker,
+            self.grammars,
+            self.pins,
+            self.requests,
+            self.pending_outputs,
+            self.counters,
+            self.eos_token_ids,
+            self.jump_forward,
+        )
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
             AbortReq: self._on_abort,
@@ -105,7 +109,20 @@ class Scheduler:
         return handler(msg)
 
     def _on_generate(self, msg: TokenizedGenerateReq) -> None:
+        """Take in a request. An error doing so fails this request alone (a 500 naming it): it leaves
+        the queues and the request index, and its parents' pins are released; the loop goes on."""
         self.counters.num_requests += 1
+        req: Req | None = None
+        try:
+            req = self._new_req(msg)
+            self.requests.add(req)
+            self._enqueue(req)
+        except Exception as exc:  # noqa: BLE001 - any error of one request fails only that request
+            if req is not None:
+                self._unqueue(req)
+            self.tokens.fail_intake(msg, req, exc)
+
+    def _new_req(self, msg: TokenizedGenerateReq) -> Req:
         params = msg.sampling_params
         seed = params.seed if params.seed is not None else self._next_seed()
         input_ids = np.asarray(msg.input_ids).tolist()
@@ -123,17 +140,27 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
-        self.requests.add(req)
+        return req
+
+    def _enqueue(self, req: Req) -> None:
+        """Into the admission queue, or the grammar queue until its grammar is compiled; rejected
+        (400) when it can never fit or its grammar is invalid."""
         error = self._admission_error(req)
+        if error is None and req.grammar_key is not None:
+            error = self.grammars.submit(req)  # on success it waits there
+        elif error is None:
+            self.waiting.append(req)
         if error is not None:
-            self._finish(req, FinishAbort(error))
-            return
-        if req.grammar_key is not None:
-            error = self.grammars.submit(req)
-            if error is not None:
-                self._finish(req, FinishAbort(error))
-            return
-        self.waiting.append(req)
+            self.tokens.reject(req, error)
+
+    def _unqueue(self, req: Req) -> bool:
+        """Take ``req`` out of the queue it waits in (admission or its grammar); False if in none."""
+        queue = next((q for q in (self.waiting, self.grammars.pending) if any(r is req for r in q)), None)
+        self.grammars.discard(req)
+        if queue is None:
+            return False
+        queue.remove(req)
+        return True
 
     def _admission_error(self, req: Req) -> str | None:
         """What only the scheduler can check: the KV pool's size. The front ends validated the rest
@@ -150,11 +177,8 @@ class Scheduler:
     def _on_abort(self, msg: AbortReq) -> None:
         """Abort the request whose rid is exactly ``msg.rid`` and the samples it spawned."""
         for req in self.requests.named(msg.rid):
-            queue = next((q for q in (self.waiting, self.grammars.pending) if any(r is req for r in q)), None)
-            if queue is not None:
-                queue.remove(req)
-                self.grammars.discard(req)
-                self._finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
+            if self._unqueue(req):
+                self.tokens.finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
             else:
                 req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
 
@@ -185,34 +209,44 @@ class Scheduler:
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
         idle = not (self.waiting or self.running or self.chunked)
-        self.waiting.extend(self.grammars.poll(self._finish_with_error, wait_s=0.005 if idle else 0.0))
+        self.waiting.extend(self.grammars.poll(self.tokens.reject, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
-        expire_waiting(self.waiting, self.args.queue_timeout, self._finish)
-        expire_grammar_waits(self.grammars, self.args.queue_timeout, self._finish)
+        expire_waiting(self.waiting, self.args.queue_timeout, self.tokens.finish)
+        expire_grammar_waits(self.grammars, self.args.queue_timeout, self.tokens.finish)
         batch = self._schedule()
         if batch is not None:
-            try:
-                logits = self.runner.forward(batch.forward_batch)
-            except Exception as exc:  # batch-wide; repeated: BrokenRuntime (step_isolation.py)
-                self.forward_failures.on_failure(exc)
-                fail_forward_batch(self, batch, exc)
-            else:
-                self.forward_failures.on_success()
-                self._process(batch, logits)
+            self._forward_and_process(batch)
         self.counters.num_steps += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
             self.check_kv_integrity()
-        out, self.pending_outputs = self.pending_outputs, []
+        out = list(self.pending_outputs)
+        self.pending_outputs.clear()  # the list TokenProcessor appends to
         return out
 
+    def _forward_and_process(self, batch: ScheduledBatch) -> None:
+        try:
+            logits = self.runner.forward(batch.forward_batch)
+        except Exception as exc:  # batch-wide; repeated: BrokenRuntime (forward_failures.py)
+            self.forward_failures.on_failure(exc)
+            self.tokens.fail_batch(batch, exc)
+            self.running = [r for r in self.running if not r.finished]
+            return
+        self.forward_failures.on_success()
+        self.running, chunked = self.tokens.process(batch, logits, self.running)
+        if chunked is not None:  # an extend is scheduled only once no chunked request is left
+            self.chunked = chunked
+
     def _reap_aborted(self) -> None:
-        for req in [r for r in self.running if r.to_abort is not None]:
-            self.running.remove(req)
-            self._finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
+        reaped = [r for r in self.running if r.to_abort is not None]
+        self.running = [r for r in self.running if r.to_abort is None]
         if self.chunked is not None and self.chunked.to_abort is not None:
-            req, self.chunked = self.chunked, None
-            self._finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
+            reaped.append(self.chunked)
+            self.chunked = None
+        for req in reaped:
+            message = req.to_abort
+            assert message is not None
+            self.tokens.finish(req, FinishAbort(message, CLIENT_ABORT_STATUS))
 
     # ---- scheduling ----------------------------------------------------------------------------
     def _schedule(self) -> ScheduledBatch | None:
@@ -269,16 +303,19 @@ class Scheduler:
         return None if slots is None else build_decode_batch(self.running, slots, self.runner)
 
     def _mixed_batch(self) -> ScheduledBatch | None:
+        assert self.jump_forward is not None, "only a jump leaves more than one token to compute"
         return self.jump_forward.prepare(self.running, self.runner)
 
     def _retract_one(self) -> None:
         """Free KV under pressure: the request with the fewest generated tokens goes back to the queue.
 
         Its computed tokens go into the tree (so the recompute mostly hits the cache) and its
-        generation resumes from where it was; greedy output is unchanged.
+        generation resumes from where it was, less an unverified jump-forward draft; greedy output
+        is unchanged.
         """
         victim = min(self.running, key=lambda r: (len(r.output_ids), -self.running.index(r)))
         self.running.remove(victim)
+        withdraw_draft(victim)
         self.cache.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
@@ -292,79 +329,7 @@ class Scheduler:
             self.pins.release_all()
             return
         req = self.waiting.pop(0)
-        self._finish(req, FinishAbort("the request does not fit into the KV pool"))
-
-    # ---- processing ----------------------------------------------------------------------------
-    def _process(self, batch: ScheduledBatch, logits: torch.Tensor) -> None:
-        """After the forward: the computed tokens join the KV, then each request that completed its
-        tokens samples the next one, is checked for a stop, and streams or finishes."""
-        for req in batch.reqs:
-            req.kv_len += req.extend_len
-        if batch.kind is BatchKind.EXTEND:
-            self.counters.num_prefill_tokens += batch.num_input_tokens
-            to_sample, rows = self._end_extend(batch, logits)
-        elif batch.kind is BatchKind.MIXED_CHUNK:
-            prefill = batch.num_prefill_reqs
-            self.counters.num_prefill_tokens += batch.num_input_tokens - (len(batch.reqs) - prefill)
-            to_sample, rows = self._end_extend(batch, logits)
-        elif batch.kind is BatchKind.MIXED:
-            fail = functools.partial(fail_request, self)
-            to_sample, rows = self.jump_forward.verify(batch, logits, fail)
-        else:  # a decode samples every row in order: its logits are used as they are, no copy
-            to_sample, rows = batch.reqs, None
-        if to_sample:
-            chosen = logits if rows is None else logits[torch.tensor(rows, device=logits.device)]
-            sample_and_advance(self, to_sample, chosen)
-        if batch.kind is BatchKind.EXTEND:
-            self.running.extend(r for r in to_sample if not r.finished)
-        elif batch.kind is BatchKind.MIXED_CHUNK:  # the running decodes, then the newly started
-            decoding = {id(r) for r in batch.reqs[batch.num_prefill_reqs :]}
-            self.running = [r for r in self.running if not r.finished] + [
-                r for r in to_sample if id(r) not in decoding and not r.finished
-            ]
-        else:
-            self.running = [r for r in self.running if not r.finished]
-
-    def _end_extend(self, batch: ScheduledBatch, logits: torch.Tensor) -> tuple[list[Req], list[int]]:
-        """Input logprobs and the tree commit of every extended request; returns those that sample.
-
-        A request whose prompt is not done becomes the chunked one; a prefill-only one finishes; a
-        mixed chunk's running decodes only sample.
-        """
-        to_sample: list[Req] = []
-        rows: list[int] = []
-        first_decode = batch.num_prefill_reqs if batch.kind is BatchKind.MIXED_CHUNK else len(batch.reqs)
-        for i, (req, row, input_rows) in enumerate(
-            zip(batch.reqs, batch.sample_rows, batch.input_logprob_rows)
-        ):
-            if i >= first_decode:  # a mixed chunk's running decode: it only samples
-                to_sample.append(req)
-                rows.append(row)
-                continue
-            collect_input_logprobs(req, logits, input_rows)
-            self.cache.commit_to_tree(req)
-            if row < 0:
-                self.chunked = req
-                continue
-            req.logprobs.input_done = True
-            if req.is_prefill_only:
-                self._finish(req, FinishLength(0))
-                continue
-            to_sample.append(req)
-            rows.append(row)
-        return to_sample, rows
-
-    def _finish(self, req: Req, reason: FinishReason) -> None:
-        req.finish_reason = reason
-        self.requests.forget(req)
-        if req.pin_children and not isinstance(reason, FinishAbort):
-            self.pins.add(req)
-        self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
-        self.cache.release(req)
-        self.pending_outputs.append(take_token_output(req))
-
-    def _finish_with_error(self, req: Req, message: str) -> None:
-        self._finish(req, FinishAbort(message))
+        self.tokens.reject(req, "the request does not fit into the KV pool")
 
     # ---- introspection -------------------------------------------------------------------------
     def _next_seed(self) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from radixlm.runtime.messages import ReqTokenOut
-from radixlm.runtime.scheduler.finish_reason import finish_reason_dict
+from radixlm.runtime.messages import ReqTokenOut, TokenizedGenerateReq
+from radixlm.runtime.scheduler.finish_reason import FinishAbort, finish_reason_dict
 from radixlm.runtime.scheduler.req import Req
 
 
@@ -42,3 +42,21 @@ def take_token_output(req: Req) -> ReqTokenOut:
         state.sent_output_len = len(state.output_tokens)
     req.sent_output_len = end
     return out
+
+
+def rejected_output(msg: TokenizedGenerateReq, reason: FinishAbort) -> ReqTokenOut:
+    """The one output of a request that ended with ``reason`` before it became a ``Req``."""
+    p = msg.sampling_params
+    return ReqTokenOut(
+        rid=msg.rid,
+        new_token_ids=np.zeros(0, dtype=np.int32),
+        finished=True,
+        finish_reason=finish_reason_dict(reason),
+        prompt_tokens=len(msg.input_ids),
+        completion_tokens=0,
+        cached_tokens=0,
+        skip_special_tokens=p.skip_special_tokens,
+        spaces_between_special_tokens=p.spaces_between_special_tokens,
+        stop_strings=list(p.stop),
+        no_stop_trim=p.no_stop_trim,
+    )

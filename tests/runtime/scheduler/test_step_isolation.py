@@ -11,8 +11,8 @@ import pytest
 from radixlm.runtime.messages import TokenizedGenerateReq
 from radixlm.runtime.sampling import sampler
 from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.scheduler.forward_failures import BrokenRuntime
 from radixlm.runtime.scheduler.scheduler import Scheduler
-from radixlm.runtime.scheduler.step_isolation import BrokenRuntime
 from radixlm.runtime.server_args import ServerArgs
 
 GOOD = ("good-a", "good-b", "good-c")
