@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch's CPU allocator puts allocations of 2 MB and more on transparent huge pages (where the
 # kernel allows them on request): weights streamed once per decode step read faster (a batch-1
-# fp32 product: 25-30 -> 33-37 GB/s, benchmarks/README.md)
+# fp32 product: 25-30 -> 33-37 GB/s, benchmarks/log/cpu-decode-step-kernels.md)
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -39,7 +39,7 @@ def with_huge_page_malloc(tunables: str | None) -> str:
     when a process starts; older ones ignore it). torch's own allocations already get them
     (``THP_MEM_ALLOC_ENABLE`` above), but FBGEMM's prepacked int8 weights come from malloc: batch-1
     int8 products over 400 MB of them read 23.7-26.3 GB/s on 4 KB pages, 28.0-28.3 on huge pages
-    (benchmarks/README.md)."""
+    (benchmarks/log/cpu-decode-step-kernels.md)."""
     if tunables and "glibc.malloc.hugetlb" in tunables:
         return tunables
     return ":".join(t for t in (tunables, _HUGE_PAGE_MALLOC) if t)
@@ -49,7 +49,7 @@ def wants_huge_page_malloc(quantization: str) -> bool:
     """Whether a process serving weights quantized by ``quantization`` should start with
     ``with_huge_page_malloc``: only int8 (FBGEMM's malloc'd weights, +5% read speed). The others'
     weights are torch allocations, already on huge pages, and the fp32 engine's throughput measured
-    ~4% lower with huge-page malloc (its temporaries then fault in 2 MB pages; benchmarks/README.md)."""
+    ~4% lower with huge-page malloc (its temporaries then fault in 2 MB pages; benchmarks/log/cpu-decode-step-kernels.md)."""
     return quantization == "int8"
 
 

@@ -26,7 +26,7 @@ from radixlm.runtime.executor.forward_batch import ForwardBatch
 MIN_SHARED_PREFIX = 32
 # A decode that the in-place C++ kernel serves takes the cascade only from this many shared key reads
 # (shared keys x requests) on: below it, the fixed cost of the flash call and its copies outweighs
-# what reading the prefix once saves (`benchmarks/shared_prefix_attention.py`, 40 private keys each:
+# what reading the prefix once saves (`benchmarks/kernels/shared_prefix_attention.py`, 40 private keys each:
 # 301 shared at batch 64 1.10-1.17x faster, at batch 32 0.93-0.95x; 1,000 at batch 8 0.85-0.91x).
 MIN_SHARED_READS_IN_PLACE = 16384
 
