@@ -49,7 +49,8 @@ def wants_huge_page_malloc(quantization: str) -> bool:
     """Whether a process serving weights quantized by ``quantization`` should start with
     ``with_huge_page_malloc``: only int8 (FBGEMM's malloc'd weights, +5% read speed). The others'
     weights are torch allocations, already on huge pages, and the fp32 engine's throughput measured
-    ~4% lower with huge-page malloc (its temporaries then fault in 2 MB pages; benchmarks/log/cpu-decode-step-kernels.md)."""
+    ~4% lower with huge-page malloc (its temporaries then fault in 2 MB pages;
+    benchmarks/log/cpu-decode-step-kernels.md)."""
     return quantization == "int8"
 
 
