@@ -306,10 +306,9 @@ class TokenizerManager:
     def _on_recv_loop_done(self, task: asyncio.Task) -> None:
         if task.cancelled():  # the event loop is shutting down
             return
-        error = task.exception()
-        cause = repr(error) if error is not None else "it returned"
+        error = task.exception()  # never None: the loop only ends by raising
         details = "".join(traceback.format_exception(error)) if error is not None else ""
-        self.fail(f"the tokenizer manager's receive loop failed: {cause}", details)
+        self.fail(f"the tokenizer manager's receive loop failed: {error!r}", details)
 
     def _on_output(self, out: ReqTextOut) -> None:
         sample = self._samples.get(out.rid)
