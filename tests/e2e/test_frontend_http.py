@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 import radixlm as sgl
 from tests.frontend import programs
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +43,16 @@ def stats(backend) -> dict:
 
 def wait_idle(backend) -> dict:
     """Stats once nothing runs (pins all released); asserts that no KV slot leaked."""
-    for _ in range(50):
-        s = stats(backend)
-        if (
-            s["num_running"] == 0
-            and s["num_queued"] == 0
-            and s["kv_used"] == 0
-            and s["num_pinned_contexts"] == 0
-        ):
-            assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
-            return s
-        time.sleep(0.1)
-    raise AssertionError(f"not idle: {s}")
+    last: dict = {}
+
+    def idle() -> dict | None:
+        last.update(stats(backend))
+        busy = ("num_running", "num_queued", "kv_used", "num_pinned_contexts")
+        return dict(last) if not any(last[key] for key in busy) else None
+
+    s = wait_until(idle, 15, lambda: f"the server to go idle (last stats: {last})")
+    assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
+    return s
 
 
 @pytest.mark.parametrize("prog,kwargs", programs.STATIC_CASES)

@@ -9,15 +9,15 @@ with ``debug_invariants``, so their scheduler also walks the pool itself wheneve
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
 from radixlm.runtime.engine import Engine, EngineError
+from tests.helpers.waiting import wait_until
 
-IDLE_POLLS = 200  # aborts and disconnects reach a server asynchronously: poll until it is idle
+IDLE_TIMEOUT_S = 20.0  # aborts and disconnects reach a server asynchronously: poll until it is idle
 POLL_INTERVAL_S = 0.05
 
 
@@ -44,19 +44,26 @@ def assert_engine_kv_returned(engine: Engine) -> None:
 def assert_server_kv_returned(url: str, api_key: str | None = None) -> None:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     stats: dict[str, Any] = {}
-    for _ in range(IDLE_POLLS):
+
+    def idle_or_gone() -> str | None:
         try:
             reply = httpx.get(url + "/get_server_info", headers=headers, timeout=30)
         except httpx.TransportError:
-            return  # the test shut this server down itself
+            return "gone"  # the test shut this server down itself
         if reply.status_code != 200:
-            return  # a server the test took down (503) has nothing left to check
-        stats = reply.json()["stats"]
-        if stats["num_running"] == 0 and stats["num_queued"] == 0 and stats["kv_used"] == 0:
-            assert stats["kv_free"] + stats["kv_cached"] == stats["kv_total"], stats
-            return
-        time.sleep(POLL_INTERVAL_S)
-    raise AssertionError(f"the server at {url} did not return its KV slots: {stats}")
+            return "gone"  # a server the test took down (503) has nothing left to check
+        stats.update(reply.json()["stats"])
+        idle = stats["num_running"] == 0 and stats["num_queued"] == 0 and stats["kv_used"] == 0
+        return "idle" if idle else None
+
+    state = wait_until(
+        idle_or_gone,
+        IDLE_TIMEOUT_S,
+        lambda: f"the server at {url} to return its KV slots (last stats: {stats})",
+        POLL_INTERVAL_S,
+    )
+    if state == "idle":
+        assert stats["kv_free"] + stats["kv_cached"] == stats["kv_total"], stats
 
 
 def assert_kv_returned(fixture_values: Iterable[Any]) -> None:

@@ -10,15 +10,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import queue
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import radixlm._env  # noqa: F401  (thread settings before torch)
 from radixlm.runtime.engine.generate_args import GenerateArgs, InputIds, Prompt, SamplingParamsArg
 from radixlm.runtime.engine.loop import EngineError, EngineLoop, GenerateSubmission, SchedulerCall
+from radixlm.runtime.engine.result_stream import (
+    AsyncResultStream,
+    ResultStream,
+    SyncResultStream,
+    is_final,
+    raise_for_error,
+)
 from radixlm.runtime.messages import (
     AbortReq,
     FlushCacheReq,
@@ -33,6 +39,7 @@ from radixlm.runtime.server_args import ServerArgs
 from radixlm.version import __version__
 
 TOKEN_TEXT_CACHE_SIZE = 1 << 16
+StreamKind = TypeVar("StreamKind", bound=ResultStream)
 
 
 class Engine:
@@ -101,7 +108,7 @@ class Engine:
         )
         reqs, single = self._requests(args)
         if stream:
-            return self._stream_sync(reqs[0], args.return_text_in_logprobs)
+            return self._stream(SyncResultStream, reqs[0], args.return_text_in_logprobs)
         waiters = [self._submit(r, args.return_text_in_logprobs) for r in reqs]
         return _collect([w.result() for w in waiters], single)
 
@@ -135,7 +142,7 @@ class Engine:
         )
         reqs, single = self._requests(args)
         if stream:
-            return self._stream_async(reqs[0], args.return_text_in_logprobs)
+            return self._stream(AsyncResultStream, reqs[0], args.return_text_in_logprobs)
         futures = [asyncio.wrap_future(self._submit(r, args.return_text_in_logprobs)) for r in reqs]
         return _collect(list(await asyncio.gather(*futures)), single)
 
@@ -209,56 +216,19 @@ class Engine:
                 return
             elif result is None:  # the loop died
                 done.set_exception(EngineError(f"the engine loop died: {self._loop.error!r}"))
-            elif _is_final(result):
+            elif is_final(result):
                 done.set_result(result)
 
         self._loop.submit(GenerateSubmission(req, self._token_text if with_text else None, sink))
         return done
 
-    def _stream_sync(self, req: TokenizedGenerateReq, with_text: bool) -> Iterator[dict]:
-        items: queue.Queue[dict | None] = queue.Queue()
-        self._submit(req, with_text, stream_sink=items.put)
-        while True:
-            item = self._checked_stream_item(items.get())
-            yield item
-            if _is_final(item):
-                return
-
-    async def _stream_async(self, req: TokenizedGenerateReq, with_text: bool) -> AsyncIterator[dict]:
-        loop = asyncio.get_running_loop()
-        items: asyncio.Queue[dict | None] = asyncio.Queue()
-        self._submit(
-            req, with_text, stream_sink=lambda item: loop.call_soon_threadsafe(items.put_nowait, item)
-        )
-        while True:
-            item = self._checked_stream_item(await items.get())
-            yield item
-            if _is_final(item):
-                return
-
-    def _checked_stream_item(self, item: dict | None) -> dict:
-        """One streamed result; raises when it carries an error or the loop stopped (None)."""
-        if item is None:
-            raise EngineError("the engine stopped") from self._loop.error
-        _raise_for_error(item)
-        return item
-
-
-def _is_final(result: dict) -> bool:
-    return result["meta_info"].get("finish_reason") is not None or "error" in result
+    def _stream(self, kind: type[StreamKind], req: TokenizedGenerateReq, with_text: bool) -> StreamKind:
+        """``req``'s results as a stream of ``kind`` (submitted on its first read)."""
+        return kind(lambda sink: self._submit(req, with_text, stream_sink=sink), lambda: self._loop.error)
 
 
 def _collect(results: list[dict], single: bool) -> dict | list[dict]:
     """Raise the first failed request's error; one result for a single prompt, else the list."""
     for r in results:
-        _raise_for_error(r)
+        raise_for_error(r)
     return results[0] if single and len(results) == 1 else results
-
-
-def _raise_for_error(result: dict) -> None:
-    err = result.get("error")
-    if err is None:
-        return
-    if err.get("status_code") == 400:
-        raise ValueError(err.get("message", "invalid request"))
-    raise RuntimeError(f"request {result['meta_info'].get('id')} failed: {err.get('message')}")

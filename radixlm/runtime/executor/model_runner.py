@@ -130,11 +130,11 @@ class ModelRunner:
             device=self.device,
         )
         self.attn_backend = create_attention_backend(server_args.attention_backend, self.device)
-        # Decode replays captured CUDA graphs; prefill runs eagerly.
         if server_args.enable_deterministic_inference:
             from radixlm.runtime.executor.deterministic import enable_deterministic_inference
 
             enable_deterministic_inference(self)
+        # Decode replays captured CUDA graphs; prefill runs eagerly.
         self.cuda_graph_runner: CudaGraphRunner | None = None
         if (
             self.device.type == "cuda"

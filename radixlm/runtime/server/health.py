@@ -7,8 +7,9 @@ from typing import Any
 
 
 def unhealthy_reason(tokenizer_manager: Any, server_args: Any) -> str | None:
-    """A dead child, a draining server, or a scheduler loop silent for ``health_stall_timeout``
-    (it sends a ``Heartbeat`` every second, even when idle)."""
+    """A dead child or a failed receive loop (``TokenizerManager.fail``), a draining server, or a
+    scheduler loop silent for ``health_stall_timeout`` (it sends a ``Heartbeat`` every second, even
+    when idle)."""
     if tokenizer_manager.dead is not None:
         return tokenizer_manager.dead
     if tokenizer_manager.admission.draining is not None:

@@ -1,8 +1,8 @@
 """The TokenizerManager: the main process's asyncio side of the runtime.
 
 It tokenizes requests, sends them to the scheduler, and routes the detokenizer's cumulative text
-outputs back to the waiting HTTP handlers. A dead child process fails every pending request with
-a clear error instead of leaving clients hanging.
+outputs back to the waiting HTTP handlers. A dead child process, or a receive loop that fails, fails
+every pending request with a clear error instead of leaving clients hanging.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import logging
 import time
+import traceback
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -107,8 +108,10 @@ class TokenizerManager:
         self.finish_hooks: list[Callable[[ReqTextOut], None]] = []
 
     def start(self) -> None:
-        """Start reading outputs (call inside the running event loop)."""
+        """Start reading outputs (call inside the running event loop). Should the reader fail, the
+        server fails as for a dead child: nothing else would ever finish a pending request."""
         self._recv_task = asyncio.get_running_loop().create_task(self._recv_loop())
+        self._recv_task.add_done_callback(self._on_recv_loop_done)
 
     @property
     def num_pending(self) -> int:
@@ -300,6 +303,13 @@ class TokenizerManager:
                         future.set_result(msg)
                         break
 
+    def _on_recv_loop_done(self, task: asyncio.Task) -> None:
+        if task.cancelled():  # the event loop is shutting down
+            return
+        error = task.exception()  # never None: the loop only ends by raising
+        details = "".join(traceback.format_exception(error)) if error is not None else ""
+        self.fail(f"the tokenizer manager's receive loop failed: {error!r}", details)
+
     def _on_output(self, out: ReqTextOut) -> None:
         sample = self._samples.get(out.rid)
         if sample is None:
@@ -319,7 +329,8 @@ class TokenizerManager:
             self._by_rid.pop(sample.request_rid, None)
 
     def fail(self, summary: str, details: str = "") -> None:
-        """A child process died: fail every pending request and ask the server to stop."""
+        """A child process died or the receive loop failed: fail every pending request and ask the
+        server to stop."""
         if self.dead is not None:
             return
         self.dead = summary

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
 
 from radixlm.runtime.server.launch import free_port, launch_server
+from tests.helpers.waiting import wait_until
 
 GREEDY = {"max_new_tokens": 4, "temperature": 0}
 SYSTEM_A = "You are the billing assistant of a large company, be precise. " * 3
@@ -50,15 +50,15 @@ def router(workers):
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
+
+    def healthy() -> bool:
+        assert proc.poll() is None, "the router exited"
         try:
-            if requests.get(url + "/health", timeout=2).status_code == 200:
-                break
+            return requests.get(url + "/health", timeout=2).status_code == 200
         except requests.ConnectionError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "the router did not start"
-        time.sleep(0.3)
+            return False
+
+    wait_until(healthy, 120, "the router to answer /health")
     yield url
     proc.terminate()
     proc.wait(10)
@@ -109,11 +109,11 @@ def test_killed_worker_is_taken_out_without_failing_requests(router, workers) ->
     for i in range(4):
         reply = _generate(router, SYSTEM_A + f"after the kill {i}")
         assert reply.headers["x-radixlm-worker"] != victim_url
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def states_once_victim_dead() -> dict[str, bool] | None:
         info = requests.get(f"{router}/get_server_info", timeout=10).json()
         states = {w["url"]: w["alive"] for w in info["workers"]}
-        if not states[victim_url]:
-            break
-        time.sleep(0.3)
+        return states if not states[victim_url] else None
+
+    states = wait_until(states_once_victim_dead, 30, "the router to mark the killed worker dead")
     assert states == {victim_url: False, next(w.url for w in workers if w is not victim): True}

@@ -5,13 +5,13 @@ radix reuse and retraction, with every KV slot accounted for; rank processes exi
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from radixlm.runtime.engine import Engine, EngineError
 from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config, tiny_qwen2_config
+from tests.helpers.waiting import wait_until
 
 CONFIGS = {
     "llama-kv1": lambda: tiny_llama_config(num_key_value_heads=1),
@@ -40,11 +40,10 @@ def _pids_alive(pids: list[int]) -> list[int]:
     return alive
 
 
-def _wait_gone(pids: list[int], timeout_s: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while _pids_alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return _pids_alive(pids)
+def _wait_gone(pids: list[int], timeout_s: float = 30.0) -> None:
+    wait_until(
+        lambda: not _pids_alive(pids), timeout_s, lambda: f"rank processes {_pids_alive(pids)} to exit"
+    )
 
 
 def _worker_pids(engine: Engine) -> list[int]:
@@ -82,7 +81,7 @@ def test_tp2_matches_tp1_under_chunking_reuse_and_retraction(model_dir: str) -> 
         workers = _worker_pids(engine)
     finally:
         engine.shutdown()
-    assert _wait_gone(workers) == [], "rank processes outlived the engine"
+    _wait_gone(workers)
 
 
 def test_killed_rank_fails_the_engine_and_leaves_no_process(tiny_llama_dir: str) -> None:
@@ -90,7 +89,7 @@ def test_killed_rank_fails_the_engine_and_leaves_no_process(tiny_llama_dir: str)
     try:
         workers = _worker_pids(engine)
         os.kill(workers[0], 9)
-        assert _wait_gone(workers) == []
+        _wait_gone(workers)
         with pytest.raises((EngineError, RuntimeError)):
             engine.generate("hello", {"max_new_tokens": 4})
     finally:
@@ -123,7 +122,7 @@ def test_server_with_a_killed_rank_goes_down_cleanly(tiny_llama_dir: str) -> Non
         pids = [r["pid"] for r in ranks]
         os.kill(pids[1], 9)
         server.process.wait(timeout=60)  # the server stops by itself
-        assert _wait_gone(pids) == [], "a rank outlived the server"
+        _wait_gone(pids)
     finally:
         server.shutdown()
 

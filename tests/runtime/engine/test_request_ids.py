@@ -4,11 +4,11 @@ a client rid that looks like a sample's id is just another request."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from tests.helpers.engines import make_engine
+from tests.helpers.waiting import wait_until
 
 LONG = {"temperature": 0, "max_new_tokens": 300, "ignore_eos": True}
 
@@ -33,13 +33,13 @@ def _run_in_background(engine, results: dict, key: str, prompt: str, params: dic
 
 
 def _wait_running(engine, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        info = engine.get_server_info()
-        if info["num_running"] + info["num_queued"] >= count:
-            return
-        assert time.monotonic() < deadline, f"fewer than {count} requests ever ran together: {info}"
-        time.sleep(0.01)
+    info: dict = {}
+
+    def running() -> bool:
+        info.update(engine.get_server_info())
+        return info["num_running"] + info["num_queued"] >= count
+
+    wait_until(running, 20, lambda: f"{count} requests to run together (last: {info})", interval=0.01)
 
 
 def test_abort_names_exactly_one_family(engine):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 
 NUM_REQUESTS = 64
 
@@ -71,13 +71,12 @@ def test_concurrent_streams_match_sequential(server):
         concurrent = asyncio.run(run_concurrently(server.url, bodies))
         mismatches = [i for i, (a, b) in enumerate(zip(sequential, concurrent)) if a != b]
         assert not mismatches, f"requests {mismatches} differ between concurrent and sequential runs"
-        deadline = time.time() + 10
-        while True:
+
+        def idle_stats() -> dict | None:
             stats = client.get("/get_server_info").json()["stats"]
-            if stats["num_running"] == 0 and stats["num_queued"] == 0:
-                break
-            assert time.time() < deadline
-            time.sleep(0.1)
+            return stats if stats["num_running"] == 0 and stats["num_queued"] == 0 else None
+
+        stats = wait_until(idle_stats, 10, "the server to go idle")
         assert stats["kv_used"] == 0
         assert stats["kv_free"] + stats["kv_cached"] == stats["kv_total"]
         assert stats["cache_hit_rate"] > 0

@@ -12,8 +12,11 @@ import time
 
 import httpx
 import pytest
+import zmq
 
+from radixlm.runtime.ipc import zmq_socket
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 from tests.runtime.server.test_processes import children_of, ipc_dirs, start, wait_gone, workers_of
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find child processes")
@@ -151,3 +154,34 @@ def test_killing_the_scheduler_under_load_fails_every_client_and_stops_everythin
             assert last.startswith("transport error") or '"error"' in last, (name, last)
         else:
             assert last.startswith(("transport error", "500", "503")), (name, last)
+
+
+def test_a_failing_receive_loop_fails_clients_and_stops_the_server(tiny_llama_dir):
+    """A malformed message on the tokenizer manager's socket kills its receive loop: the pending
+    client gets a 500 naming the failure at once, and the server exits instead of hanging."""
+    handle, kids, ipc_dir = start(tiny_llama_dir)
+    body = {"text": "pending", "sampling_params": {"max_new_tokens": 480, "ignore_eos": True}}
+    ending: dict[str, httpx.Response] = {}
+    client = threading.Thread(
+        target=lambda: ending.update(r=httpx.post(handle.url + "/generate", json=body, timeout=60))
+    )
+    client.start()
+    wait_until(lambda: _num_running(handle.url) >= 1, 30, "the request to run")
+    ctx = zmq.Context()
+    sock = zmq_socket(ctx, zmq.PUSH, f"ipc://{ipc_dir}/tokenizer_manager", bind=False)
+    sock.send(b"\x00 not a pickle")
+    failed_at = time.monotonic()
+    client.join(30)
+    sock.close()
+    ctx.term()
+    assert not client.is_alive(), "the client hung after the receive loop failed"
+    assert ending["r"].status_code == 500
+    assert "receive loop failed" in ending["r"].json()["error"]["message"]
+    assert handle.process.wait(30) != 0
+    assert time.monotonic() - failed_at < 15, "the server took too long to go down"
+    wait_gone(kids, timeout=10)
+    assert not os.path.exists(ipc_dir)
+
+
+def _num_running(url: str) -> int:
+    return httpx.get(url + "/get_server_info", timeout=10).json()["num_running"]

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import httpx
 import pytest
@@ -20,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from radixlm.runtime.server.chat_template_names import BUILTIN_CHAT_TEMPLATES
 from radixlm.runtime.server.launch import ServerHandle, free_port
+from tests.helpers.waiting import wait_until
 
 REVISION = "feedfacefeedfacefeedfacefeedfacefeedface"
 HUB_ID = "test-org/tiny-llama"
@@ -58,17 +58,20 @@ def server(tiny_llama_dir, tmp_path_factory):
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     handle = ServerHandle(process, f"http://127.0.0.1:{port}", log.name, None)
-    deadline = time.monotonic() + 300
-    while True:
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError("the server exited")
         try:
-            if httpx.get(handle.url + "/health", timeout=2).status_code == 200:
-                break
+            return httpx.get(handle.url + "/health", timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            handle.shutdown()
-            raise RuntimeError(handle.log()[-4000:])
-        time.sleep(0.2)
+            return False
+
+    try:
+        wait_until(healthy, 300, "the server to answer /health", interval=0.2)
+    except (RuntimeError, TimeoutError) as e:
+        handle.shutdown()
+        raise RuntimeError(handle.log()[-4000:]) from e
     yield handle
     handle.shutdown()
 

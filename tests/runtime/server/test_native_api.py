@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
 
@@ -40,24 +40,25 @@ def stats(client: httpx.Client) -> dict:
 
 def wait_in_flight(client: httpx.Client, count: int, timeout_s: float = 20) -> None:
     """Until at least ``count`` requests (samples included) run or wait in the scheduler."""
-    deadline = time.time() + timeout_s
-    while True:
-        s = stats(client)
-        if s["num_running"] + s["num_queued"] >= count:
-            return
-        assert time.time() < deadline, f"fewer than {count} requests in flight: {s}"
-        time.sleep(0.01)
+    s: dict = {}
+
+    def in_flight() -> bool:
+        s.update(stats(client))
+        return s["num_running"] + s["num_queued"] >= count
+
+    wait_until(in_flight, timeout_s, lambda: f"{count} requests in flight (last stats: {s})", interval=0.01)
 
 
 def assert_kv_idle(client: httpx.Client) -> None:
     """Every KV slot is free or cached (nothing leaked), waiting briefly for aborts to land."""
-    for _ in range(50):
-        s = stats(client)
-        if s["num_running"] == 0 and s["num_queued"] == 0 and s["kv_used"] == 0:
-            assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"KV not idle: {s}")
+    s: dict = {}
+
+    def idle() -> bool:
+        s.update(stats(client))
+        return s["num_running"] == 0 and s["num_queued"] == 0 and s["kv_used"] == 0
+
+    wait_until(idle, 10, lambda: f"the KV to go idle (last stats: {s})")
+    assert s["kv_free"] + s["kv_cached"] == s["kv_total"]
 
 
 def test_single_generate(client):
@@ -205,10 +206,12 @@ def test_abort_by_rid(client, server):
 
     thread = threading.Thread(target=run)
     thread.start()
-    deadline = time.time() + 20
-    while not client.post("/abort_request", json={"rid": "to-abort"}).json()["success"]:
-        assert time.time() < deadline
-        time.sleep(0.01)
+    wait_until(
+        lambda: client.post("/abort_request", json={"rid": "to-abort"}).json()["success"],
+        20,
+        "the request to run so that it can be aborted",
+        interval=0.01,
+    )
     thread.join(30)
     meta = result["out"]["meta_info"]
     assert meta["finish_reason"]["type"] == "abort" and meta["completion_tokens"] < 400

@@ -7,12 +7,12 @@ import os
 import signal
 import tempfile
 import threading
-import time
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find child processes")
 
@@ -58,10 +58,11 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], timeout: float = 15.0) -> None:
-    deadline = time.time() + timeout
-    while any(alive(p) for p in pids):
-        assert time.time() < deadline, f"still running: {[p for p in pids if alive(p)]}"
-        time.sleep(0.1)
+    wait_until(
+        lambda: not any(alive(p) for p in pids),
+        timeout,
+        lambda: f"processes to exit (still running: {[p for p in pids if alive(p)]})",
+    )
 
 
 def ipc_dirs(server_pid: int | str = "*") -> set[str]:
@@ -86,10 +87,8 @@ def start(tiny_llama_dir: str, **server_args):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_all_processes_and_removes_sockets(tiny_llama_dir, sig):
     handle, kids, ipc_dir = start(tiny_llama_dir)
-    deadline = time.time() + 5
-    while "radixlm: serving" not in handle.log():  # printed right after the port opens
-        assert time.time() < deadline, handle.log()
-        time.sleep(0.05)
+    # printed right after the port opens
+    wait_until(lambda: "radixlm: serving" in handle.log(), 5, lambda: f"the serving line in {handle.log()}")
     # fp32 weights: the scheduler keeps the user's malloc (only int8's want huge-page malloc)
     assert "glibc.malloc.hugetlb" not in environ_of(kids[0]).get("GLIBC_TUNABLES", "")
     handle.process.send_signal(sig)
@@ -138,7 +137,7 @@ def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_l
     threads = [threading.Thread(target=stream_client), threading.Thread(target=waiting_client)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    wait_until(lambda: _num_in_flight(handle.url) >= 2, 30, "both requests to reach the scheduler")
     scheduler_pid = kids[0]  # started first
     os.kill(scheduler_pid, signal.SIGKILL)
     for t in threads:
@@ -163,3 +162,8 @@ def test_scheduler_startup_failure_is_reported(tmp_path):
     with pytest.raises(RuntimeError) as e:
         launch_server(model=str(tmp_path / "no-such-model"), device="cpu", timeout=120)
     assert "no-such-model" in str(e.value)
+
+
+def _num_in_flight(url: str) -> int:
+    stats = httpx.get(url + "/get_server_info", timeout=10).json()["stats"]
+    return stats["num_running"] + stats["num_queued"]

@@ -3,12 +3,11 @@ from the radix cache (pinned between turns), closing releases the pins, and idle
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 
 GREEDY = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
 COMMON = dict(device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512, debug_invariants=True)
@@ -160,9 +159,7 @@ def test_idle_sessions_expire_and_release_their_pins(tiny_llama_dir):
                 },
             )
             assert r.status_code == 200
-            deadline = time.monotonic() + 15
-            while _stats(client)["num_pinned_contexts"] and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_until(lambda: not _stats(client)["num_pinned_contexts"], 15, "the session to expire", 0.2)
             stats = _stats(client)
             assert stats["num_pinned_contexts"] == 0 and stats["kv_protected"] == 0
             late = client.post("/generate", json={"text": "x", "session_params": {"id": sid, "rid": "e0"}})

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.waiting import wait_until
 
 KEY = "sk-test-secret-1234"
 
@@ -54,7 +54,9 @@ def test_key_from_env_then_sigterm_drains(server):
         t.start()
         assert started.wait(60)
         server.process.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        wait_until(
+            lambda: c.get("/health", headers=auth).status_code == 503, 10, "the server to start draining"
+        )
         r = c.post("/generate", json={"text": "hi"}, headers=auth)
         assert r.status_code == 503 and "shutting down" in r.json()["error"]["message"]
         t.join(30)
