@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
+from tests.helpers.built_kernels import gguf_kernels, needs_cpu_kernels
 
-kernels = load_gguf_kernels()
-pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+kernels = gguf_kernels
+pytestmark = needs_cpu_kernels
 # blocks of 32; the K-quants' super-blocks of 256 are tested in test_gguf_kquants.py
 FORMATS = [f for f in gguf_blocks.GGML_TYPES if gguf_blocks.BLOCK_ELEMENTS[f] == gguf_blocks.BLOCK]
 

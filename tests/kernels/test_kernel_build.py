@@ -53,3 +53,13 @@ def test_a_checkout_with_newer_file_times_reuses_the_build() -> None:
     done = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert library.stat().st_mtime_ns == built
+
+
+def test_collecting_the_tests_compiles_nothing(tmp_path: Path) -> None:
+    # kernels are built by session fixtures, when a test that needs them runs: never at import
+    env = {**os.environ, "RADIXLM_CACHE": str(tmp_path / "cache")}
+    repo = Path(radixlm.kernels.cpu.__file__).resolve().parents[3]
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(command, cwd=repo, env=env, timeout=600, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert not (tmp_path / "cache" / "kernels").exists()
