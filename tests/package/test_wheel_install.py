@@ -1,6 +1,6 @@
 """A normal install (a wheel, not ``pip install -e``) carries everything the C++ kernels build from:
-installed into a fresh venv, with an empty kernel cache, they build and load from the installed
-package."""
+installed into a fresh venv, with an empty kernel cache, ``radixlm build-kernels`` builds them from
+the installed package and they load."""
 
 from __future__ import annotations
 
@@ -54,5 +54,8 @@ def test_kernels_build_and_load_from_an_installed_wheel(tmp_path: Path) -> None:
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["RADIXLM_CACHE"] = str(tmp_path / "cache")  # empty: everything is compiled from the wheel's files
+    built = _run([str(venv / "bin" / "radixlm"), "build-kernels"], tmp_path, env)
+    for name in ("decode_kernels", "gguf_linear"):
+        assert f"{name}: built in" in built and str(tmp_path / "cache" / "kernels" / name) in built
     installed = _run([python, "-c", _CHECK], tmp_path, env).strip()
     assert Path(installed).resolve().is_relative_to(venv.resolve())
