@@ -68,6 +68,7 @@ def test_a_server_started_during_a_build_serves_at_once_then_takes_the_kernels(
         try:
             assert len(_generate(engine, [FIRST])[0]) == PARAMS["max_new_tokens"]
             assert time.monotonic() - start < 10
+            assert engine.get_server_info()["quantization"] == ("none" if model == "float" else "q4_0")
             assert all(slot.get() is None and slot.pending() for slot in SLOTS)  # served on torch ops
             for slot in SLOTS:  # ... which finishes the build and lets go
                 name = f"radixlm_{slot.name}"
