@@ -1,5 +1,5 @@
 """The ``radixlm`` command: ``generate`` (stream a completion), ``serve`` (HTTP server), ``demo``,
-``router`` (one endpoint over several servers)."""
+``router`` (one endpoint over several servers), ``build-kernels`` (compile the C++ CPU kernels ahead)."""
 
 from __future__ import annotations
 
@@ -111,18 +111,39 @@ def _run_router(args: argparse.Namespace) -> int:
     return run_router_command(args)
 
 
+def _add_build_kernels(sub) -> None:
+    sub.add_parser(
+        "build-kernels",
+        help="compile the C++ CPU kernels into the cache now (a server otherwise builds them in the "
+        "background, serving on torch ops meanwhile)",
+    )
+
+
+def _run_build_kernels(args: argparse.Namespace) -> int:
+    from radixlm.kernels.cpu.build_command import build_kernels
+
+    return build_kernels(sys.stdout)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="radixlm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_demo(sub)
     _add_router(sub)
+    _add_build_kernels(sub)
     try:
         _add_serve(sub)
     except ImportError:  # the server package is optional at import time
         pass
     args = parser.parse_args(argv)
-    runners = {"generate": _run_generate, "serve": _run_serve, "demo": _run_demo, "router": _run_router}
+    runners = {
+        "generate": _run_generate,
+        "serve": _run_serve,
+        "demo": _run_demo,
+        "router": _run_router,
+        "build-kernels": _run_build_kernels,
+    }
     return runners[args.command](args)
 
 

@@ -37,6 +37,23 @@ def smollm2_tokenizer():
     return load_smollm2_tokenizer()
 
 
+@pytest.fixture(scope="session")
+def compiled_kernels() -> None:
+    """The C++ CPU kernels built (once per cache key) before the first test that may serve: engines
+    then run on them from their first step, as before the background build, instead of swapping
+    them in part way through a test that compares outputs."""
+    from radixlm.kernels.cpu.build import load_decode_kernels, load_gguf_kernels
+
+    load_decode_kernels()
+    load_gguf_kernels()
+
+
+@pytest.fixture(autouse=True)
+def _kernels_before_serving(request: pytest.FixtureRequest) -> None:
+    if "package" not in request.node.path.parts:  # packaging checks build their own, or none
+        request.getfixturevalue("compiled_kernels")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """After a test passed, every engine or server it used (directly or through fixtures) has all its

@@ -21,7 +21,6 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
@@ -31,11 +30,10 @@ from benchmarks.kernels.decode_step import (
     add_step_arguments,
     decode_batch,
     free_batch,
-    kernel_users,
     matmul_fn,
     step_runner,
 )
-from radixlm.kernels.cpu.build import build_directory, compile_sources, load_decode_kernels
+from radixlm.kernels.cpu.build import DECODE_KERNELS, build_directory, compile_sources, load_decode_kernels
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.runtime.executor.model_runner import ModelRunner
 
@@ -72,12 +70,6 @@ def kernels_at(rev: str) -> DecodeKernels:
     return DecodeKernels(compile_sources(f"radixlm_decode_kernels_ab_{digest}", build_dir, files, sources))
 
 
-def use_kernels(kernels: DecodeKernels, users: list[ModuleType]) -> None:
-    """Point every module of ``users`` at ``kernels``."""
-    for module in users:
-        module.load_decode_kernels = lambda k=kernels: k
-
-
 def all_layers_attention(kernels: DecodeKernels, runner: ModelRunner, fb) -> Callable[[], None]:
     """The decode attention of every layer once, on the step's pools and slots (the layers' pools
     together outgrow the caches, so rows come from memory as in the step)."""
@@ -111,13 +103,12 @@ def main() -> None:
     baseline, current = kernels_at(args.rev), load_decode_kernels()
     assert current is not None, "the working tree's decode kernels cannot be built here"
     runner, sizes = step_runner(args)
-    users = kernel_users()
     for bs in sizes:
         fb = decode_batch(runner, bs, args.context)
 
         def step(kernels: DecodeKernels, fb=fb) -> None:
-            use_kernels(kernels, users)
-            runner.forward(fb)
+            with DECODE_KERNELS.replaced(kernels):
+                runner.forward(fb)
 
         fns = [lambda: step(baseline), lambda: step(current), matmul_fn(runner.model, bs)]
         for clock, what in ((time.perf_counter, "wall"), (time.process_time, "CPU time")):
@@ -137,7 +128,6 @@ def main() -> None:
             flush=True,
         )
         free_batch(runner, fb)
-    use_kernels(current, users)
 
 
 if __name__ == "__main__":

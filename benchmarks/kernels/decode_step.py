@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from types import ModuleType
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 
 from benchmarks.harness import add_json_argument, interleaved_ms, median_ms, write_results
+from radixlm.kernels.cpu.build import DECODE_KERNELS, load_decode_kernels
 from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.layers.linear import Linear
@@ -122,33 +121,17 @@ def matmul_fn(model: torch.nn.Module, bs: int) -> Callable[[], None]:
     return run
 
 
-def kernel_users() -> list[ModuleType]:
-    """The runtime modules that load the C++ decode kernels (``load_decode_kernels``), so that a
-    benchmark can point them elsewhere; those imported by the time a model runner exists."""
-    return [
-        module
-        for name, module in sys.modules.items()
-        if name.startswith("radixlm.runtime.") and hasattr(module, "load_decode_kernels")
-    ]
-
-
 def ab_step_ms(runner: ModelRunner, fb: ForwardBatch, iters: int, rounds: int = 6) -> tuple[float, float]:
     """Median step time with the C++ decode kernels (attention, norm, rotary, small-batch fp32
     products, silu_and_mul) and without them (the torch ops they replace), alternating rounds so
     that a change in the machine's load hits both."""
-    modules = kernel_users()
-    loaders = [m.load_decode_kernels for m in modules]
     times: dict[bool, list[float]] = {True: [], False: []}
     per_round = max(2, iters // rounds)
-    try:
-        for _ in range(rounds):
-            for use in (True, False):
-                for module, loader in zip(modules, loaders):
-                    module.load_decode_kernels = loader if use else (lambda: None)
+    kernels = load_decode_kernels()
+    for _ in range(rounds):
+        for use in (True, False):
+            with DECODE_KERNELS.replaced(kernels if use else None):
                 times[use].append(median_ms(lambda: runner.forward(fb), per_round))
-    finally:
-        for module, loader in zip(modules, loaders):
-            module.load_decode_kernels = loader
     return statistics.median(times[True]), statistics.median(times[False])
 
 

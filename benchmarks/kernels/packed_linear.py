@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu.build import load_decode_kernels
-from radixlm.runtime.layers.linear import packed_linear
+from radixlm.kernels.linear import packed_linear
 from radixlm.runtime.layers.packed_weights import pack_weight
 
 LAYERS = 30

@@ -6,10 +6,16 @@ sines in the second. The rotation is computed in fp32 and rounded once to the in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from radixlm.kernels import _launch
 from radixlm.kernels._launch import next_power_of_2
+from radixlm.kernels.cpu.build import decode_kernels_if_ready
+
+# a step's (cos, sin) factors for ``rotate_by_factors``: ``[T, 1, 2, D/2]`` each
+StepFactors = tuple[torch.Tensor, torch.Tensor]
 
 
 def build_cos_sin_cache(
@@ -80,9 +86,35 @@ def apply_rotary_triton(
     return _rotate_triton(q, positions, cache), _rotate_triton(k, positions, cache)
 
 
+def rotate_by_factors(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``[x1 cos - x2 sin, x2 cos + x1 sin]`` in fp32, rounded once to ``x``'s dtype (as
+    :func:`apply_rotary_torch`): ``x * cos + swap_halves(x) * sin`` with ``cos`` the cosines twice and
+    ``sin`` = ``[-sin, sin]``, both ``[T, 1, 2, D/2]``."""
+    t, heads, dim = x.shape
+    xf = x.float().reshape(t, heads, 2, dim // 2)
+    out = xf * cos
+    out += xf.flip(2).mul_(sin)
+    return out.view(t, heads, dim).to(x.dtype)
+
+
 def apply_rotary(
-    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    step_factors: Callable[[], StepFactors] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dispatch point (``_launch.use_triton``): Triton on CUDA, the torch reference elsewhere."""
-    fn = apply_rotary_triton if _launch.use_triton(q) else apply_rotary_torch
-    return fn(q, k, positions, cos_sin_cache)
+    """The dispatch point: Triton on CUDA; fp32 q and k on the CPU take one C++ call once built
+    (``cpu/rotary.cpp``, the reference's bits); elsewhere the torch rotation, by ``step_factors()``
+    when given (a step's cos/sin rows gathered once and shared by every layer) or
+    :func:`apply_rotary_torch`."""
+    if _launch.use_triton(q):
+        return apply_rotary_triton(q, k, positions, cos_sin_cache)
+    fp32 = q.dtype == k.dtype == torch.float32 and positions.dtype == torch.int64
+    kernels = decode_kernels_if_ready() if fp32 and q.is_cpu else None
+    if kernels is not None and q.stride(2) == 1 and k.stride(2) == 1:
+        return kernels.rotary(q, k, positions.contiguous(), cos_sin_cache)
+    if step_factors is None:
+        return apply_rotary_torch(q, k, positions, cos_sin_cache)
+    cos, sin = step_factors()
+    return rotate_by_factors(q, cos, sin), rotate_by_factors(k, cos, sin)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.rmsnorm import fused_add_rmsnorm_torch, rmsnorm_torch
+from tests.helpers.built_kernels import decode_kernels, needs_cpu_kernels
 
-kernels = load_decode_kernels()
-pytestmark = pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
+kernels = decode_kernels
+pytestmark = needs_cpu_kernels
 
 
 def _pool(slots: int, heads_kv: int, dim: int, rows: int, ctx: int, seed: int = 0):

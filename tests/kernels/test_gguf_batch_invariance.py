@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from tests.helpers.built_kernels import gguf_kernels, needs_cpu_kernels
 
-kernels = load_gguf_kernels()
-pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+kernels = gguf_kernels
+pytestmark = needs_cpu_kernels
 
 
 @pytest.mark.parametrize("fmt", list(gguf_blocks.GGML_TYPES))

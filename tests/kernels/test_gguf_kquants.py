@@ -17,10 +17,10 @@ from gguf.quants import dequantize as gguf_py_dequantize
 from gguf.quants import quantize as gguf_py_quantize
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from tests.helpers.built_kernels import gguf_kernels, needs_cpu_kernels
 from tests.kernels.test_gguf_linear import _check
 
-kernels = load_gguf_kernels()
+kernels = gguf_kernels
 K_FORMATS = ["q4_k", "q6_k"]
 GGML = {"q4_k": GGMLQuantizationType.Q4_K, "q6_k": GGMLQuantizationType.Q6_K}
 
@@ -104,7 +104,7 @@ def test_quantizer_roundtrip_error(fmt: str) -> None:
         assert (err <= step + 8 * super_step + floor_step + 1e-6).all()
 
 
-needs_kernels = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+needs_kernels = needs_cpu_kernels
 
 
 def _random_blocks(fmt: str, n: int, k: int, seed: int) -> torch.Tensor:

@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear
+from tests.helpers.built_kernels import gguf_kernels, needs_cpu_kernels
 
-kernels = load_gguf_kernels()
-pytestmark = pytest.mark.skipif(kernels is None, reason="GGUF CPU kernels cannot be built here")
+kernels = gguf_kernels
+pytestmark = needs_cpu_kernels
 # blocks of 32; the K-quants' super-blocks of 256 are tested in test_gguf_kquants.py
 FORMATS = [f for f in gguf_blocks.GGML_TYPES if gguf_blocks.BLOCK_ELEMENTS[f] == gguf_blocks.BLOCK]
 
@@ -157,3 +157,18 @@ def test_int8_linear_error_bound_and_batch_invariance(m: int) -> None:
     assert ((out - ref).abs() <= bound * 1.01 + 1e-4).all()
     alone = torch.cat([layer(x[i : i + 1]) for i in range(m)])
     assert torch.equal(alone, layer(x))  # a token's result does not depend on its batch
+
+
+def test_gguf_product_serves_torch_until_the_kernel_is_loaded_then_the_kernel() -> None:
+    # a model loaded while the kernels are being built keeps its blocks and takes the kernel on the
+    # first call after it is loaded
+    from radixlm.kernels.cpu.build import GGUF_KERNELS
+    from radixlm.kernels.gguf_linear import GGUFProduct
+
+    torch.manual_seed(0)
+    blocks = gguf_blocks.quantize(torch.randn(48, 128), "q4_0")
+    product = GGUFProduct(blocks, "q4_0", 128)
+    x = torch.randn(3, 128)
+    with GGUF_KERNELS.replaced(None):  # being built
+        assert torch.equal(product(x), F.linear(x, gguf_blocks.dequantize(blocks, "q4_0")))
+    assert torch.equal(product(x), kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES["q4_0"]))

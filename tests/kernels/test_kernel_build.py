@@ -3,6 +3,7 @@ reused by any checkout of the same sources."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -53,3 +54,45 @@ def test_a_checkout_with_newer_file_times_reuses_the_build() -> None:
     done = subprocess.run([sys.executable, "-c", code], timeout=120, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert library.stat().st_mtime_ns == built
+
+
+def test_collecting_the_tests_compiles_nothing(tmp_path: Path) -> None:
+    # kernels are built by session fixtures, when a test that needs them runs: never at import
+    env = {**os.environ, "RADIXLM_CACHE": str(tmp_path / "cache")}
+    repo = Path(radixlm.kernels.cpu.__file__).resolve().parents[3]
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(command, cwd=repo, env=env, timeout=600, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert not (tmp_path / "cache" / "kernels").exists()
+
+
+def test_the_build_directory_follows_the_torch_install_and_the_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two venvs with the same torch version, or two compilers, must not share (and rebuild in
+    # turn) one build directory
+    import torch
+
+    here = build_directory("decode_kernels")
+    monkeypatch.setattr(torch, "__file__", "/another/venv/lib/python3.11/site-packages/torch/__init__.py")
+    other_venv = build_directory("decode_kernels")
+    assert other_venv != here
+    monkeypatch.undo()
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\necho 'another-c++ 99.1'\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    assert build_directory("decode_kernels") not in (here, other_venv)
+
+
+def test_build_kernels_command_reports_what_it_built_and_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    from radixlm.kernels.cpu import build_command
+
+    out = io.StringIO()
+    assert build_command.build_kernels(out) == 0
+    for name in ("decode_kernels", "gguf_linear"):
+        assert f"{name}: already built: {build_directory(name)}" in out.getvalue()  # the session built them
+    monkeypatch.setattr(build_command, "unavailable_reason", lambda: "this CPU lacks AVX2/FMA/F16C")
+    out = io.StringIO()
+    assert build_command.build_kernels(out) == 1
+    assert "cannot build the CPU kernels here: this CPU lacks AVX2/FMA/F16C" in out.getvalue()

@@ -7,15 +7,15 @@ import pytest
 import torch
 
 import radixlm.kernels.shared_prefix_attention as shared_prefix
-from radixlm.kernels.cpu.build import load_decode_kernels
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
     attention_with_lse,
     common_slot_prefix_len,
     decode_attention_shared_prefix_torch,
 )
+from tests.helpers.built_kernels import decode_kernels, needs_cpu_kernels
 
-kernels = load_decode_kernels()
+kernels = decode_kernels
 
 
 def _batch_with_shared_prefix(shared: int, suffixes: list[int], hkv: int, group: int, d: int, seed: int):
@@ -52,7 +52,7 @@ def test_cascade_equals_plain_decode(hkv, group, shared, suffixes):
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
+@needs_cpu_kernels
 @pytest.mark.parametrize("pool_dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("hkv,group,dim", [(1, 1, 16), (3, 3, 64), (2, 4, 40)])
 @pytest.mark.parametrize("shared,suffixes", [(32, [1, 1]), (40, [1, 7, 3, 12]), (300, [2, 130, 1, 40, 257])])
@@ -86,7 +86,7 @@ def test_attention_with_lse_matches_softmax_and_logsumexp(flash, monkeypatch):
         torch.testing.assert_close(lse, torch.logsumexp(masked, -1), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
+@needs_cpu_kernels
 def test_after_prefix_refuses_a_prefix_of_the_wrong_shape():
     q, k, v, table, rows, seq_lens = _batch_with_shared_prefix(40, [3, 5], 3, 3, 16, seed=1)
     args = (q, k, v, table, rows, seq_lens, seq_lens.tolist(), 0.25, 40)
@@ -105,16 +105,7 @@ def test_common_prefix_len_stops_at_first_difference():
     assert common_slot_prefix_len(table, torch.tensor([1, 1]), 3) == 3
 
 
-@pytest.mark.parametrize(
-    "in_place",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("in_place", [False, pytest.param(True, marks=needs_cpu_kernels)])
 @pytest.mark.parametrize("hkv,group", [(1, 1), (3, 3), (2, 4)])
 @pytest.mark.parametrize(
     "shared,cached_tails,exts",

@@ -9,14 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from radixlm.kernels import linear as linear_module
 from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.kernels.linear import HEAD_MAX_ROWS, SMALL_BATCH_MAX_ROWS
 from radixlm.runtime.executor.deterministic import batch_invariant_linear, padded_linear
-from radixlm.runtime.layers import linear as linear_module
-from radixlm.runtime.layers.linear import HEAD_MAX_ROWS, SMALL_BATCH_MAX_ROWS, Embedding, Linear
+from radixlm.runtime.layers.linear import Embedding, Linear
+from tests.helpers.built_kernels import decode_kernels, needs_cpu_kernels
 from tests.helpers.float_products import assert_matches_float64, random_product
 
-kernels = load_decode_kernels()
-pytestmark = pytest.mark.skipif(kernels is None, reason="the CPU decode kernels cannot be built here")
+kernels = decode_kernels
+pytestmark = needs_cpu_kernels
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 16, 40])
@@ -65,9 +67,10 @@ def test_linear_layers_take_the_kernel_for_a_few_rows(monkeypatch: pytest.Monkey
     embed = Embedding(500, 64)
     embed.weight.data.normal_()
     calls = []
-    real = kernels.small_batch_linear
+    loaded = load_decode_kernels()  # the object the layers call, not this module's stand-in
+    real = loaded.small_batch_linear
     monkeypatch.setattr(
-        kernels, "small_batch_linear", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw)
+        loaded, "small_batch_linear", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw)
     )
     x = torch.randn(2, 3, 64)  # six rows, any leading shape
     with torch.inference_mode():  # as the engine runs its forward passes

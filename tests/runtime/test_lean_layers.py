@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from radixlm.kernels.activation import silu_and_mul
 from radixlm.kernels.cpu import build
 from radixlm.kernels.decode_attention import decode_attention_torch
 from radixlm.kernels.rmsnorm import fused_add_rmsnorm_torch, rmsnorm_torch
 from radixlm.kernels.rotary import apply_rotary_torch
 from radixlm.runtime.attention import torch_decode
 from radixlm.runtime.attention.torch_decode import decode_attention_planned, plan_decode
-from radixlm.runtime.layers import activation
-from radixlm.runtime.layers import rmsnorm as rmsnorm_layer
-from radixlm.runtime.layers import rotary as rotary_layer
-from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 
@@ -26,7 +23,7 @@ def test_rmsnorm_fp32_matches_reference(kernel: bool, monkeypatch: pytest.Monkey
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:
-        monkeypatch.setattr(rmsnorm_layer, "load_decode_kernels", lambda: None)
+        monkeypatch.setattr(build.DECODE_KERNELS, "get", lambda: None)
     torch.manual_seed(0)
     norm = RMSNorm(96, 1e-5)
     norm.weight.data.normal_()
@@ -45,7 +42,7 @@ def test_rotary_matches_reference_and_follows_new_positions(
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:
-        monkeypatch.setattr(rotary_layer, "load_decode_kernels", lambda: None)
+        monkeypatch.setattr(build.DECODE_KERNELS, "get", lambda: None)
     torch.manual_seed(0)
     rotary = RotaryEmbedding(64, 512, 10000.0)
     qkv = torch.randn(5, (9 + 2 * 3) * 64)
@@ -67,7 +64,7 @@ def test_silu_and_mul_matches_reference(
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:
-        monkeypatch.setattr(activation, "load_decode_kernels", lambda: None)
+        monkeypatch.setattr(build.DECODE_KERNELS, "get", lambda: None)
     torch.manual_seed(0)
     x = torch.randn(rows, width) * 8
     edges = torch.tensor([-100.0, -87.5, 0.0, -0.0, 1e-6, 90.0])  # exp's clamp, signs of zero, overflow
@@ -87,7 +84,7 @@ def test_planned_decode_attention_matches_reference_on_ragged_lengths(
     if kernel and build.load_decode_kernels() is None:
         pytest.skip("the CPU decode kernels cannot be built here")
     if not kernel:
-        monkeypatch.setattr(torch_decode, "load_decode_kernels", lambda: None)
+        monkeypatch.setattr(build.DECODE_KERNELS, "get", lambda: None)
     torch.manual_seed(0)
     slots, heads_q, heads_kv, dim = 200, 6, 2, 16
     k_buf, v_buf = torch.randn(slots + 1, heads_kv, dim), torch.randn(slots + 1, heads_kv, dim)

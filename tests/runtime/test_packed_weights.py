@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from radixlm.runtime.layers import linear as linear_module
-from radixlm.runtime.layers.linear import PACKED_KERNEL_MAX_ROWS, Embedding, Linear, packed_linear
+from radixlm.kernels import linear as linear_module
+from radixlm.kernels.linear import PACKED_KERNEL_MAX_ROWS, packed_linear
+from radixlm.runtime.layers.linear import Embedding, Linear
 from radixlm.runtime.layers.packed_weights import pack_model_weights, pack_weight, packing_supported
 from tests.helpers.float_products import assert_matches_float64, random_product
 from tests.helpers.model_helpers import greedy_generate, make_runner, save_tiny_model, tiny_llama_config

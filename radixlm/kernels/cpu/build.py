@@ -1,34 +1,44 @@
-"""Compile the C++ CPU kernels once (torch.utils.cpp_extension + ninja) and cache the builds.
+"""Compile the C++ CPU kernels (torch.utils.cpp_extension + ninja) and cache the builds.
 
-Each extension module (``_MODULES``: its sources) builds into
-``$RADIXLM_CACHE/kernels/<name>-<torch version>-<hash>`` and is reused by later processes.
-``load_gguf_kernels()`` and ``load_decode_kernels()`` return a compiled module behind Python-side
-argument checks (``GGUFKernels``, ``DecodeKernels``), or None (with one warning per process) when the
-CPU lacks AVX2/FMA/F16C or no compiler is found; callers then fall back to int8 or fp32 (GGUF
-weights) or to the torch ops (decode attention).
+Each extension module (``_MODULES``: its sources; every header of this folder is an input too) builds
+into ``build_directory(name)``, keyed on everything that changes the binary (``build_key.py``), and
+is reused by later processes. Two slots (``kernel_slot.py``) hold what a process has loaded:
+
+- ``decode_kernels_if_ready()`` / ``gguf_kernels_if_ready()``: what the dispatch points call. They
+  never wait: None until the kernels are loaded, while a separate process builds them
+  (``python -m radixlm.kernels.cpu.build <name>``).
+- ``load_decode_kernels()`` / ``load_gguf_kernels()``: build in this process and return them
+  (``radixlm build-kernels``, tests, benchmarks).
+
+Both return the compiled module behind Python-side argument checks (``DecodeKernels``,
+``GGUFKernels``), or None (warned once per process) when the CPU lacks AVX2/FMA/F16C, no compiler is
+found or the build failed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
-import hashlib
+import importlib.util
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
+from radixlm.kernels.cpu.build_key import compiler_command, keyed_directory
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.kernels.cpu.gguf_ops import GGUFKernels
+from radixlm.kernels.cpu.kernel_slot import KernelSlot, SlotBuilder
 
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
-_MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
+MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
     "gguf_linear": ["gguf_linear.cpp"],
     "decode_kernels": [
         "decode_kernels.cpp",
@@ -42,10 +52,7 @@ _MODULES = {  # extension module -> its C++ sources (headers in this folder are 
 # -ffp-contract=off: no fused multiply-adds the source does not ask for, so every output element
 # takes the same arithmetic path at any batch size (batch invariance; gguf_linear.cpp)
 _FLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-pthread", "-ffp-contract=off"]
-
-
-def _cache_root() -> Path:
-    return Path(os.environ.get("RADIXLM_CACHE") or Path.home() / ".cache" / "radixlm").expanduser()
+READY = "ready"  # written in a build directory once its library is complete
 
 
 def _cpu_has_avx2() -> bool:
@@ -57,10 +64,10 @@ def _cpu_has_avx2() -> bool:
 
 
 def unavailable_reason() -> str | None:
-    """Why the kernels cannot be built here, or None when they can."""
+    """Why the kernels can never be built here, or None when they can."""
     if not _cpu_has_avx2():
         return "this CPU lacks AVX2/FMA/F16C"
-    compiler = os.environ.get("CXX", "c++")
+    compiler = compiler_command()
     if shutil.which(compiler) is None:
         return f"no C++ compiler ({compiler!r}) on PATH"
     if shutil.which("ninja") is None:
@@ -71,50 +78,39 @@ def unavailable_reason() -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def load_gguf_kernels() -> GGUFKernels | None:
-    """The compiled ``gguf_linear`` kernels, or None (warned once) when they cannot be built."""
-    module = _load("gguf_linear", "GGUF CPU kernels unavailable (%s); falling back")
-    return None if module is None else GGUFKernels(module)
-
-
-@functools.lru_cache(maxsize=1)
-def load_decode_kernels() -> DecodeKernels | None:
-    """The compiled decode-step kernels (attention, RMSNorm, rotary, small-batch fp32 products,
-    silu_and_mul), or None (warned once) when they cannot be built."""
-    module = _load("decode_kernels", "CPU decode-step kernels unavailable (%s); using torch ops")
-    return None if module is None else DecodeKernels(module)
-
-
-def _load(name: str, warning: str) -> ModuleType | None:
-    reason = unavailable_reason()
-    if reason is None:
-        try:
-            return _build(name)
-        except Exception as exc:  # a compiler error must not take the server down
-            reason = f"building {name} failed: {exc}"
-    logger.warning(warning, reason)
-    return None
-
-
-def _inputs(name: str) -> list[Path]:
-    """The sources of ``name`` and every header of this folder."""
-    return [*(_HERE / file for file in _MODULES[name]), *sorted(_HERE.glob("*.h"))]
+def _files(name: str) -> dict[str, bytes]:
+    """The sources of ``name`` and every header of this folder, by file name."""
+    paths = [*(_HERE / file for file in MODULES[name]), *sorted(_HERE.glob("*.h"))]
+    return {path.name: path.read_bytes() for path in paths}
 
 
 def build_directory(name: str) -> Path:
-    """Where extension module ``name`` is built and cached for this torch and these sources."""
-    version = torch.__version__.replace("+", "_")
-    # the sources' hash in the name: processes running different versions of the kernel (two
-    # checkouts, an upgrade under a running server) never rebuild over each other's cache
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _inputs(name)) + " ".join(_FLAGS).encode())
-    return _cache_root() / "kernels" / f"{name}-{version}-{digest.hexdigest()[:12]}"
+    """Where extension module ``name`` is built and cached for these sources, this torch, this
+    Python and this compiler."""
+    return keyed_directory(name, _files(name), _FLAGS)
+
+
+def _library(build_dir: Path, module_name: str) -> Path:
+    return build_dir / f"{module_name}.so"
+
+
+def import_library(build_dir: Path, module_name: str) -> ModuleType | None:
+    """The finished build of ``module_name`` in ``build_dir``, imported; None when there is none."""
+    library = _library(build_dir, module_name)
+    if not (build_dir / READY).exists() or not library.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(module_name, library)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold an advisory lock on ``path`` (released by the kernel if this process dies)."""
-    with open(path, "a") as handle:
+def exclusive_build(build_dir: Path) -> Iterator[None]:
+    """Hold ``build_dir``'s build lock (an advisory lock, released by the kernel if this process dies)."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / "radixlm-build.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -122,25 +118,23 @@ def _exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(name: str) -> ModuleType:
-    files = {path.name: path.read_bytes() for path in _inputs(name)}
-    return compile_sources(f"radixlm_{name}", build_directory(name), files, _MODULES[name])
-
-
 def compile_sources(
     module_name: str, build_dir: Path, files: dict[str, bytes], sources: list[str]
 ) -> ModuleType:
     """Compile ``sources`` (names in ``files``, which maps every file the build reads, headers
     included, to its text) into extension module ``module_name``, built in ``build_dir`` and reused
-    from there while the files stay the same."""
+    from there (a finished build is only imported)."""
     from torch.utils.cpp_extension import load
 
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(build_dir / "radixlm-build.lock"):
+    with exclusive_build(build_dir):
         # torch marks a build in progress with a plain file, "lock", that a killed build leaves
         # behind, and every later load then waits on it forever. Builds here go through this
         # flock, so while it is held such a file can only be stale.
         (build_dir / "lock").unlink(missing_ok=True)
+        built = import_library(build_dir, module_name)
+        if built is not None:
+            return built
+        (build_dir / READY).unlink(missing_ok=True)
         # Compiled from copies inside the build directory: ninja decides by paths and mtimes, so the
         # checkout's own files would make every other checkout of the same sources (a clean CI
         # clone, a worktree) rebuild the cache, and the next one rebuild it back.
@@ -150,7 +144,7 @@ def compile_sources(
             copy = copies / file_name
             if not copy.exists() or copy.read_bytes() != text:
                 copy.write_bytes(text)
-        return load(
+        module = load(
             name=module_name,
             sources=[str(copies / f) for f in sources],
             extra_cflags=_FLAGS,
@@ -158,3 +152,72 @@ def compile_sources(
             build_directory=str(build_dir),
             verbose=False,
         )
+        (build_dir / READY).write_text(module_name + "\n")
+        return module
+
+
+def build(name: str) -> ModuleType:
+    """Build (or reuse) extension module ``name`` and import it in this process."""
+    return compile_sources(f"radixlm_{name}", build_directory(name), _files(name), MODULES[name])
+
+
+def _start_build(name: str) -> subprocess.Popen:
+    """``build(name)`` in a separate, lower-priority process (its output in ``build.log``), importing
+    the same radixlm as this process whatever its working directory."""
+    build_dir = build_directory(name)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    package_root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    with open(build_dir / "build.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "radixlm.kernels.cpu.build", name],
+            cwd=build_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not interrupted by a Ctrl-C meant for the server
+        )
+
+
+def _builder(name: str) -> SlotBuilder:
+    return SlotBuilder(
+        unavailable_reason=unavailable_reason,
+        import_built=lambda: import_library(build_directory(name), f"radixlm_{name}"),
+        build=lambda: build(name),
+        start_build=lambda: _start_build(name),
+    )
+
+
+DECODE_KERNELS: KernelSlot[DecodeKernels] = KernelSlot(
+    "decode_kernels", DecodeKernels, _builder("decode_kernels")
+)
+GGUF_KERNELS: KernelSlot[GGUFKernels] = KernelSlot("gguf_linear", GGUFKernels, _builder("gguf_linear"))
+
+
+def decode_kernels_if_ready() -> DecodeKernels | None:
+    """The decode-step kernels (attention, RMSNorm, rotary, small-batch fp32 products, silu_and_mul)
+    if loaded now; never waits (a background build swaps them in)."""
+    return DECODE_KERNELS.get()
+
+
+def gguf_kernels_if_ready() -> GGUFKernels | None:
+    """The ``gguf_linear`` kernels if loaded now; never waits (a background build swaps them in)."""
+    return GGUF_KERNELS.get()
+
+
+def load_decode_kernels() -> DecodeKernels | None:
+    """The decode-step kernels, built in this process if need be; None when they cannot be."""
+    return DECODE_KERNELS.wait()
+
+
+def load_gguf_kernels() -> GGUFKernels | None:
+    """The ``gguf_linear`` kernels, built in this process if need be; None when they cannot be."""
+    return GGUF_KERNELS.wait()
+
+
+if __name__ == "__main__":  # the background build: python -m radixlm.kernels.cpu.build <name>...
+    os.nice(10)  # the server it builds for keeps the CPU first
+    for module in sys.argv[1:]:
+        build(module)

@@ -46,7 +46,7 @@ class GGUFKernels:
     def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> BoundGGUFProduct:
         """The product with ``weight`` (checked now, against ``in_features``), whose calls check only
         their activations: a decode step makes ~120 of them."""
-        _check_weight(weight, ggml_type, in_features)
+        check_weight(weight, ggml_type, in_features)
         return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
 
 
@@ -69,7 +69,8 @@ class BoundGGUFProduct:
         return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
 
 
-def _check_weight(weight: torch.Tensor, ggml_type: int, k: int) -> None:
+def check_weight(weight: torch.Tensor, ggml_type: int, k: int) -> None:
+    """Raise ``ValueError`` unless ``weight`` is 2-D uint8 CPU blocks of ``ggml_type`` for ``k`` columns."""
     if weight.dim() != 2 or weight.dtype != torch.uint8 or not weight.is_cpu:
         raise ValueError(
             f"weight must be 2-D uint8 blocks on the CPU, got {weight.dim()}-D "

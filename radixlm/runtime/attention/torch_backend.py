@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.kernels.cpu.build import decode_kernels_if_ready
 from radixlm.kernels.cpu.decode_ops import DecodeKernels
 from radixlm.kernels.extend_attention import extend_attention_torch
 from radixlm.kernels.shared_prefix_attention import (
@@ -56,7 +56,7 @@ class TorchAttentionBackend(AttentionBackend):
         self._decode_tail = 0 if fb.is_decode else _single_token_tail(fb.extend_seq_lens_cpu)
         in_place = in_place_decode_available(fb.kv_pool.get_kv_buffer(0)[0])
         # a cascade's private keys are read in place by the C++ kernel where it serves this pool
-        self._suffix_kernels = load_decode_kernels() if in_place else None
+        self._suffix_kernels = decode_kernels_if_ready() if in_place else None
         if self._decode_tail:  # a mixed step: the prompt chunks, then the decodes' planned attention
             self._shared_len = 0
             tail = slice(len(fb.seq_lens_cpu) - self._decode_tail, None)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from radixlm.kernels.cpu.build import load_decode_kernels
+from radixlm.kernels.cpu.build import decode_kernels_if_ready
 from radixlm.kernels.cpu.decode_ops import POOL_DTYPES
 
 
@@ -72,7 +72,7 @@ def decode_attention_planned(
 ) -> torch.Tensor:
     """``q`` ``[bs, Hq, D]`` over the planned requests' keys; returns ``[bs, Hq, D]`` (equal, within
     rounding, to ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
-    kernels = load_decode_kernels() if plan.in_place and q.dtype == torch.float32 else None
+    kernels = decode_kernels_if_ready() if plan.in_place and q.dtype == torch.float32 else None
     if kernels is not None:
         return kernels.paged_decode_attention(
             q.contiguous(),
@@ -94,7 +94,7 @@ def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
         k_buffer.device.type == "cpu"
         and k_buffer.dtype in POOL_DTYPES
         and k_buffer.is_contiguous()
-        and load_decode_kernels() is not None
+        and decode_kernels_if_ready() is not None
     )
 
 

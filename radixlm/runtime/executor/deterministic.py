@@ -11,7 +11,7 @@ reduction batch-invariant:
 - linear layers: fewer than ``MIN_INVARIANT_ROWS`` rows are zero-padded up to it. A startup probe
   (``linear_is_row_invariant``) checks the property on the model's own weight shapes; when the BLAS
   does not have it, every linear runs in fixed tiles of ``FALLBACK_TILE_ROWS`` rows instead.
-  ``F.linear`` is rebound for the forward, and ``layers.linear.linear`` then leaves its small-batch
+  ``F.linear`` is rebound for the forward, and ``kernels.linear.linear`` then leaves its small-batch
   kernel aside (its rows are invariant from 1 to 16 rows only, not beyond).
 - attention: every query position attends alone to exactly its keys (``deterministic_attention``):
   no padding to the batch's longest sequence, no query blocks that follow the chunk size, no

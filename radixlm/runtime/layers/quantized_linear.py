@@ -2,8 +2,9 @@
 
 - ``Int8Linear``: int8 weights per output channel, prepacked for FBGEMM; activations quantized per
   tensor on the fly (``torch.ops.quantized.linear_dynamic``).
-- ``GGUFLinear``: GGUF blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) in the file's byte layout, multiplied by our C++
-  kernel (``radixlm/kernels/cpu/gguf_linear.cpp``), activations quantized to int8 blocks of 32.
+- ``GGUFLinear``: GGUF blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) in the file's byte layout, multiplied by
+  ``radixlm.kernels.gguf_linear.GGUFProduct`` (our C++ kernel, activations quantized to int8 blocks
+  of 32; torch on the dequantized blocks while the kernel is being built).
 - ``QuantizedEmbedding``: token rows from int8 or GGUF blocks, dequantized only for the ids looked
   up; it also serves as the tied LM head (``project``) from the same bytes.
 """
@@ -16,7 +17,7 @@ import torch
 from torch import nn
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.gguf_linear import GGUFProduct
 from radixlm.runtime.layers.module import Module
 
 
@@ -114,14 +115,11 @@ class GGUFLinear(Module):
             raise ValueError(
                 f"{fmt} blocks of shape {tuple(blocks.shape)} do not fit in_features {in_features}"
             )
-        kernels = load_gguf_kernels()
-        if kernels is None:
-            raise RuntimeError("the GGUF CPU kernels are unavailable on this machine")
         self.fmt, self.in_features, self.out_features = fmt, in_features, blocks.shape[0]
         self.register_buffer("blocks", blocks.contiguous(), persistent=False)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         # the blocks are fixed from here on: checked once, each call checks only its activations
-        self._product = kernels.bind(self.blocks, gguf_blocks.GGML_TYPES[fmt], in_features)
+        self._product = GGUFProduct(self.blocks, fmt, in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.dim() == 2

@@ -1,10 +1,9 @@
 """Rotary position embeddings ("rotate half" layout, as in Hugging Face Llama/Qwen).
 
-Supports the default rope, linear position scaling and Llama 3 frequency scaling. On CUDA the
-rotation is ``radixlm.kernels.rotary.apply_rotary`` (Triton); fp32 on the CPU takes one C++ call for
-q and k (``radixlm/kernels/cpu/rotary.cpp``, the reference's bits); elsewhere the cos/sin rows of a
-step's positions are gathered once and shared by every layer (the same ``positions`` tensor), and
-each rotation is four elementwise ops.
+Supports the default rope, linear position scaling and Llama 3 frequency scaling. The rotation is
+``radixlm.kernels.rotary.apply_rotary`` (Triton, C++ or torch); for the torch rotation the cos/sin
+rows of a step's positions are gathered once here and shared by every layer (the same ``positions``
+tensor), and each rotation is four elementwise ops.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from typing import Any
 import torch
 
 from radixlm.kernels import _launch
-from radixlm.kernels.cpu.build import load_decode_kernels
-from radixlm.kernels.rotary import apply_rotary, build_cos_sin_cache
+from radixlm.kernels.rotary import StepFactors, apply_rotary, build_cos_sin_cache
 from radixlm.runtime.layers.module import Module
 
 
@@ -60,7 +58,7 @@ class RotaryEmbedding(Module):
         self.register_buffer("cos_sin_cache", cache, persistent=False)
         # The step's positions and their (cos, sin) factors, reused by the layers after the first.
         self._positions: torch.Tensor | None = None
-        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._factors: StepFactors | None = None
         self._checked_positions: torch.Tensor | None = None
 
     def forward(
@@ -70,12 +68,7 @@ class RotaryEmbedding(Module):
         if _launch.use_triton(q):
             return apply_rotary(q, k, positions, self.cos_sin_cache)
         self._check_positions(positions)
-        fp32 = q.dtype == k.dtype == torch.float32 and positions.dtype == torch.int64
-        kernels = load_decode_kernels() if fp32 else None
-        if kernels is not None and q.is_cpu and q.stride(2) == 1 and k.stride(2) == 1:
-            return kernels.rotary(q, k, positions.contiguous(), self.cos_sin_cache)
-        cos, sin = self._step_factors(positions)
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+        return apply_rotary(q, k, positions, self.cos_sin_cache, lambda: self._step_factors(positions))
 
     def _check_positions(self, positions: torch.Tensor) -> None:
         """Once per ``positions`` tensor (a forward passes one to all its layers): every position
@@ -87,7 +80,7 @@ class RotaryEmbedding(Module):
             raise ValueError(f"positions must be in [0, {limit}) (the rotary table's length)")
         self._checked_positions = positions
 
-    def _step_factors(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step_factors(self, positions: torch.Tensor) -> StepFactors:
         """``cos`` ``[T, 1, 2, D/2]`` (cos twice) and ``sin`` (``-sin`` then ``sin``), built once per
         ``positions`` tensor: a forward passes the same one to all its layers."""
         if positions is not self._positions or self._factors is None:
@@ -97,13 +90,3 @@ class RotaryEmbedding(Module):
             self._factors = (cos.expand(-1, 1, 2, half).contiguous(), torch.cat([-sin, sin], dim=2))
             self._positions = positions
         return self._factors
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``[x1 cos - x2 sin, x2 cos + x1 sin]`` in fp32, rounded once to ``x``'s dtype (as
-    ``apply_rotary_torch``): ``x * cos + swap_halves(x) * sin`` with ``sin`` = ``[-sin, sin]``."""
-    t, heads, dim = x.shape
-    xf = x.float().reshape(t, heads, 2, dim // 2)
-    out = xf * cos
-    out += xf.flip(2).mul_(sin)
-    return out.view(t, heads, dim).to(x.dtype)

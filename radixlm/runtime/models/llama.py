@@ -13,9 +13,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from radixlm.kernels.activation import silu_and_mul
 from radixlm.runtime.attention.radix_attention import RadixAttention
 from radixlm.runtime.executor.forward_batch import ForwardBatch
-from radixlm.runtime.layers.activation import silu_and_mul
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear, copy_checked
 from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm

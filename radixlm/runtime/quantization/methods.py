@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ def resolve_method(requested: str, device: torch.device, gguf_format: str | None
     ``auto``: on CUDA ``none`` (a GGUF file is dequantized to the device dtype at load); on the CPU a
     GGUF file in its own format when our kernel reads it, else ``none`` (int8 is faster but not of
     equal quality; ask for it explicitly). A block format without the C++ kernels falls back to
-    int8 (FBGEMM), else fp32, with one warning.
+    int8 (FBGEMM), else fp32, with one warning, where they can never be built here (no AVX2, no
+    compiler); while they are being built the blocks are served by torch (``GGUFProduct``).
     """
     if requested == "auto":
         if device.type != "cpu" or gguf_format is None:
@@ -32,7 +33,7 @@ def resolve_method(requested: str, device: torch.device, gguf_format: str | None
         requested = gguf_format
     if device.type != "cpu" or requested == "none":
         return requested
-    if requested in BLOCK_FORMATS and load_gguf_kernels() is None:
+    if requested in BLOCK_FORMATS and unavailable_reason() is not None:
         fallback = "int8" if fbgemm_available() else "none"
         logger.warning("quantization %s needs the GGUF CPU kernels; serving %s instead", requested, fallback)
         return fallback

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import pytest
 
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import save_tiny_gguf, save_tiny_model, tiny_llama_config, tiny_qwen2_config
 
-pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason="GGUF CPU kernels cannot be built here"
+)
 LOGPROB_TOL, CLOSE_TOL, CLOSE_SHARE = 3e-2, 1e-5, 0.5
 PROMPTS = [
     "The quick brown fox jumps over",

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 from tests.helpers.engines import make_engine
 from tests.runtime.engine.test_consistency import GREEDY, PROMPTS, VARIANTS
 
 METHODS = ["q4_0", "int8"]
 CHECKED = ["no_radix_cache", "chunk_8", "chunk_100", "small_kv_pool", "mixed_chunk"]
-pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason="GGUF CPU kernels cannot be built here"
+)
 
 
 @pytest.fixture(scope="module", params=METHODS)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, QuantizedEmbedding
 from radixlm.runtime.layers.stacked_linear import StackedLinear
@@ -31,7 +31,9 @@ from tests.helpers.model_helpers import (
     tiny_llama_config,
 )
 
-pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason="GGUF CPU kernels cannot be built here"
+)
 SEQ = TINY_SEQ
 LOGIT_RTOL = 0.05
 # first match wins: the Q5_1 v_proj of layer 1 before the general v_proj rule

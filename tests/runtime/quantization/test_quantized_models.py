@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 from radixlm.runtime.layers.quantized_linear import GGUFLinear, Int8Linear, QuantizedEmbedding
 from radixlm.runtime.quantization import apply, methods
 from tests.helpers.engines import make_engine
@@ -31,7 +31,9 @@ from tests.helpers.model_helpers import (
     tiny_llama_config,
 )
 
-pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason="GGUF CPU kernels cannot be built here"
+)
 SEQ = TINY_SEQ
 
 
@@ -119,7 +121,7 @@ def test_resolve_method_rules_and_fallback(monkeypatch, caplog) -> None:
     assert methods.resolve_method("auto", cpu, None) == "none"
     assert methods.resolve_method("auto", cuda, "q4_1") == "none"  # dequantized to bf16 at load
     assert methods.resolve_method("q4_0", cuda, None) == "q4_0"  # values round-tripped on the GPU
-    monkeypatch.setattr(methods, "load_gguf_kernels", lambda: None)
+    monkeypatch.setattr(methods, "unavailable_reason", lambda: "no compiler")
     with caplog.at_level(logging.WARNING):
         assert methods.resolve_method("q4_1", cpu, "q4_1") == "int8"
     assert "needs the GGUF CPU kernels" in caplog.text

@@ -8,13 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from radixlm.kernels.cpu import gguf_blocks
-from radixlm.kernels.cpu.build import load_gguf_kernels
+from radixlm.kernels.cpu.build import unavailable_reason
 from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.layers.quantized_linear import GGUFLinear
 from radixlm.runtime.layers.quantized_shards import quantized_rows
 from radixlm.runtime.layers.stacked_linear import StackedLinear
 
-pytestmark = pytest.mark.skipif(load_gguf_kernels() is None, reason="GGUF CPU kernels cannot be built here")
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason="GGUF CPU kernels cannot be built here"
+)
 
 
 def _layer() -> tuple[StackedLinear, list[torch.Tensor]]:

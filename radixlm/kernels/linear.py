@@ -1,0 +1,72 @@
+"""fp32 products on the CPU: the one dispatch point of ``x @ W^T (+ b)`` for the float layers.
+
+On the CPU in fp32 a layer whose weight was packed for oneDNN (``runtime/layers/packed_weights.py``;
+the model runner packs every float layer at load) takes our threaded kernel
+(``cpu/small_batch_linear.cpp``, once built) up to ``PACKED_KERNEL_MAX_ROWS`` rows and the packed
+product beyond. Unpacked layers take the kernel up to ``SMALL_BATCH_MAX_ROWS`` rows (``HEAD_MAX_ROWS``
+for an LM head) and ``F.linear`` beyond. Measured (``benchmarks/README.md``): torch runs a one-row
+product on one thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM heads
+(vocabularies of 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was
+slower than the kernel up to 8 rows, even at 12, and faster from 16 on (``benchmarks/packed_linear.py``).
+Anything else (CUDA, other dtypes, autograd) is ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from radixlm.kernels.cpu.build import decode_kernels_if_ready
+
+SMALL_BATCH_MAX_ROWS = 16
+HEAD_MAX_ROWS = 128
+PACKED_KERNEL_MAX_ROWS = 12
+_TORCH_LINEAR = F.linear
+
+
+def packed_linear(
+    x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int
+) -> torch.Tensor:
+    """``x @ W^T (+ bias)`` by oneDNN's matmul, with ``packed = packed_weights.pack_weight(W)``;
+    ``x`` ``[..., in]`` fp32."""
+    rows = x.numel() // max(x.shape[-1], 1)
+    flat = x.reshape(rows, x.shape[-1]).contiguous()
+    out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
+    return out.reshape(*x.shape[:-1], out_features)
+
+
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    max_rows: int = SMALL_BATCH_MAX_ROWS,
+    packed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``, the dispatch point. fp32 on the CPU: up to ``max_rows`` rows
+    take the threaded kernel once built; given ``packed`` (``pack_weight(weight)``), up to
+    ``PACKED_KERNEL_MAX_ROWS`` rows do and more take the packed product."""
+    if packed is not None:
+        max_rows = PACKED_KERNEL_MAX_ROWS
+    rows = x.numel() // max(x.shape[-1], 1)
+    # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins;
+    # the kernels have no backward, so a product autograd would track stays torch's
+    tracked = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+    if (
+        rows > 0
+        and not tracked
+        and F.linear is _TORCH_LINEAR
+        and x.is_cpu
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and weight.is_cpu
+        and (bias is None or bias.dtype == torch.float32)
+    ):
+        if rows > max_rows:
+            if packed is not None:
+                return packed_linear(x, packed, bias, weight.shape[0])
+            return F.linear(x, weight, bias)
+        kernels = decode_kernels_if_ready()
+        if kernels is not None and weight.is_contiguous() and (bias is None or bias.is_contiguous()):
+            out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), weight, bias)
+            return out.reshape(*x.shape[:-1], weight.shape[0])
+    return F.linear(x, weight, bias)
