@@ -4,10 +4,11 @@ On the CPU in fp32 a layer whose weight was packed for oneDNN (``runtime/layers/
 the model runner packs every float layer at load) takes our threaded kernel
 (``cpu/small_batch_linear.cpp``, once built) up to ``PACKED_KERNEL_MAX_ROWS`` rows and the packed
 product beyond. Unpacked layers take the kernel up to ``SMALL_BATCH_MAX_ROWS`` rows (``HEAD_MAX_ROWS``
-for an LM head) and ``F.linear`` beyond. Measured (``benchmarks/README.md``): torch runs a one-row
-product on one thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM heads
-(vocabularies of 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was
-slower than the kernel up to 8 rows, even at 12, and faster from 16 on (``benchmarks/packed_linear.py``).
+for an LM head) and ``F.linear`` beyond. Measured (``benchmarks/kernels/packed_linear.py``; figures in
+``benchmarks/log/packed-weights-attention-and-call-overhead.md``): torch runs a one-row product on one
+thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM heads (vocabularies of
+8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was slower than the
+kernel up to 8 rows, even at 12, and faster from 16 on.
 Anything else (CUDA, other dtypes, autograd) is ``F.linear``.
 """
 

@@ -5,7 +5,7 @@ kernel's blocked layout on every call. At decode batch sizes that repacking is a
 product: at 64 rows the model's layers ran 1.5-1.6x faster with the weights packed once at load
 (``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by oneDNN's matmul (``packed_linear``
 in ``radixlm/kernels/linear.py``), 1.7-2.2x at 32 rows, 1.2-1.3x at 331 (a prefill), and
-LM heads 1.9x at 64 rows and about even at 1 (``benchmarks/packed_linear.py``). One to eight rows stay
+LM heads 1.9x at 64 rows and about even at 1 (``benchmarks/kernels/packed_linear.py``). One to eight rows stay
 faster on our own small-batch kernel, which reads the plain weight, so a packed layer keeps both
 copies (the memory of its weights doubles; ``--disable-weight-packing`` keeps only the plain one).
 
