@@ -4,7 +4,8 @@
 and the global ones) before it reaches ``forward``. The runtime registers no hooks, and a decode step
 of a 30-layer model makes ~270 module calls, so at batch 1 that dispatch was ~5% of the step
 (``benchmarks/kernels/module_call_ab.py``; ``benchmarks/log/packed-weights-attention-and-call-overhead.md``).
-Calling a ``Module`` calls ``self.forward`` and nothing else, so a ``forward`` set on the instance (``--enable-deterministic-inference`` wraps the model's) still wins.
+Calling a ``Module`` calls ``self.forward`` and nothing else, so a ``forward`` set on the instance
+(``--enable-deterministic-inference`` wraps the model's) still wins.
 
 What a plain ``nn.Module`` offers beyond that is unchanged (parameters, buffers, ``to``,
 ``state_dict``). Hooks cannot run here: registering one on these modules raises rather than being
