@@ -96,3 +96,22 @@ def test_build_kernels_command_reports_what_it_built_and_where(monkeypatch: pyte
     out = io.StringIO()
     assert build_command.build_kernels(out) == 1
     assert "cannot build the CPU kernels here: this CPU lacks AVX2/FMA/F16C" in out.getvalue()
+
+
+def test_build_kernels_command_says_when_it_waits_for_another_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from radixlm.kernels.cpu import build_command
+    from radixlm.kernels.cpu.build import build_in_progress, exclusive_build
+
+    monkeypatch.setattr(build_command, "MODULES", {"decode_kernels": []})  # one module is enough
+    monkeypatch.setattr(build_command, "build", lambda name: None)  # the build itself is not the point
+    monkeypatch.setenv("RADIXLM_CACHE", str(tmp_path))  # nothing built here
+    directory = build_directory("decode_kernels")
+    assert not build_in_progress(directory)
+    out = io.StringIO()
+    with exclusive_build(directory):  # another process's build (flock: one per open file)
+        assert build_in_progress(directory)
+        assert build_command.build_kernels(out) == 0
+    assert not build_in_progress(directory)
+    assert f"decode_kernels: waiting for another process's build in {directory}" in out.getvalue()

@@ -106,6 +106,21 @@ def import_library(build_dir: Path, module_name: str) -> ModuleType | None:
     return module
 
 
+def build_in_progress(build_dir: Path) -> bool:
+    """Whether another process holds ``build_dir``'s build lock right now."""
+    try:
+        handle = open(build_dir / "radixlm-build.lock")
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 @contextlib.contextmanager
 def exclusive_build(build_dir: Path) -> Iterator[None]:
     """Hold ``build_dir``'s build lock (an advisory lock, released by the kernel if this process dies)."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from radixlm.kernels.cpu.build import MODULES, READY, build, build_directory, unavailable_reason
+from radixlm.kernels.cpu.build import (
+    MODULES,
+    READY,
+    build,
+    build_directory,
+    build_in_progress,
+    unavailable_reason,
+)
 from radixlm.kernels.cpu.build_key import compiler_command, compiler_identity, python_abi, torch_install
 
 
@@ -22,6 +29,8 @@ def build_kernels(out: TextIO) -> int:
     for name in MODULES:
         directory = build_directory(name)
         cached = (directory / READY).exists()
+        if not cached and build_in_progress(directory):
+            print(f"{name}: waiting for another process's build in {directory}", file=out, flush=True)
         start = time.monotonic()
         try:
             build(name)
