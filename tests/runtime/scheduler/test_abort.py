@@ -12,8 +12,7 @@ from radixlm.runtime.messages import AbortReq, TokenizedGenerateReq, expand_para
 from radixlm.runtime.requests.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
-from radixlm.runtime.server_args import ServerArgs
-from tests.helpers.engines import make_engine
+from tests.helpers.engines import make_engine, tiny_scheduler
 
 LONG = {"temperature": 0, "max_new_tokens": 400, "ignore_eos": True}
 
@@ -28,18 +27,8 @@ def _request(rid: str, length: int, max_new_tokens: int = 50) -> TokenizedGenera
 
 @pytest.fixture(scope="module")
 def scheduler(tiny_llama_dir):
-    args = ServerArgs(
-        model=tiny_llama_dir,
-        device="cpu",
-        dtype="float32",
-        max_total_tokens=2048,
-        max_running_requests=2,
-        chunked_prefill_size=16,
-        num_threads=1,
-    )
-    sched = Scheduler(args)
-    yield sched
-    sched.shutdown()
+    with tiny_scheduler(tiny_llama_dir, max_running_requests=2, chunked_prefill_size=16) as sched:
+        yield sched
 
 
 def _assert_all_free(sched: Scheduler) -> None:

@@ -13,7 +13,7 @@ from radixlm.runtime.messages import TokenizedGenerateReq
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler import jump_forward_step
 from radixlm.runtime.scheduler.scheduler import Scheduler
-from radixlm.runtime.server_args import ServerArgs
+from tests.helpers.engines import tiny_scheduler
 
 MAX_NEW_TOKENS = 10
 DRAFT_LEN = 4
@@ -49,18 +49,10 @@ class AllowEverything:
 
 @pytest.fixture(scope="module")
 def scheduler(tiny_llama_dir):
-    args = ServerArgs(
-        model=tiny_llama_dir,
-        device="cpu",
-        dtype="float32",
-        max_total_tokens=1024,
-        num_threads=1,
-        enable_jump_forward=True,
-        jump_forward_max_batch=8,
-    )
-    sched = Scheduler(args)
-    yield sched
-    sched.shutdown()
+    with tiny_scheduler(
+        tiny_llama_dir, max_total_tokens=1024, enable_jump_forward=True, jump_forward_max_batch=8
+    ) as sched:
+        yield sched
 
 
 def _generate(sched: Scheduler, rid: str, constrained: bool, on_step=None) -> list[int]:

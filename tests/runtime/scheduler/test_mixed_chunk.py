@@ -11,8 +11,7 @@ import pytest
 from radixlm.runtime.messages import TokenizedGenerateReq
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind
-from radixlm.runtime.scheduler.scheduler import Scheduler
-from radixlm.runtime.server_args import ServerArgs
+from tests.helpers.engines import tiny_scheduler
 
 CHUNK = 16
 LONG_PROMPT = 200
@@ -32,26 +31,17 @@ def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list], list[tuple[Any
     """Three streams decode, then a long prompt arrives. Returns every request's tokens and, for each
     step from the arrival until the long prompt's first token, ``(kind, prompt tokens, streams that
     got a token)``."""
-    args = ServerArgs(
-        model=model_dir,
-        device="cpu",
-        dtype="float32",
-        max_total_tokens=2048,
-        chunked_prefill_size=64,
-        enable_mixed_chunk=mixed,
-        mixed_chunk_size=CHUNK,
-        num_threads=1,
-    )
-    sched = Scheduler(args)
-    tokens: dict[str, list] = {}
+    with tiny_scheduler(
+        model_dir, chunked_prefill_size=64, enable_mixed_chunk=mixed, mixed_chunk_size=CHUNK
+    ) as sched:
+        tokens: dict[str, list] = {}
 
-    def step() -> None:
-        for out in sched.step():
-            tokens.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
-            if out.input_token_logprobs:
-                tokens.setdefault("long-input-logprobs", []).extend(out.input_token_logprobs)
+        def step() -> None:
+            for out in sched.step():
+                tokens.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
+                if out.input_token_logprobs:
+                    tokens.setdefault("long-input-logprobs", []).extend(out.input_token_logprobs)
 
-    try:
         for i in range(3):
             sched.handle(_request(f"short-{i}", 10 + i, 40 * i, 60))
         while len(sched.running) < 3:
@@ -75,8 +65,6 @@ def _serve(model_dir: str, mixed: bool) -> tuple[dict[str, list], list[tuple[Any
         sched.check_kv_integrity()
         assert sched.stats()["kv_used"] == 0
         return tokens, steps
-    finally:
-        sched.shutdown()
 
 
 @pytest.fixture(scope="module")

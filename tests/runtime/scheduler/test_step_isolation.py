@@ -13,7 +13,7 @@ from radixlm.runtime.sampling import sampler
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.forward_failures import BrokenRuntime
 from radixlm.runtime.scheduler.scheduler import Scheduler
-from radixlm.runtime.server_args import ServerArgs
+from tests.helpers.engines import tiny_scheduler
 
 GOOD = ("good-a", "good-b", "good-c")
 
@@ -30,18 +30,8 @@ def _request(rid: str, max_new_tokens: int = 12, **params) -> TokenizedGenerateR
 
 @pytest.fixture(scope="module")
 def scheduler(tiny_llama_dir):
-    args = ServerArgs(
-        model=tiny_llama_dir,
-        device="cpu",
-        dtype="float32",
-        max_total_tokens=2048,
-        max_running_requests=8,
-        num_threads=1,
-        max_forward_failures=3,
-    )
-    sched = Scheduler(args)
-    yield sched
-    sched.shutdown()
+    with tiny_scheduler(tiny_llama_dir, max_running_requests=8, max_forward_failures=3) as sched:
+        yield sched
 
 
 def _run(sched: Scheduler, reqs: list[TokenizedGenerateReq], on_step=None, max_steps: int = 400) -> dict:
