@@ -80,6 +80,7 @@ def test_every_module_of_a_runtime_model_calls_forward_directly():
         o_bias=True,
         qk_norm=True,
         mlp_bias=True,
+        hidden_act="silu",
     )
     model = LlamaForCausalLM(cfg)
     on_dispatch = [name for name, m in model.named_modules() if not isinstance(m, (Module, nn.ModuleList))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -27,6 +27,9 @@ class ModelConfig:
     o_bias: bool  # a bias on the attention output projection
     qk_norm: bool  # a per-head RMSNorm on q and k before rotary (Qwen3)
     mlp_bias: bool
+    hidden_act: str
+    # the whole config.json dict: an architecture's own fields are read from it by its model file
+    hf: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_hf(cls, cfg: dict[str, Any]) -> ModelConfig:
@@ -35,9 +38,6 @@ class ModelConfig:
         archs = cfg.get("architectures") or []
         if not archs:
             raise ValueError("config.json has no 'architectures' entry")
-        act = cfg.get("hidden_act", "silu")
-        if act != "silu":
-            raise ValueError(f"unsupported hidden_act {act!r} (only silu)")
         num_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         theta, scaling = _rope(cfg)
@@ -60,6 +60,8 @@ class ModelConfig:
             o_bias=o_bias,
             qk_norm=qk_norm,
             mlp_bias=bool(cfg.get("mlp_bias", False)),
+            hidden_act=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
+            hf=dict(cfg),
         )
 
 

@@ -16,20 +16,12 @@ from torch import nn
 from radixlm.kernels.activation import silu_and_mul
 from radixlm.runtime.attention.radix_attention import RadixAttention
 from radixlm.runtime.executor.forward_batch import ForwardBatch
-from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear, copy_checked
+from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear
 from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
-
-# (fused parameter, checkpoint projection, shard index)
-_STACKED = (
-    ("qkv_proj", "q_proj", 0),
-    ("qkv_proj", "k_proj", 1),
-    ("qkv_proj", "v_proj", 2),
-    ("gate_up_proj", "gate_proj", 0),
-    ("gate_up_proj", "up_proj", 1),
-)
+from radixlm.runtime.models.weight_loading import load_checkpoint
 
 
 class LlamaAttention(Module):
@@ -58,6 +50,8 @@ class LlamaAttention(Module):
 class LlamaMLP(Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        if cfg.hidden_act != "silu":
+            raise ValueError(f"unsupported hidden_act {cfg.hidden_act!r} for {cfg.architecture} (only silu)")
         inter = cfg.intermediate_size
         self.gate_up_proj = MergedLinear(cfg.hidden_size, [inter, inter], bias=cfg.mlp_bias)
         self.down_proj = Linear(inter, cfg.hidden_size, bias=cfg.mlp_bias)
@@ -129,43 +123,9 @@ class LlamaForCausalLM(Module):
         x, _ = self.model.norm.add_and_norm(h, residual)
         return self.lm_head.project(x).float()
 
-    @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the parameters; raise if any parameter stays unset."""
-        params = dict(self.named_parameters())
-        modules = dict(self.named_modules())
-        expected = set()
-        for name in params:
-            module = modules[name.rsplit(".", 1)[0]]
-            if isinstance(module, MergedLinear):
-                expected |= {f"{name}[{i}]" for i in range(len(module.out_sizes))}
-            else:
-                expected.add(name)
-        loaded = set()
-        for name, tensor in weights:
-            if "rotary_emb." in name or (name == "lm_head.weight" and self.config.tie_word_embeddings):
-                continue
-            target, shard = _stacked_key(name) or (name, None)
-            if target not in params:
-                raise ValueError(f"unexpected checkpoint tensor {name!r}")
-            if shard is None:
-                copy_checked(params[target].data, tensor, name)
-                loaded.add(target)
-            else:
-                module_name, param_name = target.rsplit(".", 1)
-                modules[module_name].load_shard(param_name, shard, tensor)
-                loaded.add(f"{target}[{shard}]")
-        missing = sorted(expected - loaded)
-        if missing:
-            raise ValueError(
-                f"checkpoint is missing weights: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
-            )
-
-
-def _stacked_key(name: str) -> tuple[str, int] | None:
-    """``...q_proj.weight`` -> (``...qkv_proj.weight``, 0), or None for unfused tensors."""
-    parts = name.split(".")
-    for fused, proj, shard in _STACKED:
-        if len(parts) >= 2 and parts[-2] == proj:
-            return ".".join([*parts[:-2], fused, parts[-1]]), shard
-    return None
+        tied = self.config.tie_word_embeddings
+        load_checkpoint(
+            self, weights, skip=lambda name: "rotary_emb." in name or (tied and name == "lm_head.weight")
+        )

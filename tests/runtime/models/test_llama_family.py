@@ -10,10 +10,8 @@ from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.llama import LlamaForCausalLM
 from radixlm.runtime.weights.checkpoint import iter_safetensors
+from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy
 from tests.helpers.model_helpers import (
-    PagedSession,
-    assert_logits_close,
-    make_runner,
     save_tiny_model,
     tiny_llama_config,
     tiny_qwen2_config,
@@ -38,84 +36,18 @@ CONFIGS = {
 }
 
 
-class Reference:
-    """Our runner and the transformers model on the same tiny checkpoint."""
-
-    def __init__(self, model_dir) -> None:
-        from transformers import AutoModelForCausalLM
-
-        self.runner = make_runner(model_dir)
-        self.hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-        self.session = PagedSession(self.runner)
-
-    @torch.no_grad()
-    def logits(self, tokens: list[int]) -> torch.Tensor:
-        return self.hf(torch.tensor([tokens])).logits[0]
-
-
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def ref(request, tmp_path_factory) -> Reference:
     model_dir = save_tiny_model(CONFIGS[request.param](), tmp_path_factory.mktemp(request.param))
     return Reference(model_dir)
 
 
-def _tokens(n: int, seed: int) -> list[int]:
-    return torch.randint(3, 300, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+def test_logits_match_transformers(ref: Reference) -> None:
+    check_all_logits(ref)
 
 
-def test_prefill_logits_match_transformers(ref: Reference) -> None:
-    seq = _tokens(23, 0)
-    row = ref.session.open()
-    ours = ref.session.extend([row], [seq], all_logits=True)[0]
-    assert_logits_close(ours, ref.logits(seq))
-    ref.session.close(row)
-
-
-def test_extend_on_cached_prefix_matches(ref: Reference) -> None:
-    seq = _tokens(30, 1)
-    full = ref.logits(seq)
-    s = ref.session
-    row = s.open()
-    s.extend([row], [seq[:10]])
-    assert_logits_close(s.extend([row], [seq[10:17]], all_logits=True)[0], full[10:17])
-    # A second request reusing the first request's cached KV for its first 6 tokens.
-    other = s.share_prefix(row, 6)
-    assert_logits_close(s.extend([other], [seq[6:30]], all_logits=True)[0], full[6:30])
-    s.close(other)
-    s.close(row)
-
-
-def test_decode_steps_match(ref: Reference) -> None:
-    seq = _tokens(12, 2)
-    full = ref.logits(seq)
-    s = ref.session
-    row = s.open()
-    assert_logits_close(s.extend([row], [seq[:5]])[0], full[4])
-    for i in range(5, 12):
-        assert_logits_close(s.decode([row], [seq[i]])[0], full[i])
-    s.close(row)
-
-
-def test_batch_of_different_lengths_extend_then_decode(ref: Reference) -> None:
-    seqs = [_tokens(n, 10 + n) for n in (1, 7, 13, 40)]
-    fulls = [ref.logits(seq) for seq in seqs]
-    s = ref.session
-    rows = [s.open() for _ in seqs]
-    # Two requests already hold a cached prefix; all four extend together in one batch.
-    s.extend([rows[2], rows[3]], [seqs[2][:4], seqs[3][:20]])
-    prefix = [0, 0, 4, 20]
-    ends = [len(seq) - 1 for seq in seqs]
-    outs = s.extend(
-        rows, [seq[p:e] if e > p else seq[:1] for seq, p, e in zip(seqs, prefix, ends)], all_logits=True
-    )
-    for full, p, e, out in zip(fulls, prefix, ends, outs):
-        if e > p:
-            assert_logits_close(out, full[p:e])
-    # The 1-token request was fully prefilled above; the others decode their last token together.
-    dec_rows, dec_tokens, dec_refs = rows[1:], [seq[-1] for seq in seqs[1:]], [f[-1] for f in fulls[1:]]
-    assert_logits_close(s.decode(dec_rows, dec_tokens), torch.stack(dec_refs))
-    for row in rows:
-        s.close(row)
+def test_engine_greedy_matches_transformers(ref: Reference) -> None:
+    check_engine_greedy(ref.model_dir)
 
 
 def test_load_weights_rejects_incomplete_or_mismatched_checkpoints(tmp_path) -> None:
