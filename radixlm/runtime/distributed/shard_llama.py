@@ -18,6 +18,8 @@ from radixlm.runtime.layers.vocab_parallel import VocabParallelEmbedding, vocab_
 def shard_llama(model: nn.Module, shard: TPShard) -> int:
     """Shard ``model`` (a ``LlamaForCausalLM``) for ``shard``; returns the KV heads each rank keeps."""
     cfg = model.config
+    if not getattr(model, "supports_tensor_parallel", False):
+        raise ValueError(f"{cfg.architecture} cannot be split across tensor-parallel ranks")
     kv_heads = 0
     for i, layer in enumerate(model.model.layers):
         kv_heads = _shard_attention(layer.self_attn, shard, f"model.layers.{i}.self_attn")
