@@ -5,9 +5,16 @@ context (YaRN's ramp and mscale, LongRoPE's long factors, dynamic NTK's stretch 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
+from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.olmo2 import Olmo2ForCausalLM
+from radixlm.runtime.models.phi3 import Phi3ForCausalLM
+from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
+from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
 from tests.helpers.model_helpers import (
     _tiny_kwargs,
@@ -148,3 +155,32 @@ def test_length_dependent_rope_is_chosen_per_token_position(name, config, tmp_pa
     ref.close_enough(within, stepwise[:24])  # within the original length: the same
     with pytest.raises(AssertionError, match="max abs diff"):
         ref.close_enough(ref.logits(seq)[24:], stepwise[24:])
+
+
+def _model_config(config) -> ModelConfig:
+    return ModelConfig.from_hf(config.to_dict() | {"architectures": [config.architectures[0]]})
+
+
+def test_phi3_fused_checkpoint_tensors_are_cut_and_checked(tmp_path) -> None:
+    model_dir = save_tiny_model(phi3_config(), tmp_path, with_tokenizer=False)
+    weights = dict(iter_safetensors(model_dir))
+    assert "model.layers.0.self_attn.qkv_proj.weight" in weights
+    cfg = ModelConfig.from_hf(json.loads((model_dir / "config.json").read_text()))
+    Phi3ForCausalLM(cfg).load_weights(weights.items())
+    bad = weights | {"model.layers.1.mlp.gate_up_proj.weight": torch.zeros(100, 64)}
+    with pytest.raises(
+        ValueError, match="'model.layers.1.mlp.gate_up_proj.weight' has 100 rows; the config needs 256"
+    ):
+        Phi3ForCausalLM(cfg).load_weights(bad.items())
+
+
+def test_olmo2_refuses_tensor_parallel_and_smollm3_sliding_windows() -> None:
+    from radixlm.runtime.distributed.partition import TPShard
+    from radixlm.runtime.distributed.shard_llama import shard_llama
+
+    olmo = _config("olmo2", architectures=["Olmo2ForCausalLM"])
+    with pytest.raises(ValueError, match="Olmo2ForCausalLM cannot be split across tensor-parallel ranks"):
+        shard_llama(Olmo2ForCausalLM(_model_config(olmo)), TPShard(0, 2))
+    smol = _config("smollm3", architectures=["SmolLM3ForCausalLM"], use_sliding_window=True, sliding_window=8)
+    with pytest.raises(ValueError, match="use_sliding_window is not supported"):
+        SmolLM3ForCausalLM(_model_config(smol))
