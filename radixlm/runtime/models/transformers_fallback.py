@@ -6,7 +6,8 @@ step's tokens of every request run through it as one sequence ``[1, T]`` with ``
 ``fb.positions``; each attention layer stores its K/V in our pool and attends per request, so the
 radix cache, batching, chunked prefill and constrained decoding work as for a native model. The LM
 head (with the model's own final norm, logit scaling or soft-capping) runs on the selected rows only
-(``logits_to_keep``).
+(``logits_to_keep``). Its ``nn.Linear`` layers become our ``Linear`` (``transformers_linears.py``),
+so their products take our CPU kernels and packed weights.
 
 At load a two-token probe forward checks that every layer's attention goes through the interface
 and needs nothing our backends do not compute; its calls give the KV pool's shape (layers, KV heads,
@@ -34,6 +35,7 @@ from radixlm.runtime.models.transformers_attention import (
     probing,
     register_attention,
 )
+from radixlm.runtime.models.transformers_linears import use_our_linears
 from radixlm.runtime.models.weight_loading import load_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -105,6 +107,7 @@ def load_transformers_model(
     except ValueError as exc:  # e.g. a model type transformers has no causal-LM class for
         raise ValueError(f"cannot serve {architecture} through the transformers fallback: {exc}") from exc
     hf = hf.to(device).eval().requires_grad_(False)
+    use_our_linears(hf)
     net = TransformersCausalLM(hf)
     context = context_length or int(getattr(hf.config, "max_position_embeddings", None) or _DEFAULT_CONTEXT)
     shape = net.probe(architecture, context)

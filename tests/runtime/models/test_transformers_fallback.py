@@ -10,6 +10,7 @@ import pytest
 import torch
 from transformers import BloomConfig, Gemma2Config, GPT2Config, GPTNeoXConfig, Starcoder2Config
 
+from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.models.model_impl import choose_model_impl
 from tests.helpers.engines import make_engine
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
@@ -71,6 +72,12 @@ def test_fallback_equals_native_llama(model_dirs) -> None:
         decoded = [s.decode([row], [t])[0] for t in seq[30:]]
         outs.append(torch.cat([prefill, torch.stack(decoded)]))
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-4, atol=1e-4)
+
+
+def test_linear_layers_are_ours_and_a_tied_head_stays_tied(model_dirs) -> None:
+    hf = make_runner(model_dirs["gpt2"], model_impl="transformers").model.hf
+    assert not [m for m in hf.modules() if type(m) is torch.nn.Linear]
+    assert isinstance(hf.lm_head, Linear) and hf.lm_head.weight is hf.transformer.wte.weight
 
 
 def test_auto_picks_native_when_we_have_it_else_transformers(model_dirs) -> None:
