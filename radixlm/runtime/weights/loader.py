@@ -14,6 +14,7 @@ from torch import nn
 
 from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.model_impl import ModelDims, choose_model_impl
 from radixlm.runtime.weights.checkpoint import iter_safetensors
 from radixlm.runtime.weights.model_registry import resolve_model
 
@@ -37,6 +38,7 @@ class LoadedModel:
     num_kv_heads: int
     head_dim: int
     architecture: str
+    model_impl: str = "native"  # or "transformers": the fallback serves it
 
 
 def load_model(
@@ -45,20 +47,34 @@ def load_model(
     dtype: torch.dtype,
     tokenizer: str | None = None,
     context_length: int | None = None,
+    model_impl: str = "auto",
 ) -> LoadedModel:
     """Load ``model`` (a known name, HF directory or .gguf file) onto ``device`` in ``dtype``.
 
     ``tokenizer`` optionally names a different tokenizer (name or path). ``context_length``
-    (default: the model's max positions) sizes the rotary tables.
+    (default: the model's max positions) sizes the rotary tables. ``model_impl``: ``auto``,
+    ``native`` or ``transformers`` (see ``models/model_impl.py``).
     """
     model_path = resolve_model(model)
     hf_config = json.loads((Path(model_path) / "config.json").read_text())
+    if choose_model_impl(model, hf_config, model_impl) == "transformers":
+        from radixlm.runtime.models.transformers_fallback import load_transformers_model
+
+        fallback, dims = load_transformers_model(model_path, hf_config, device, dtype, context_length)
+        return _loaded(fallback, dims, model_path, hf_config, tokenizer)
     cfg = ModelConfig.from_hf(hf_config)
     context = context_length or cfg.max_position_embeddings
     with _default_dtype(dtype), torch.device(device):
         net = get_model_class(cfg.architecture)(cfg, max_positions=context)
     net.load_weights(iter_safetensors(model_path))
     net.eval().requires_grad_(False)
+    return _loaded(net, ModelDims.native(cfg, context), model_path, hf_config, tokenizer)
+
+
+def _loaded(
+    net: nn.Module, dims: ModelDims, model_path: str, hf_config: dict[str, Any], tokenizer: str | None
+) -> LoadedModel:
+    """``net`` with its tokenizer (``tokenizer``, default the model's own) and dimensions."""
     tokenizer_path = (
         model_path if not tokenizer else tokenizer if Path(tokenizer).is_dir() else resolve_model(tokenizer)
     )
@@ -71,12 +87,13 @@ def load_model(
         tokenizer_path=tokenizer_path if tok is not None else None,
         chat_template=getattr(tok, "chat_template", None),
         eos_token_ids=_eos_token_ids(model_path, hf_config, tok),
-        vocab_size=cfg.vocab_size,
-        context_length=context,
-        num_layers=cfg.num_layers,
-        num_kv_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        architecture=cfg.architecture,
+        vocab_size=dims.vocab_size,
+        context_length=dims.context_length,
+        num_layers=dims.num_layers,
+        num_kv_heads=dims.num_kv_heads,
+        head_dim=dims.head_dim,
+        architecture=dims.architecture,
+        model_impl=dims.impl,
     )
 
 
