@@ -104,8 +104,11 @@ def load_transformers_model(
         hf: Any = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION
         )
-    except ValueError as exc:  # e.g. a model type transformers has no causal-LM class for
-        raise ValueError(f"cannot serve {architecture} through the transformers fallback: {exc}") from exc
+    except (ValueError, KeyError) as exc:  # no causal-LM class; attention classes picked by name (Falcon)
+        raise ValueError(
+            f"cannot serve {architecture} through the transformers fallback: transformers could not build "
+            f"it with attn_implementation={ATTN_IMPLEMENTATION!r} ({type(exc).__name__}: {exc})"
+        ) from exc
     hf = hf.to(device).eval().requires_grad_(False)
     use_our_linears(hf)
     net = TransformersCausalLM(hf)

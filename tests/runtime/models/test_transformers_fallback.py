@@ -8,7 +8,15 @@ import re
 
 import pytest
 import torch
-from transformers import BloomConfig, Gemma2Config, GPT2Config, GPTNeoXConfig, Starcoder2Config
+from transformers import (
+    BloomConfig,
+    FalconConfig,
+    Gemma2Config,
+    GPT2Config,
+    GPTNeoXConfig,
+    StableLmConfig,
+    Starcoder2Config,
+)
 
 from radixlm.runtime.layers.linear import Linear
 from radixlm.runtime.models.model_impl import choose_model_impl
@@ -33,6 +41,15 @@ CONFIGS = {
         intermediate_size=128,
         max_position_embeddings=512,
         rotary_pct=0.5,
+        **IDS,
+    ),
+    "stablelm-gqa": lambda: StableLmConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
         **IDS,
     ),
     "starcoder2-gqa-window": lambda: Starcoder2Config(
@@ -106,11 +123,18 @@ def test_native_refuses_an_unknown_architecture(model_dirs) -> None:
         make_runner(model_dirs["gpt2"], model_impl="native")
 
 
-def test_refuses_attention_that_bypasses_the_interface(tmp_path) -> None:
-    config = BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS)  # ALiBi, in its own attention code
-    bloom = save_tiny_model(config, tmp_path, with_tokenizer=False)
-    with pytest.raises(ValueError, match="BloomForCausalLM.*not go through transformers' attention"):
-        make_runner(bloom, model_impl="transformers")
+@pytest.mark.parametrize(
+    "config, error",
+    [  # ALiBi in Bloom's own attention code; Falcon picks its attention classes by name
+        (BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS), "not go through transformers' attention"),
+        (FalconConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, **IDS), "could not build"),
+    ],
+    ids=["bloom", "falcon"],
+)
+def test_refuses_attention_that_bypasses_the_interface(tmp_path, config, error) -> None:
+    model = save_tiny_model(config, tmp_path, with_tokenizer=False)
+    with pytest.raises(ValueError, match=f"cannot serve {config.architectures[0]}.*{error}"):
+        make_runner(model, model_impl="transformers")
 
 
 def test_refuses_a_window_shorter_than_the_context(tmp_path) -> None:
