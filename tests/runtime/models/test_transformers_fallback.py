@@ -33,6 +33,7 @@ from tests.helpers.model_helpers import (
 IDS = dict(vocab_size=TINY_VOCAB, bos_token_id=0, eos_token_id=0)
 CONFIGS = {
     "llama": lambda: tiny_llama_config(),
+    "llama-wide-heads": lambda: tiny_llama_config(head_dim=32),  # head_dim != hidden / heads
     "gpt2": lambda: GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **IDS),
     "gpt-neox-partial-rotary": lambda: GPTNeoXConfig(
         hidden_size=64,
@@ -74,6 +75,9 @@ def model_dirs(tmp_path_factory) -> dict:
 def test_logits_and_engine_greedy_match_transformers(model_dirs, name) -> None:
     ref = Reference(model_dirs[name], model_impl="transformers")
     assert ref.runner.model_info()["model_impl"] == "transformers"
+    hf = ref.hf.config
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    assert (ref.runner.kv_pool.head_dim, ref.runner.loaded.num_layers) == (head_dim, hf.num_hidden_layers)
     check_all_logits(ref)
     check_engine_greedy(model_dirs[name], model_impl="transformers")
 
