@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from radixlm.runtime.executor.forward_batch import ForwardBatch
+from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.models.model_impl import ModelDims
 from radixlm.runtime.models.transformers_attention import (
     ATTN_IMPLEMENTATION,
@@ -69,10 +70,12 @@ class TransformersCausalLM(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the transformers model (names as in its state dict);
-        raise if one is unexpected or a parameter stays unset. A tied LM head's tensor is skipped."""
+        raise if one is unexpected or a parameter stays unset. A tied LM head's tensor is skipped.
+        Packed copies of the weights (``pack_model_weights``) are renewed."""
         own = {name for name, _ in self.hf.named_parameters()}
         aliases = {name for name, _ in self.hf.named_parameters(remove_duplicate=False)} - own
         load_checkpoint(self.hf, weights, stacking=(), skip=lambda name: name in aliases)
+        repack_weights(self.hf)
 
     @torch.inference_mode()
     def probe(self, architecture: str, context_length: int) -> AttentionShape:

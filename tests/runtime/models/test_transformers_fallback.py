@@ -19,12 +19,15 @@ from transformers import (
 )
 
 from radixlm.runtime.layers.linear import Linear
+from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.models.model_impl import choose_model_impl
+from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.engines import make_engine
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
 from tests.helpers.model_helpers import (
     TINY_VOCAB,
     PagedSession,
+    assert_logits_close,
     make_runner,
     save_tiny_model,
     tiny_llama_config,
@@ -99,6 +102,28 @@ def test_linear_layers_are_ours_and_a_tied_head_stays_tied(model_dirs) -> None:
     hf = make_runner(model_dirs["gpt2"], model_impl="transformers").model.hf
     assert not [m for m in hf.modules() if type(m) is torch.nn.Linear]
     assert isinstance(hf.lm_head, Linear) and hf.lm_head.weight is hf.transformer.wte.weight
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])  # a tied head, an untied one
+def test_load_weights_takes_the_checkpoint_and_names_what_is_missing(model_dirs, name) -> None:
+    from transformers import AutoModelForCausalLM
+
+    runner = make_runner(model_dirs[name], model_impl="transformers")
+    with torch.no_grad():  # zero every weight and its packed copy: the load must renew both
+        for p in runner.model.parameters():
+            p.zero_()
+    repack_weights(runner.model)
+    weights = dict(iter_safetensors(model_dirs[name]))
+    runner.model.load_weights(weights.items())
+    seq = tokens(23, 5)  # more rows than the small-batch kernel takes: the packed product
+    session = PagedSession(runner)
+    ours = session.extend([session.open()], [seq], all_logits=True)[0]
+    hf = AutoModelForCausalLM.from_pretrained(str(model_dirs[name]), dtype=torch.float32).eval()
+    with torch.no_grad():
+        assert_logits_close(ours, hf(torch.tensor([seq])).logits[0], rtol=1e-4)
+    dropped = sorted(weights)[-1]
+    with pytest.raises(ValueError, match=f"missing weights: {re.escape(dropped)}"):
+        runner.model.load_weights((k, v) for k, v in weights.items() if k != dropped)
 
 
 def test_auto_picks_native_when_we_have_it_else_transformers(model_dirs) -> None:
