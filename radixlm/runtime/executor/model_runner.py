@@ -98,7 +98,11 @@ class ModelRunner:
             model_impl=server_args.model_impl,
         )
         if self.loaded.model_impl == "transformers":
-            check_fallback_options(server_args.quantization, server_args.tp_size)
+            try:
+                check_fallback_options(server_args.quantization, server_args.tp_size)
+            except ValueError:
+                self.close()  # the other tensor-parallel ranks, already started
+                raise
         # Quantized whole, then sharded: each rank keeps the values one process would serve.
         self.quantization = serve_quantized(
             self.loaded.model, server_args.quantization, server_args.model, self.device

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from radixlm.runtime.executor.forward_batch import ForwardBatch
+from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.models.model_impl import ModelDims
 from radixlm.runtime.models.transformers_attention import (
     ATTN_IMPLEMENTATION,
@@ -69,10 +70,12 @@ class TransformersCausalLM(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors into the transformers model (names as in its state dict);
-        raise if one is unexpected or a parameter stays unset. A tied LM head's tensor is skipped."""
+        raise if one is unexpected or a parameter stays unset. A tied LM head's tensor is skipped.
+        Packed copies of the weights (``pack_model_weights``) are renewed."""
         own = {name for name, _ in self.hf.named_parameters()}
         aliases = {name for name, _ in self.hf.named_parameters(remove_duplicate=False)} - own
         load_checkpoint(self.hf, weights, stacking=(), skip=lambda name: name in aliases)
+        repack_weights(self.hf)
 
     @torch.inference_mode()
     def probe(self, architecture: str, context_length: int) -> AttentionShape:
@@ -104,8 +107,11 @@ def load_transformers_model(
         hf: Any = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION
         )
-    except ValueError as exc:  # e.g. a model type transformers has no causal-LM class for
-        raise ValueError(f"cannot serve {architecture} through the transformers fallback: {exc}") from exc
+    except (ValueError, KeyError) as exc:  # no causal-LM class; attention classes picked by name (Falcon)
+        raise ValueError(
+            f"cannot serve {architecture} through the transformers fallback: transformers could not build "
+            f"it with attn_implementation={ATTN_IMPLEMENTATION!r} ({type(exc).__name__}: {exc})"
+        ) from exc
     hf = hf.to(device).eval().requires_grad_(False)
     use_our_linears(hf)
     net = TransformersCausalLM(hf)

@@ -8,15 +8,26 @@ import re
 
 import pytest
 import torch
-from transformers import BloomConfig, Gemma2Config, GPT2Config, GPTNeoXConfig, Starcoder2Config
+from transformers import (
+    BloomConfig,
+    FalconConfig,
+    Gemma2Config,
+    GPT2Config,
+    GPTNeoXConfig,
+    StableLmConfig,
+    Starcoder2Config,
+)
 
 from radixlm.runtime.layers.linear import Linear
+from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.models.model_impl import choose_model_impl
+from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.engines import make_engine
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
 from tests.helpers.model_helpers import (
     TINY_VOCAB,
     PagedSession,
+    assert_logits_close,
     make_runner,
     save_tiny_model,
     tiny_llama_config,
@@ -25,6 +36,7 @@ from tests.helpers.model_helpers import (
 IDS = dict(vocab_size=TINY_VOCAB, bos_token_id=0, eos_token_id=0)
 CONFIGS = {
     "llama": lambda: tiny_llama_config(),
+    "llama-wide-heads": lambda: tiny_llama_config(head_dim=32),  # head_dim != hidden / heads
     "gpt2": lambda: GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **IDS),
     "gpt-neox-partial-rotary": lambda: GPTNeoXConfig(
         hidden_size=64,
@@ -33,6 +45,15 @@ CONFIGS = {
         intermediate_size=128,
         max_position_embeddings=512,
         rotary_pct=0.5,
+        **IDS,
+    ),
+    "stablelm-gqa": lambda: StableLmConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
         **IDS,
     ),
     "starcoder2-gqa-window": lambda: Starcoder2Config(
@@ -57,6 +78,9 @@ def model_dirs(tmp_path_factory) -> dict:
 def test_logits_and_engine_greedy_match_transformers(model_dirs, name) -> None:
     ref = Reference(model_dirs[name], model_impl="transformers")
     assert ref.runner.model_info()["model_impl"] == "transformers"
+    hf = ref.hf.config
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    assert (ref.runner.kv_pool.head_dim, ref.runner.loaded.num_layers) == (head_dim, hf.num_hidden_layers)
     check_all_logits(ref)
     check_engine_greedy(model_dirs[name], model_impl="transformers")
 
@@ -78,6 +102,28 @@ def test_linear_layers_are_ours_and_a_tied_head_stays_tied(model_dirs) -> None:
     hf = make_runner(model_dirs["gpt2"], model_impl="transformers").model.hf
     assert not [m for m in hf.modules() if type(m) is torch.nn.Linear]
     assert isinstance(hf.lm_head, Linear) and hf.lm_head.weight is hf.transformer.wte.weight
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])  # a tied head, an untied one
+def test_load_weights_takes_the_checkpoint_and_names_what_is_missing(model_dirs, name) -> None:
+    from transformers import AutoModelForCausalLM
+
+    runner = make_runner(model_dirs[name], model_impl="transformers")
+    with torch.no_grad():  # zero every weight and its packed copy: the load must renew both
+        for p in runner.model.parameters():
+            p.zero_()
+    repack_weights(runner.model)
+    weights = dict(iter_safetensors(model_dirs[name]))
+    runner.model.load_weights(weights.items())
+    seq = tokens(23, 5)  # more rows than the small-batch kernel takes: the packed product
+    session = PagedSession(runner)
+    ours = session.extend([session.open()], [seq], all_logits=True)[0]
+    hf = AutoModelForCausalLM.from_pretrained(str(model_dirs[name]), dtype=torch.float32).eval()
+    with torch.no_grad():
+        assert_logits_close(ours, hf(torch.tensor([seq])).logits[0], rtol=1e-4)
+    dropped = sorted(weights)[-1]
+    with pytest.raises(ValueError, match=f"missing weights: {re.escape(dropped)}"):
+        runner.model.load_weights((k, v) for k, v in weights.items() if k != dropped)
 
 
 def test_auto_picks_native_when_we_have_it_else_transformers(model_dirs) -> None:
@@ -106,11 +152,18 @@ def test_native_refuses_an_unknown_architecture(model_dirs) -> None:
         make_runner(model_dirs["gpt2"], model_impl="native")
 
 
-def test_refuses_attention_that_bypasses_the_interface(tmp_path) -> None:
-    config = BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS)  # ALiBi, in its own attention code
-    bloom = save_tiny_model(config, tmp_path, with_tokenizer=False)
-    with pytest.raises(ValueError, match="BloomForCausalLM.*not go through transformers' attention"):
-        make_runner(bloom, model_impl="transformers")
+@pytest.mark.parametrize(
+    "config, error",
+    [  # ALiBi in Bloom's own attention code; Falcon picks its attention classes by name
+        (BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS), "not go through transformers' attention"),
+        (FalconConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, **IDS), "could not build"),
+    ],
+    ids=["bloom", "falcon"],
+)
+def test_refuses_attention_that_bypasses_the_interface(tmp_path, config, error) -> None:
+    model = save_tiny_model(config, tmp_path, with_tokenizer=False)
+    with pytest.raises(ValueError, match=f"cannot serve {config.architectures[0]}.*{error}"):
+        make_runner(model, model_impl="transformers")
 
 
 def test_refuses_a_window_shorter_than_the_context(tmp_path) -> None:
