@@ -5,12 +5,18 @@ from __future__ import annotations
 from torch import nn
 
 from radixlm.runtime.models.llama import LlamaForCausalLM
+from radixlm.runtime.models.mixtral import MixtralForCausalLM
+from radixlm.runtime.models.olmoe import OlmoeForCausalLM
+from radixlm.runtime.models.qwen3_moe import Qwen3MoeForCausalLM
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": LlamaForCausalLM,  # q/k/v biases: ModelConfig.qkv_bias
     "Qwen3ForCausalLM": LlamaForCausalLM,  # per-head q/k norm: ModelConfig.qk_norm
+    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+    "MixtralForCausalLM": MixtralForCausalLM,
+    "OlmoeForCausalLM": OlmoeForCausalLM,
 }
 
 

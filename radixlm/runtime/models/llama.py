@@ -62,14 +62,21 @@ class LlamaMLP(Module):
 
 class LlamaDecoderLayer(Module):
     """One block. The residual stream is passed along unadded: each norm adds its input to the
-    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA)."""
+    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA). A family with another
+    attention or feed-forward overrides ``build_attention``/``build_mlp``."""
 
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = LlamaAttention(cfg, layer_id)
+        self.self_attn = self.build_attention(cfg, layer_id)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = LlamaMLP(cfg)
+        self.mlp = self.build_mlp(cfg, layer_id)
+
+    def build_attention(self, cfg: ModelConfig, layer_id: int) -> Module:
+        return LlamaAttention(cfg, layer_id)
+
+    def build_mlp(self, cfg: ModelConfig, layer_id: int) -> Module:
+        return LlamaMLP(cfg)
 
     def forward(
         self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding, fb: ForwardBatch
@@ -84,11 +91,13 @@ class LlamaDecoderLayer(Module):
 
 
 class LlamaModel(Module):
-    def __init__(self, cfg: ModelConfig, max_positions: int) -> None:
+    def __init__(
+        self, cfg: ModelConfig, max_positions: int, layer_class: type[LlamaDecoderLayer] = LlamaDecoderLayer
+    ) -> None:
         super().__init__()
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
         self.rotary_emb = RotaryEmbedding(cfg.head_dim, max_positions, cfg.rope_theta, cfg.rope_scaling)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.layers = nn.ModuleList(layer_class(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,10 +114,12 @@ class LlamaModel(Module):
 class LlamaForCausalLM(Module):
     """``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab_size]``."""
 
+    layer_class: type[LlamaDecoderLayer] = LlamaDecoderLayer  # a family's own block (MoE models)
+
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
         super().__init__()
         self.config = cfg
-        self.model = LlamaModel(cfg, max_positions or cfg.max_position_embeddings)
+        self.model = LlamaModel(cfg, max_positions or cfg.max_position_embeddings, self.layer_class)
         self.lm_head = (
             self.model.embed_tokens if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size)
         )
