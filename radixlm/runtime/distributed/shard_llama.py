@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from radixlm.runtime.distributed.partition import TPShard
+from radixlm.runtime.layers.moe import SparseMoeBlock
 from radixlm.runtime.layers.parallel_linear import RowParallelLinear, column_shard
 from radixlm.runtime.layers.vocab_parallel import VocabParallelEmbedding, vocab_rows
 
@@ -18,6 +19,11 @@ from radixlm.runtime.layers.vocab_parallel import VocabParallelEmbedding, vocab_
 def shard_llama(model: nn.Module, shard: TPShard) -> int:
     """Shard ``model`` (a ``LlamaForCausalLM``) for ``shard``; returns the KV heads each rank keeps."""
     cfg = model.config
+    if any(isinstance(layer.mlp, SparseMoeBlock) for layer in model.model.layers):
+        raise ValueError(
+            f"{cfg.architecture} is a mixture-of-experts model: tensor parallelism (--tp > 1) does not "
+            "split its experts yet; serve it with --tp 1"
+        )
     kv_heads = 0
     for i, layer in enumerate(model.model.layers):
         kv_heads = _shard_attention(layer.self_attn, shard, f"model.layers.{i}.self_attn")
