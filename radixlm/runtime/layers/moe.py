@@ -118,9 +118,13 @@ class Experts(GroupedExperts):
 
 
 def _quantize_stacked(weights: torch.Tensor, fmt: str) -> torch.Tensor:
-    """Float ``[E, N, K]`` -> blocks ``[E, N, row bytes]`` (rows are quantized independently)."""
+    """Float ``[E, N, K]`` -> blocks ``[E, N, row bytes]``, one expert at a time (a layer's experts
+    are GBs in fp32: the whole stack at once would need several times that in temporaries)."""
     e, n, k = weights.shape
-    return gguf_blocks.quantize(weights.reshape(e * n, k), fmt).reshape(e, n, -1)
+    out = torch.empty(e, n, gguf_blocks.row_bytes(fmt, k), dtype=torch.uint8)
+    for expert in range(e):
+        out[expert] = gguf_blocks.quantize(weights[expert], fmt)
+    return out
 
 
 class GGUFExperts(GroupedExperts):

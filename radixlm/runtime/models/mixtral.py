@@ -37,6 +37,7 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
 
 
 class MixtralForCausalLM(LlamaForCausalLM):
+    supports_cuda_graph = False  # the experts' grouping reads its per-expert counts on the host
     layer_class = MixtralDecoderLayer
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

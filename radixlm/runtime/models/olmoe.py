@@ -52,4 +52,5 @@ class OlmoeDecoderLayer(LlamaDecoderLayer):
 
 
 class OlmoeForCausalLM(LlamaForCausalLM):
+    supports_cuda_graph = False  # the experts' grouping reads its per-expert counts on the host
     layer_class = OlmoeDecoderLayer

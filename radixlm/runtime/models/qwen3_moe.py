@@ -32,6 +32,7 @@ class Qwen3MoeDecoderLayer(LlamaDecoderLayer):
 
 
 class Qwen3MoeForCausalLM(LlamaForCausalLM):
+    supports_cuda_graph = False  # the experts' grouping reads its per-expert counts on the host
     layer_class = Qwen3MoeDecoderLayer
 
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
