@@ -50,6 +50,7 @@ class GroupedExperts(Module):
     """The experts' forward over a batch grouped by expert; subclasses supply the two products."""
 
     num_experts: int
+    intermediate_size: int  # per expert
 
     def gate_up(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         """``x @ gate_up[expert]^T``: ``[n, hidden]`` -> ``[n, 2 * inter]``."""
@@ -57,6 +58,12 @@ class GroupedExperts(Module):
 
     def down(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         """``x @ down[expert]^T``: ``[n, inter]`` -> ``[n, hidden]``."""
+        raise NotImplementedError
+
+    def shard(self, start: int, count: int) -> GroupedExperts:
+        """Every expert cut to intermediate units ``[start, start + count)``: its gate and up rows and
+        its down columns there. The experts' outputs over a partition of the units sum to the whole
+        (tensor parallelism: each rank a slice, then an all-reduce)."""
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -93,6 +100,16 @@ class Experts(GroupedExperts):
 
     def down(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.down_proj[expert])
+
+    def shard(self, start: int, count: int) -> Experts:
+        inter = self.intermediate_size
+        part = Experts(self.num_experts, self.down_proj.shape[1], count)
+        gate_up = self.gate_up_proj.data
+        part.gate_up_proj.data = torch.cat(
+            [gate_up[:, start : start + count], gate_up[:, inter + start : inter + start + count]], dim=1
+        )
+        part.down_proj.data = self.down_proj.data[:, :, start : start + count].contiguous()
+        return part.requires_grad_(False)
 
     def shard_keys(self, param_name: str) -> list[tuple[int, int]]:
         """The ``(expert, part)`` pieces a checkpoint stores ``param_name`` in, one tensor each."""
@@ -143,18 +160,35 @@ class GGUFExperts(GroupedExperts):
                 f"{tuple(gate_up_blocks.shape)} and {tuple(down_blocks.shape)}"
             )
         self.num_experts, hidden, two_inter = len(down_blocks), down_blocks.shape[1], gate_up_blocks.shape[1]
+        self.intermediate_size = two_inter // 2
         self.fmt, self.down_fmt = fmt, down_fmt
         self.register_buffer("gate_up_blocks", gate_up_blocks.contiguous(), persistent=False)
         self.register_buffer("down_blocks", down_blocks.contiguous(), persistent=False)
         # GGUFProduct checks each expert's slice against its in_features (a ValueError on a mismatch)
         self._gate_up = [GGUFProduct(b, fmt, hidden) for b in self.gate_up_blocks]
-        self._down = [GGUFProduct(b, down_fmt, two_inter // 2) for b in self.down_blocks]
+        self._down = [GGUFProduct(b, down_fmt, self.intermediate_size) for b in self.down_blocks]
 
     def gate_up(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         return self._gate_up[expert](x.float())
 
     def down(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         return self._down[expert](x.float())
+
+    def shard(self, start: int, count: int) -> GGUFExperts:
+        elements = gguf_blocks.BLOCK_ELEMENTS[self.down_fmt]
+        if start % elements or count % elements:
+            raise ValueError(
+                f"{self.down_fmt} experts split only at whole blocks of {elements} intermediate units, "
+                f"not [{start}, {start + count}): use a --tp size that leaves each rank whole blocks"
+            )
+        inter = self.intermediate_size
+        rows = self.gate_up_blocks
+        gate_up = torch.cat(
+            [rows[:, start : start + count], rows[:, inter + start : inter + start + count]], 1
+        )
+        width = gguf_blocks.BLOCK_BYTES[self.down_fmt]
+        down = self.down_blocks[:, :, start // elements * width : (start + count) // elements * width]
+        return GGUFExperts(gate_up, down, self.fmt, self.down_fmt)
 
     def dequantized(self) -> Experts:
         """The same experts as float weights (the values these blocks hold)."""

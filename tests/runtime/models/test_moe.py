@@ -243,15 +243,40 @@ def test_quantized_moe_model_computes_the_roundtripped_float_model(mixtral_dir, 
         assert_logits_close(ours, ref, rtol=0.04)
 
 
-def test_int8_keeps_experts_float_and_tensor_parallel_refuses_moe(mixtral_dir) -> None:
-    from radixlm.runtime.distributed.partition import TPShard
-    from radixlm.runtime.distributed.shard_llama import shard_llama
+def test_int8_keeps_experts_float(mixtral_dir) -> None:
     from radixlm.runtime.quantization.apply import quantize_model
 
     model = _load(mixtral_dir, iter_safetensors(mixtral_dir))
     quantize_model(model, "int8")
     assert all(isinstance(layer.mlp.experts, Experts) for layer in model.model.layers)
-    with pytest.raises(ValueError, match=r"MixtralForCausalLM is a mixture-of-experts model.*--tp 1"):
+
+
+@pytest.mark.parametrize("fmt", [None, "q8_0"])
+def test_expert_shards_sum_to_the_whole(fmt: str | None) -> None:
+    """Tensor parallelism's cut: the experts over a partition of their intermediate units add up to
+    the whole layer (GGUF: cut at whole blocks, so each shard's activations quantize alike)."""
+    torch.manual_seed(0)
+    experts = Experts(8, 64, 64)
+    torch.nn.init.normal_(experts.gate_up_proj, std=0.2)
+    torch.nn.init.normal_(experts.down_proj, std=0.2)
+    layer = experts if fmt is None else experts.quantized(fmt)
+    x, ids = torch.randn(6, 64), torch.randint(0, 8, (6, 2))
+    weights = torch.rand(6, 2)
+    whole = layer(x, weights, ids)
+    parts = layer.shard(0, 32)(x, weights, ids) + layer.shard(32, 32)(x, weights, ids)
+    torch.testing.assert_close(parts, whole, rtol=1e-5, atol=1e-5 * whole.abs().max().item())
+    if fmt is not None:
+        with pytest.raises(ValueError, match="whole blocks of 32"):
+            layer.shard(0, 16)
+
+
+def test_tensor_parallel_refuses_olmoe_whose_norm_spans_all_heads(tmp_path) -> None:
+    from radixlm.runtime.distributed.partition import TPShard
+    from radixlm.runtime.distributed.shard_llama import shard_llama
+
+    model_dir = save_tiny_model(tiny_olmoe_config(), tmp_path, with_tokenizer=False)
+    model = _load(model_dir, iter_safetensors(model_dir))
+    with pytest.raises(ValueError, match=r"OlmoeForCausalLM: its attention does not split by heads.*--tp 1"):
         shard_llama(model, TPShard(0, 2))
 
 
