@@ -22,7 +22,8 @@ MOE = dict(num_experts_per_tok=2, hidden_size=64)
 
 
 def tiny_qwen3_moe_config(**overrides):
-    """8 experts of 32, top-2 renormalized; layer 1 dense (``mlp_only_layers``), head_dim 32."""
+    """8 experts of 32, top-2 renormalized (``norm_topk_prob``), head_dim 32; every layer sparse unless
+    ``mlp_only_layers``/``decoder_sparse_step`` say otherwise."""
     from transformers import Qwen3MoeConfig
 
     kwargs = dict(num_experts=8, moe_intermediate_size=32, norm_topk_prob=True, head_dim=32, **MOE)
