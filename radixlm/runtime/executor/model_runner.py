@@ -149,7 +149,7 @@ class ModelRunner:
             and not server_args.disable_cuda_graph
             and self.tp is None
             and self.attn_backend.supports_cuda_graph
-            and getattr(self.model, "supports_cuda_graph", True)
+            and getattr(self.model, "supports_cuda_graph", True)  # False: MoE models, the fallback
         ):
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info(

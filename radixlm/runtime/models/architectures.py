@@ -7,8 +7,11 @@ from torch import nn
 
 from radixlm.runtime.models.granite import GraniteForCausalLM
 from radixlm.runtime.models.llama import LlamaForCausalLM
+from radixlm.runtime.models.mixtral import MixtralForCausalLM
 from radixlm.runtime.models.olmo2 import Olmo2ForCausalLM
+from radixlm.runtime.models.olmoe import OlmoeForCausalLM
 from radixlm.runtime.models.phi3 import Phi3ForCausalLM
+from radixlm.runtime.models.qwen3_moe import Qwen3MoeForCausalLM
 from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
@@ -20,6 +23,9 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "GraniteForCausalLM": GraniteForCausalLM,
     "Olmo2ForCausalLM": Olmo2ForCausalLM,
     "SmolLM3ForCausalLM": SmolLM3ForCausalLM,
+    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+    "MixtralForCausalLM": MixtralForCausalLM,
+    "OlmoeForCausalLM": OlmoeForCausalLM,
 }
 
 

@@ -74,7 +74,9 @@ class LlamaMLP(Module):
 
 class LlamaDecoderLayer(Module):
     """One block. The residual stream is passed along unadded: each norm adds its input to the
-    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA)."""
+    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA). A family with another
+    attention or feed-forward sets ``attention_cls``/``mlp_cls``, or overrides ``build_attention``/
+    ``build_mlp`` to choose per layer."""
 
     attention_cls: type[LlamaAttention] = LlamaAttention
     mlp_cls: type[LlamaMLP] = LlamaMLP
@@ -82,9 +84,16 @@ class LlamaDecoderLayer(Module):
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = self.attention_cls(cfg, layer_id)
+        self.self_attn = self.build_attention(cfg, layer_id)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = self.mlp_cls(cfg)
+        self.mlp = self.build_mlp(cfg, layer_id)
+
+    def build_attention(self, cfg: ModelConfig, layer_id: int) -> Module:
+        return self.attention_cls(cfg, layer_id)
+
+    def build_mlp(self, cfg: ModelConfig, layer_id: int) -> Module:
+        """The layer's feed-forward block (a family may choose per layer: MoE or dense)."""
+        return self.mlp_cls(cfg)
 
     def forward(
         self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding, fb: ForwardBatch

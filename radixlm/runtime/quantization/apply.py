@@ -7,6 +7,10 @@ kernel reads are served as they are (a fused projection whose parts differ in fo
 dequantized float values. Otherwise the float weights are quantized to the method asked for. On CUDA
 the quantized values are dequantized back into the float weights (same numbers as the CPU path's
 weights, no memory saving).
+
+Mixture-of-experts layers: a block format turns the float ``Experts`` into ``GGUFExperts`` (each
+expert's matrices rounded like a ``Linear``'s); ``int8`` and a GGUF file's own format keep them
+float, and the router always stays float (``TopKRouter`` is no ``Linear``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from torch import nn
 
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear
+from radixlm.runtime.layers.moe import Experts
 from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.layers.quantized_linear import (
     GGUFLinear,
@@ -50,7 +55,24 @@ def quantize_model(model: nn.Module, method: str, gguf: GGUFBlocks | None = None
     for name, module in list(model.named_modules()):
         if type(module) in (Linear, MergedLinear) and not name.endswith("lm_head"):
             _set_module(model, name, _quantized_linear(name, module, method, gguf))
+        elif isinstance(module, Experts):
+            _set_module(model, name, _quantized_experts(name, module, method, gguf))
     _quantize_embeddings(model, method, gguf)
+
+
+def _quantized_experts(name: str, experts: Experts, method: str, gguf: GGUFBlocks | None) -> nn.Module:
+    if method == "int8" or gguf is not None:
+        logger.info("%s: mixture-of-experts weights served in float under %s", name, method)
+        return experts
+    hidden, inter = experts.down_proj.shape[1], experts.down_proj.shape[2]
+    for what, features in (("hidden_size", hidden), ("the expert intermediate size", inter)):
+        if not gguf_blocks.fits(method, features):
+            raise ValueError(
+                f"--quantization {method} needs {what} to be a multiple of "
+                f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {features}; "
+                f"serve this model with q4_0, q4_1, q8_0, int8 or none"
+            )
+    return experts.quantized(method)
 
 
 def _hf_names(name: str) -> list[str]:
@@ -149,14 +171,21 @@ def _roundtrip_weights(model: nn.Module, method: str) -> None:
     """Give each float weight the values ``method`` would serve (CUDA: no CPU kernels there)."""
     for module in model.modules():
         if isinstance(module, (Linear, Embedding)):
-            w = module.weight.data
-            if method == "int8":
-                q, scales = quantize_int8_per_channel(w)
-                values = q.float() * scales[:, None]
-            else:
-                values = gguf_blocks.dequantize(gguf_blocks.quantize(w, method), method)
-            w.copy_(values.to(w.device, w.dtype))
+            _roundtrip(module.weight.data, method)
+        elif isinstance(module, Experts) and method != "int8":  # int8 serves experts in float
+            for param in (module.gate_up_proj, module.down_proj):
+                _roundtrip(param.data.view(-1, param.shape[-1]), method)
     repack_weights(model)
+
+
+def _roundtrip(w: torch.Tensor, method: str) -> None:
+    """Replace the rows of ``w`` ``[N, K]`` by the values ``method`` stores for them."""
+    if method == "int8":
+        q, scales = quantize_int8_per_channel(w)
+        values = q.float() * scales[:, None]
+    else:
+        values = gguf_blocks.dequantize(gguf_blocks.quantize(w, method), method)
+    w.copy_(values.to(w.device, w.dtype))
 
 
 def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
