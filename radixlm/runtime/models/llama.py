@@ -3,7 +3,8 @@ LlamaForCausalLM.
 
 q/k/v and gate/up are fused into one matmul each; ``load_weights`` takes the checkpoint's separate
 tensors. ``ModelConfig`` flags switch on q/k/v and o_proj biases (Qwen2) and per-head q/k norms
-(Qwen3). Mistral's sliding window is not applied (exact for contexts within the window).
+(Qwen3). Sliding windows (Mistral's ``sliding_window``, Qwen2/3's ``use_sliding_window``) come from
+``models/sliding_window.py``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,23 @@ from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.sliding_window import layer_windows
 from radixlm.runtime.models.weight_loading import load_checkpoint
 
 
 class LlamaAttention(Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    """q/k/v projection, optional q/k norms, rotary, paged attention, output projection.
+
+    ``scaling`` (default ``head_dim ** -0.5``) and ``logit_softcap`` serve other families (Gemma);
+    the layer's sliding window is read from the config (``layer_windows``)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        layer_id: int,
+        scaling: float | None = None,
+        logit_softcap: float | None = None,
+    ) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
@@ -34,7 +47,10 @@ class LlamaAttention(Module):
         self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.attn = RadixAttention(self.num_heads, self.num_kv_heads, self.head_dim, layer_id)
+        window = layer_windows(cfg.hf, cfg.num_layers)[layer_id]
+        self.attn = RadixAttention(
+            self.num_heads, self.num_kv_heads, self.head_dim, layer_id, scaling, window, logit_softcap
+        )
 
     def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, fb: ForwardBatch) -> torch.Tensor:
         q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
