@@ -13,6 +13,8 @@ from radixlm.kernels.extend_attention import (
     extend_attention_torch,
     extend_attention_triton,
 )
+from radixlm.runtime.attention.torch_decode import decode_attention_planned, plan_decode
+from tests.helpers.built_kernels import decode_kernels, needs_cpu_kernels
 from tests.kernels.paged_fixtures import PagedKV, random_paged_kv
 
 pytestmark = pytest.mark.triton_interpret
@@ -97,3 +99,52 @@ def test_bad_window_or_softcap_is_refused(device):
         decode_attention_torch(*args, torch.tensor([4], device=device), 1.0, window=0)
     with pytest.raises(ValueError, match="softcap"):
         extend_attention_torch(*args, [0], [1], 1.0, softcap=-1.0)
+
+
+@needs_cpu_kernels
+@pytest.mark.parametrize(
+    "window, softcap", [(5, None), (130, None), (None, 2.0), (7, 1.5), (1, None), (4000, 3.0)]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_in_place_decode_kernel(window, softcap, dtype):
+    """The C++ kernel's per-request first key (windows across its 128-key chunks) and its cap equal
+    the torch reference on the same (possibly bf16) pool, and stay batch- and thread-invariant."""
+    g = torch.Generator().manual_seed(5)
+    lens = [300, 5, 129, 1, 257]
+    k = torch.randn(2000, 2, 40, generator=g).to(dtype)
+    v = torch.randn(2000, 2, 40, generator=g).to(dtype)
+    req_to_token = torch.randperm(2000, generator=g)[: 6 * 300].view(6, 300).contiguous()
+    rows, seq_lens = torch.tensor([4, 0, 2, 5, 1]), torch.tensor(lens)
+    q = torch.randn(len(lens), 6, 40, generator=g)
+    args = (q, k, v, req_to_token, rows, seq_lens)
+    out = decode_kernels.paged_decode_attention(*args, lens, 0.2, window=window, softcap=softcap)
+    ref = decode_attention_torch(*args, 0.2, window=window, softcap=softcap)
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+    one_thread = decode_kernels.paged_decode_attention(
+        *args, lens, 0.2, threads=1, window=window, softcap=softcap
+    )
+    assert torch.equal(out, one_thread)
+    alone = decode_kernels.paged_decode_attention(
+        q[:1].contiguous(),
+        k,
+        v,
+        req_to_token,
+        rows[:1],
+        seq_lens[:1],
+        lens[:1],
+        0.2,
+        window=window,
+        softcap=softcap,
+    )
+    assert torch.equal(alone[0], out[0])
+    with pytest.raises(ValueError, match="sliding window"):
+        decode_kernels.paged_decode_attention(*args, lens, 0.2, window=0)
+
+
+@pytest.mark.parametrize("window, softcap", CASES)
+def test_planned_decode_gather_path(window, softcap):
+    """The torch backend's gather path (no C++ kernel: ``in_place=False``), ragged lengths."""
+    kv, q, lens, ref = _decode_case(torch.device("cpu"), window, softcap)
+    plan = plan_decode(kv.req_to_token, kv.req_pool_indices, lens, lens.tolist(), in_place=False)
+    out = decode_attention_planned(q, kv.k_buffer, kv.v_buffer, plan, 0.3, window, softcap)
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)

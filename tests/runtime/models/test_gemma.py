@@ -151,3 +151,28 @@ def test_gemma3_rope_per_layer_kind() -> None:
     assert not torch.equal(local, full)
     gemma2 = GemmaForCausalLM(ModelConfig.from_hf(_hf("gemma2")), max_positions=64)
     assert gemma2.model.rotary_emb_local is gemma2.model.rotary_emb
+
+
+def test_cascade_steps_leave_window_layers_exact(ref: Reference, monkeypatch) -> None:
+    """Requests sharing a cached prefix take the torch backend's cascade (read the prefix once) in
+    full-attention layers; the windowed and capped layers must bypass it, in extend and in decode."""
+    from radixlm.runtime.attention import torch_backend
+    from tests.helpers.model_conformance import tokens
+
+    monkeypatch.setattr(ref.runner.attn_backend, "min_shared_prefix", 1)
+    monkeypatch.setattr(torch_backend, "MIN_SHARED_READS_IN_PLACE", 0)
+    common = tokens(14, 70)
+    seqs = [common + tokens(6 + 4 * i, 80 + i) for i in range(3)]
+    fulls = [ref.logits(seq) for seq in seqs]
+    s = ref.session
+    first = s.open()
+    s.extend([first], [seqs[0][:14]])
+    rows = [first] + [s.share_prefix(first, 14) for _ in seqs[1:]]
+    outs = s.extend(rows, [seq[14:-3] for seq in seqs], all_logits=True)
+    for out, full in zip(outs, fulls):
+        ref.close_enough(out, full[14:-3])
+    for step in (3, 2, 1):
+        logits = s.decode(rows, [seq[-step] for seq in seqs])
+        ref.close_enough(logits, torch.stack([full[-step] for full in fulls]))
+    for row in reversed(rows):
+        s.close(row)
