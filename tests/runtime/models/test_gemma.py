@@ -176,3 +176,21 @@ def test_cascade_steps_leave_window_layers_exact(ref: Reference, monkeypatch) ->
         ref.close_enough(logits, torch.stack([full[-step] for full in fulls]))
     for row in reversed(rows):
         s.close(row)
+
+
+def test_gemma3_reads_the_older_rope_layout() -> None:
+    """Hub configs written before transformers 5: ``rope_theta``/``rope_scaling`` for the global
+    layers, ``rope_local_base_freq`` for the sliding ones (transformers 5 converts them the same)."""
+    from radixlm.runtime.models.gemma import _rope_per_kind
+    from radixlm.runtime.models.sliding_window import FULL, SLIDING
+
+    old = {k: v for k, v in _hf("gemma3").items() if k not in ("rope_parameters", "layer_types")}
+    linear = {"rope_type": "linear", "factor": 8.0}
+    cfg = ModelConfig.from_hf({**old, "rope_theta": 1e6, "rope_local_base_freq": 1e4, "rope_scaling": linear})
+    assert _rope_per_kind(cfg) == {FULL: (1e6, linear), SLIDING: (1e4, None)}
+
+
+def test_deterministic_mode_windows(tmp_path) -> None:
+    """``--enable-deterministic-inference`` attends per position; windows and caps hold there too."""
+    model_dir = save_tiny_model(tiny_gemma2_config(), tmp_path, seed=3)
+    check_engine_greedy(model_dir, max_new_tokens=12, enable_deterministic_inference=True)
