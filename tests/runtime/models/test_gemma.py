@@ -194,3 +194,20 @@ def test_deterministic_mode_windows(tmp_path) -> None:
     """``--enable-deterministic-inference`` attends per position; windows and caps hold there too."""
     model_dir = save_tiny_model(tiny_gemma2_config(), tmp_path, seed=3)
     check_engine_greedy(model_dir, max_new_tokens=12, enable_deterministic_inference=True)
+
+
+def test_mixed_step_decode_tail(ref: Reference) -> None:
+    """A prompt chunk with two decodes riding along (the torch backend's planned decode tail) past
+    the window."""
+    from tests.helpers.model_conformance import tokens
+
+    seqs = [tokens(n, 90 + n) for n in (16, 13, 21)]
+    fulls = [ref.logits(seq) for seq in seqs]
+    s = ref.session
+    rows = [s.open() for _ in seqs]
+    s.extend(rows[1:], [seqs[1][:-1], seqs[2][:-1]])
+    outs = s.extend(rows, [seqs[0], seqs[1][-1:], seqs[2][-1:]], all_logits=True)
+    ref.close_enough(outs[0], fulls[0])
+    ref.close_enough(torch.cat(outs[1:]), torch.stack([fulls[1][-1], fulls[2][-1]]))
+    for row in rows:
+        s.close(row)
