@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from radixlm.runtime.models.gemma import GemmaForCausalLM
 from radixlm.runtime.models.granite import GraniteForCausalLM
 from radixlm.runtime.models.llama import LlamaForCausalLM
 from radixlm.runtime.models.mixtral import MixtralForCausalLM
@@ -26,6 +27,8 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
     "MixtralForCausalLM": MixtralForCausalLM,
     "OlmoeForCausalLM": OlmoeForCausalLM,
+    "Gemma2ForCausalLM": GemmaForCausalLM,
+    "Gemma3ForCausalLM": GemmaForCausalLM,  # text only (Gemma3TextConfig)
 }
 
 

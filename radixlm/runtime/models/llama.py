@@ -3,12 +3,14 @@ LlamaForCausalLM.
 
 q/k/v and gate/up are fused into one matmul each; ``load_weights`` takes the checkpoint's separate
 tensors. ``ModelConfig`` flags switch on q/k/v and o_proj biases (Qwen2) and per-head q/k norms
-(Qwen3). Mistral's sliding window is not applied (exact for contexts within the window).
+(Qwen3). Sliding windows (Mistral's ``sliding_window``, Qwen2/3's ``use_sliding_window``) come from
+``models/sliding_window.py``.
 
 Other dense architectures are small subclasses (``phi3.py``, ``granite.py``, ``olmo2.py``,
-``smollm3.py``): the class attributes ``LlamaForCausalLM.model_cls``, ``LlamaModel.layer_cls`` and
-``LlamaDecoderLayer.attention_cls``/``mlp_cls`` pick the parts, ``LlamaAttention.project_qkv``,
-``LlamaAttention.use_rope`` and ``LlamaModel.embed`` are the hooks they override.
+``smollm3.py``, ``gemma.py``, the MoE families): the class attributes ``LlamaForCausalLM.model_cls``,
+``LlamaModel.layer_cls`` and ``LlamaDecoderLayer.attention_cls``/``mlp_cls`` pick the parts,
+``LlamaAttention.project_qkv``, ``LlamaAttention.use_rope`` and ``LlamaModel.embed`` are the hooks
+they override.
 """
 
 from __future__ import annotations
@@ -26,11 +28,23 @@ from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.sliding_window import layer_windows
 from radixlm.runtime.models.weight_loading import load_checkpoint
 
 
 class LlamaAttention(Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    """q/k/v projection, optional q/k norms, rotary, paged attention, output projection.
+
+    ``scaling`` (default ``head_dim ** -0.5``) and ``logit_softcap`` serve other families (Gemma);
+    the layer's sliding window is read from the config (``layer_windows``)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        layer_id: int,
+        scaling: float | None = None,
+        logit_softcap: float | None = None,
+    ) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
@@ -39,7 +53,10 @@ class LlamaAttention(Module):
         self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.attn = RadixAttention(self.num_heads, self.num_kv_heads, self.head_dim, layer_id)
+        window = layer_windows(cfg.hf, cfg.num_layers)[layer_id]
+        self.attn = RadixAttention(
+            self.num_heads, self.num_kv_heads, self.head_dim, layer_id, scaling, window, logit_softcap
+        )
         self.use_rope = True  # False: a layer without position embedding (SmolLM3's NoPE layers)
 
     def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, fb: ForwardBatch) -> torch.Tensor:
