@@ -4,9 +4,9 @@ transformers 5 reads it.
 A layer's window ``w`` lets the query at position ``p`` see the keys ``p - w < k <= p``
 (``radixlm.kernels.windowed_attention``). transformers names each layer's kind in ``layer_types``
 (``sliding_attention`` / ``full_attention``); older configs leave it out and each family's rule
-fills it in: Mistral, Mixtral and Phi-3 window every layer, Qwen2/Qwen3 the layers from ``max_window_layers`` on (with
-``use_sliding_window``), Gemma 2 every other layer starting with the first, Gemma 3 all but every
-``sliding_window_pattern``-th.
+fills it in: Mistral, Mixtral and Phi-3 window every layer, Qwen2/Qwen3 the layers from
+``max_window_layers`` on (with ``use_sliding_window``), Gemma 2 every other layer starting with the
+first, Gemma 3 all but every ``sliding_window_pattern``-th.
 """
 
 from __future__ import annotations
