@@ -3,8 +3,10 @@
 Two engines compile grammars (``--grammar-backend``), each a ``GrammarCompiler``:
 
 - ``llguidance`` (default, ``llguidance/``): compiles in a thread, bounded by llguidance's fuel limits;
-  also the only engine for ``ebnf`` and ``structural_tag``, which it compiles whichever is selected;
-- ``outlines`` (``outlines/``): outlines-core in worker processes, killed at the deadline.
+  also the only engine for ``ebnf`` and ``structural_tag``, which it compiles whichever is selected
+  (after a check in a worker process, where a stack overflow kills only the worker);
+- ``outlines`` (``outlines/``): outlines-core in worker processes (checks included), killed at the
+  deadline, their memory capped.
 
 Both run under one ``CompilePool`` (no schema starves the others) and share the byte vocabulary.
 """
@@ -25,6 +27,7 @@ from radixlm.runtime.constrained.grammar_kinds import LLGUIDANCE_ONLY_KINDS
 from radixlm.runtime.constrained.json_whitespace import resolve_whitespace_pattern
 from radixlm.runtime.constrained.llguidance.compiler import LLGuidanceCompiler
 from radixlm.runtime.constrained.outlines.compiler import OutlinesCompiler
+from radixlm.runtime.constrained.outlines.workers import GrammarWorkers
 from radixlm.runtime.constrained.vocabulary import get_vocabulary
 
 BACKENDS = ("llguidance", "outlines")
@@ -78,11 +81,14 @@ class GrammarBackend:
         self.whitespace_pattern = resolve_whitespace_pattern(whitespace_pattern)
         self.compile_timeout = compile_timeout
         self.vocab = get_vocabulary(tokenizer, self.eos_token_ids[0], vocab_size)
+        self._workers = GrammarWorkers(self.vocab)
         self._compilers: dict[str, GrammarCompiler] = {
             "llguidance": LLGuidanceCompiler(
-                self.vocab, tokenizer, vocab_size, self.eos_token_ids, self.whitespace_pattern
+                self.vocab, tokenizer, vocab_size, self.eos_token_ids, self.whitespace_pattern, self._workers
             ),
-            "outlines": OutlinesCompiler(self.vocab, self.eos_token_ids, self.whitespace_pattern),
+            "outlines": OutlinesCompiler(
+                self.vocab, self.eos_token_ids, self.whitespace_pattern, self._workers
+            ),
         }
         self._cache_size = cache_size
         self._cache: OrderedDict[GrammarKey, Future] = OrderedDict()
@@ -135,3 +141,4 @@ class GrammarBackend:
         self._pool.shutdown()
         for compiler in self._compilers.values():
             compiler.shutdown()
+        self._workers.shutdown()

@@ -1,4 +1,8 @@
-"""Compile processes for outlines-core: reused while healthy, killed at a deadline, replaced on demand."""
+"""Grammar worker processes (``compile_worker``): reused while healthy, killed at a deadline, replaced on
+demand, each with its address space capped (``WORKER_MEMORY_BYTES``). outlines-core compiles and checks
+regexes there, and llguidance checks the grammars whose structure a client controls (``ebnf``,
+``structural_tag``) there before the scheduler compiles them: a crash or a runaway allocation ends only
+the worker, and the request with a 400."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from radixlm.runtime.constrained.outlines.compile_worker import read_frame, writ
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
+WORKER_MEMORY_BYTES = 4 << 30
 
 
 class _Worker:
@@ -28,7 +33,7 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         self._requests, self._replies = self.proc.stdin, self.proc.stdout
-        write_frame(self._requests, (vocab.eos_token_id, vocab.byte_map()))
+        write_frame(self._requests, (vocab.eos_token_id, vocab.byte_map(), WORKER_MEMORY_BYTES))
 
     def call(self, request: tuple) -> Any:
         write_frame(self._requests, request)
@@ -52,8 +57,8 @@ class _Worker:
                 pass
 
 
-class OutlinesWorkers:
-    """Idle compile processes for one vocabulary; ``compile`` runs inside a ``CompilePool`` job."""
+class GrammarWorkers:
+    """Idle worker processes for one vocabulary; every call runs inside a ``CompilePool`` job."""
 
     def __init__(self, vocab: TokenVocabulary) -> None:
         self.vocab = vocab
@@ -63,18 +68,36 @@ class OutlinesWorkers:
 
     def compile(self, job: CompileJob, kind: str, text: str, whitespace_pattern: str) -> tuple:
         """``(regex, index, fsm)`` from a worker process; ``ValueError`` for an unsupported grammar."""
+        return self.call(job, ("compile", kind, text, whitespace_pattern))
+
+    def check_regex(self, job: CompileJob, regex: str) -> None:
+        """``ValueError`` unless outlines-core can compile ``regex``."""
+        self.call(job, ("check_regex", regex))
+
+    def check_llguidance(self, job: CompileJob, grammar: str) -> None:
+        """``ValueError`` unless llguidance accepts ``grammar`` (checked where a crash is harmless)."""
+        self.call(job, ("check_llguidance", grammar))
+
+    def call(self, job: CompileJob, request: tuple) -> tuple:
+        """The result of ``request`` in a worker; ``ValueError`` for the worker's error, ``TimeoutError``
+        when the job was stopped at its deadline, ``ValueError`` too when the worker died (a crash or
+        its memory cap: the grammar is what killed it)."""
         with self._lock:
             worker = self._idle.pop() if self._idle else None
         if worker is None:
             worker = _Worker(self.vocab)
         job.set_kill(worker.terminate)
         try:
-            reply = worker.call((kind, text, whitespace_pattern))
-        except (EOFError, OSError) as e:
+            reply = worker.call(request)
+        except (EOFError, OSError):
             worker.kill()
             if job.killed:
                 raise TimeoutError("grammar compilation was stopped at its deadline") from None
-            raise RuntimeError(f"grammar compile worker died: {e}") from None
+            limit = WORKER_MEMORY_BYTES >> 30
+            raise ValueError(
+                f"the grammar crashed its compile worker (exit {worker.proc.returncode}) or needed more "
+                f"than its {limit} GiB memory limit"
+            ) from None
         with self._lock:
             if worker.alive() and not job.killed and not self._closed:
                 self._idle.append(worker)
