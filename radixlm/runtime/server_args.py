@@ -79,6 +79,7 @@ class ServerArgs:
     jump_forward_max_batch: int | None = None
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
+    grammar_cache_bytes: int = 512 << 20  # compiled grammars kept, by their (estimated) memory
     grammar_compile_timeout: float = 60.0  # a compile still running then is stopped; its request fails
     grammar_max_concurrent_compiles: int = 2  # compiles running young (slow ones stop counting)
     json_whitespace_pattern: str | None = None  # None: bounded default; "free": unbounded

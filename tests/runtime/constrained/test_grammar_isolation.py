@@ -77,3 +77,29 @@ def test_a_regex_over_the_compile_deadline_is_stopped_in_the_worker():
         assert be.submit("dtype", "int").result(timeout=60) is not None
     finally:
         be.shutdown()
+
+
+@pytest.mark.parametrize("engine", ["llguidance", "outlines"])
+def test_the_grammar_cache_is_bounded_by_bytes_not_entries(engine):
+    tok = tiny_byte_level_tokenizer()
+    small = GrammarBackend(tok, [tok.eos_token_id], vocab_size=len(tok) + 5, backend=engine)
+    sizes = {}
+    try:
+        for regex in ["[0-9]{3}", "(ab|cd){1,40}[a-z]{1,60}"]:
+            sizes[regex] = small.submit("regex", regex).result(timeout=60).memory_bytes
+    finally:
+        small.shutdown()
+    little, big = sorted(sizes, key=sizes.get)
+    assert 0 < sizes[little] < sizes[big]
+    budget = sizes[little] + sizes[big] - 1  # room for either, not both
+    be = GrammarBackend(
+        tok, [tok.eos_token_id], len(tok) + 5, cache_size=64, cache_bytes=budget, backend=engine
+    )
+    try:
+        first = be.submit("regex", little)
+        first.result(timeout=60)
+        be.submit("regex", big).result(timeout=60)
+        assert be.cached_bytes <= budget
+        assert be.submit("regex", little) is not first  # evicted although 62 entries were free
+    finally:
+        be.shutdown()

@@ -35,6 +35,11 @@ def write_frame(stream: IO[bytes], obj: Any) -> None:
 
 def read_frame(stream: IO[bytes]) -> Any:
     """The next object; ``EOFError`` when the other side is gone."""
+    return read_sized_frame(stream)[0]
+
+
+def read_sized_frame(stream: IO[bytes]) -> tuple[Any, int]:
+    """The next object and its size as a frame (bytes); ``EOFError`` when the other side is gone."""
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError("compile worker pipe closed")
@@ -42,7 +47,7 @@ def read_frame(stream: IO[bytes]) -> Any:
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("compile worker pipe closed")
-    return pickle.loads(data)
+    return pickle.loads(data), size
 
 
 def compile_outlines(kind: str, text: str, whitespace_pattern: str, vocab: Vocabulary) -> tuple:

@@ -41,10 +41,12 @@ class OutlinesCompiler:
         start = time.perf_counter()
         if key[0] == "regex":  # the byte-level check names what is wrong better than the full compile
             self._workers.check_regex(job, key[1])
-        regex, index, fsm = self._workers.compile(job, key[0], key[1], self.whitespace_pattern)
-        return OutlinesGrammar(
+        regex, index, fsm, size = self._workers.compile(job, key[0], key[1], self.whitespace_pattern)
+        grammar = OutlinesGrammar(
             key, regex, self.vocab, self.eos_token_ids, index, fsm, time.perf_counter() - start
         )
+        grammar.memory_bytes = size
+        return grammar
 
     def shutdown(self) -> None:
         """Nothing of its own to stop: the backend stops the shared workers."""

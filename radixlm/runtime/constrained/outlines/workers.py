@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radixlm.runtime.constrained.compile_pool import CompileJob
-from radixlm.runtime.constrained.outlines.compile_worker import read_frame, write_frame
+from radixlm.runtime.constrained.outlines.compile_worker import read_sized_frame, write_frame
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
@@ -35,9 +35,10 @@ class _Worker:
         self._requests, self._replies = self.proc.stdin, self.proc.stdout
         write_frame(self._requests, (vocab.eos_token_id, vocab.byte_map(), WORKER_MEMORY_BYTES))
 
-    def call(self, request: tuple) -> Any:
+    def call(self, request: tuple) -> tuple[Any, int]:
+        """The reply to ``request`` and its size in bytes."""
         write_frame(self._requests, request)
-        return read_frame(self._replies)
+        return read_sized_frame(self._replies)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -67,7 +68,8 @@ class GrammarWorkers:
         self._closed = False
 
     def compile(self, job: CompileJob, kind: str, text: str, whitespace_pattern: str) -> tuple:
-        """``(regex, index, fsm)`` from a worker process; ``ValueError`` for an unsupported grammar."""
+        """``(regex, index, fsm, size)`` from a worker process, ``size`` the bytes the compiled grammar
+        took to send (about what it holds in memory); ``ValueError`` for an unsupported grammar."""
         return self.call(job, ("compile", kind, text, whitespace_pattern))
 
     def check_regex(self, job: CompileJob, regex: str) -> None:
@@ -88,7 +90,7 @@ class GrammarWorkers:
             worker = _Worker(self.vocab)
         job.set_kill(worker.terminate)
         try:
-            reply = worker.call(request)
+            reply, size = worker.call(request)
         except (EOFError, OSError):
             worker.kill()
             if job.killed:
@@ -105,7 +107,7 @@ class GrammarWorkers:
                 worker.kill()
         if reply[0] == "error":
             raise ValueError(reply[1])
-        return reply[1:]
+        return (*reply[1:], size)
 
     def shutdown(self) -> None:
         with self._lock:
