@@ -2,9 +2,10 @@
 
 A compile needs no process of its own: llguidance's fuel limits (``COMPILE_LIMITS``) bound its time.
 But llguidance's grammar check recurses once per rule and can overflow the native stack, killing the
-process: a grammar whose structure the client writes (``ebnf``, ``structural_tag``) is first checked in
-a worker process (``GrammarWorkers.check_llguidance``), where a crash ends only the worker and the
-request; the limits at the door (``request_limits``) keep such grammars out in the first place.
+process: a grammar whose structure the client writes (``ebnf``, ``structural_tag``) is built (GBNF
+conversion is slow Python) and checked in a worker process (``GrammarWorkers.llguidance_grammar``),
+where a crash ends only the worker and the request; the limits at the door (``request_limits``) keep
+such grammars out in the first place.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ class LLGuidanceCompiler:
             return self._tokenizer
 
     def validate(self, kind: str, text: str) -> None:
-        """Fast syntax check; ``ValueError`` with a client-facing message."""
+        """Fast syntax check; ``ValueError`` with a client-facing message. ``ebnf`` and
+        ``structural_tag`` are only checked for being non-empty here: the worker builds them."""
+        if kind in _CLIENT_STRUCTURED:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{kind} must be a non-empty grammar")
+            return
         grammar = llg_grammar(kind, text, self.whitespace_pattern)
         if kind == "regex":
             error = llguidance.LLMatcher.validate_grammar(grammar)
@@ -69,9 +75,10 @@ class LLGuidanceCompiler:
         """Compile as given; a schema using keywords llguidance lacks is retried in its stricter
         rewrite (``strengthened_grammar``), and if that fails too the original error is raised."""
         kind, text = key
-        grammar = llg_grammar(kind, text, self.whitespace_pattern)
         if kind in _CLIENT_STRUCTURED:
-            self._workers.check_llguidance(job, grammar)
+            grammar = self._workers.llguidance_grammar(job, kind, text, self.whitespace_pattern)
+        else:
+            grammar = llg_grammar(kind, text, self.whitespace_pattern)
         try:
             return compile_llguidance(key, grammar, self.tokenizer, self.vocab, self.eos_token_ids)
         except ValueError as original:

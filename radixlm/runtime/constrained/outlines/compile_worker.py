@@ -6,8 +6,9 @@ only what compiling needs (no torch), reads ``(eos_token_id, byte_map, memory_by
 space is capped at ``memory_bytes``), then answers ``(op, *args)`` frames with ``("ok", *result)`` or
 ``("error", message)``. Ops: ``compile`` (``kind, text, whitespace_pattern`` -> outlines-core's
 ``regex, index, fsm``), ``check_regex`` (``regex``: can outlines-core compile it) and
-``check_llguidance`` (``grammar``: llguidance's full grammar check, whose recursion may overflow the
-stack). Frames are pickles behind an 8-byte length, on stdin/stdout.
+``llguidance_grammar`` (``kind, text, whitespace_pattern`` -> llguidance's grammar text, built and
+fully checked: GBNF conversion is slow Python, and llguidance's check recurses per rule and may
+overflow the native stack). Frames are pickles behind an 8-byte length, on stdin/stdout.
 """
 
 from __future__ import annotations
@@ -57,15 +58,20 @@ def compile_outlines(kind: str, text: str, whitespace_pattern: str, vocab: Vocab
     return regex, index, RegexFSM.try_build(regex)
 
 
-def check_llguidance(grammar: str) -> tuple:
-    """``()`` when llguidance accepts ``grammar`` (its full check, as a compile does); else ``ValueError``."""
-    import llguidance  # NOTE: imported only by workers asked to check an llguidance grammar
+def llguidance_grammar(kind: str, text: str, whitespace_pattern: str) -> tuple:
+    """``(grammar,)``: llguidance's grammar for ``(kind, text)`` once its full check (as a compile
+    does) accepts it; else ``ValueError``."""
+    # NOTE: imported only by workers asked for an llguidance grammar
+    import llguidance
 
+    from radixlm.runtime.constrained.llguidance.grammar_text import llg_grammar
+
+    grammar = llg_grammar(kind, text, whitespace_pattern)
     error = llguidance.LLMatcher.validate_grammar(grammar)
     if error:
         lines = [line.strip() for line in error.splitlines() if line.strip()]
         raise ValueError(next((ln for ln in lines if ln.startswith("error:")), lines[0])[:300])
-    return ()
+    return (grammar,)
 
 
 def _ops(vocab: Vocabulary) -> dict[str, Callable[..., tuple]]:
@@ -76,7 +82,7 @@ def _ops(vocab: Vocabulary) -> dict[str, Callable[..., tuple]]:
     return {
         "compile": lambda kind, text, ws: compile_outlines(kind, text, ws, vocab),
         "check_regex": check,
-        "check_llguidance": check_llguidance,
+        "llguidance_grammar": llguidance_grammar,
     }
 
 

@@ -1,8 +1,8 @@
 """Grammar worker processes (``compile_worker``): reused while healthy, killed at a deadline, replaced on
 demand, each with its address space capped (``WORKER_MEMORY_BYTES``). outlines-core compiles and checks
-regexes there, and llguidance checks the grammars whose structure a client controls (``ebnf``,
-``structural_tag``) there before the scheduler compiles them: a crash or a runaway allocation ends only
-the worker, and the request with a 400."""
+regexes there, and the grammars whose structure a client controls (``ebnf``, ``structural_tag``) are
+turned into llguidance grammars and checked there before the scheduler compiles them: a crash or a
+runaway allocation ends only the worker, and the request with a 400."""
 
 from __future__ import annotations
 
@@ -76,9 +76,10 @@ class GrammarWorkers:
         """``ValueError`` unless outlines-core can compile ``regex``."""
         self.call(job, ("check_regex", regex))
 
-    def check_llguidance(self, job: CompileJob, grammar: str) -> None:
-        """``ValueError`` unless llguidance accepts ``grammar`` (checked where a crash is harmless)."""
-        self.call(job, ("check_llguidance", grammar))
+    def llguidance_grammar(self, job: CompileJob, kind: str, text: str, whitespace_pattern: str) -> str:
+        """llguidance's grammar text for ``(kind, text)``, built and checked where a crash is harmless;
+        ``ValueError`` naming what llguidance rejects."""
+        return self.call(job, ("llguidance_grammar", kind, text, whitespace_pattern))[0]
 
     def call(self, job: CompileJob, request: tuple) -> tuple:
         """The result of ``request`` in a worker; ``ValueError`` for the worker's error, ``TimeoutError``
