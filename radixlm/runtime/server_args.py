@@ -108,7 +108,7 @@ class ServerArgs:
     max_stop_strings: int = 32
     max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices, ebnf, structural_tag (together)
     max_top_logprobs: int = 20  # top_logprobs_num per position (vLLM's --max-logprobs, OpenAI's 20)
-    max_logprob_entries: int = 1 << 18  # top logprobs per request: positions x top_logprobs_num
+    max_logprob_entries: int = 1 << 20  # top logprobs per request: positions x top_logprobs_num
     max_program_nodes: int = 1024
     health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
     max_forward_failures: int = 3  # forward passes failing in a row before the runtime stops

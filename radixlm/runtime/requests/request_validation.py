@@ -103,8 +103,8 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
         )
     if req.return_logprob:
         try:
-            max_new = req.sampling_params.max_new_tokens
-            check_logprob_limits(n, req.logprob_start_len, req.top_logprobs_num, max_new, limits.caps)
+            new = min(req.sampling_params.max_new_tokens, limits.context_length - n)
+            check_logprob_limits(n, req.logprob_start_len, req.top_logprobs_num, new, limits.caps)
         except LimitExceeded as e:
             raise InvalidRequest(str(e), e.param) from e
     if not isinstance(req.pin_children, int) or req.pin_children < 0:

@@ -165,16 +165,32 @@ def test_top_logprobs_per_position_is_capped():
     _check(return_logprob=True, top_logprobs_num=20)
 
 
-@pytest.mark.parametrize("prompt_len, start, max_new", [(20_000, 0, 1), (1000, 0, 20_000), (60, -1, 1 << 15)])
-def test_top_logprobs_times_positions_is_capped(prompt_len, start, max_new):
+@pytest.mark.parametrize(
+    "prompt_len, start, top, max_new",
+    [(60, 0, 50_000, 1), (1000, 0, 20, 60_000), (60, -1, 20, 1 << 20), (30_000, 5, 40, 1)],
+)
+def test_top_logprobs_times_positions_is_capped(prompt_len, start, top, max_new):
+    wide = ModelLimits(100_000, 100_000, RequestLimits(max_top_logprobs=100_000))
     _refused(
         "max_logprob_entries",
         "top_logprobs_num",
         prompt_len=prompt_len,
         return_logprob=True,
         logprob_start_len=start,
-        top_logprobs_num=20,
+        top_logprobs_num=top,
         sampling={"max_new_tokens": max_new},
+        limits=wide,
+    )
+
+
+def test_new_tokens_count_only_as_far_as_the_context_reaches():
+    short = ModelLimits(1000, 4096, RequestLimits())
+    _check(
+        prompt_len=96,
+        return_logprob=True,
+        top_logprobs_num=20,
+        sampling={"max_new_tokens": 1 << 20},
+        limits=short,
     )
 
 
