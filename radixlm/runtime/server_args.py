@@ -79,6 +79,7 @@ class ServerArgs:
     jump_forward_max_batch: int | None = None
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
+    grammar_cache_bytes: int = 512 << 20  # compiled grammars kept, by their (estimated) memory
     grammar_compile_timeout: float = 60.0  # a compile still running then is stopped; its request fails
     grammar_max_concurrent_compiles: int = 2  # compiles running young (slow ones stop counting)
     json_whitespace_pattern: str | None = None  # None: bounded default; "free": unbounded
@@ -105,7 +106,9 @@ class ServerArgs:
     max_n: int = 64
     max_prompt_tokens: int | None = None  # None: the context length
     max_stop_strings: int = 32
-    max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices (all together)
+    max_grammar_bytes: int = 64 << 10  # regex, JSON schema, choices, ebnf, structural_tag (together)
+    max_top_logprobs: int = 20  # top_logprobs_num per position (vLLM's --max-logprobs, OpenAI's 20)
+    max_logprob_entries: int = 1 << 20  # top logprobs per request: positions x top_logprobs_num
     max_program_nodes: int = 1024
     health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
     max_forward_failures: int = 3  # forward passes failing in a row before the runtime stops

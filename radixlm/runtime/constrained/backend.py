@@ -3,8 +3,10 @@
 Two engines compile grammars (``--grammar-backend``), each a ``GrammarCompiler``:
 
 - ``llguidance`` (default, ``llguidance/``): compiles in a thread, bounded by llguidance's fuel limits;
-  also the only engine for ``ebnf`` and ``structural_tag``, which it compiles whichever is selected;
-- ``outlines`` (``outlines/``): outlines-core in worker processes, killed at the deadline.
+  also the only engine for ``ebnf`` and ``structural_tag``, which it compiles whichever is selected
+  (after a check in a worker process, where a stack overflow kills only the worker);
+- ``outlines`` (``outlines/``): outlines-core in worker processes (checks included), killed at the
+  deadline, their memory capped.
 
 Both run under one ``CompilePool`` (no schema starves the others) and share the byte vocabulary.
 """
@@ -25,6 +27,7 @@ from radixlm.runtime.constrained.grammar_kinds import LLGUIDANCE_ONLY_KINDS
 from radixlm.runtime.constrained.json_whitespace import resolve_whitespace_pattern
 from radixlm.runtime.constrained.llguidance.compiler import LLGuidanceCompiler
 from radixlm.runtime.constrained.outlines.compiler import OutlinesCompiler
+from radixlm.runtime.constrained.outlines.workers import GrammarWorkers
 from radixlm.runtime.constrained.vocabulary import get_vocabulary
 
 BACKENDS = ("llguidance", "outlines")
@@ -49,6 +52,9 @@ class GrammarCompiler(Protocol):
 class GrammarBackend:
     """Owns the byte vocabulary, the compile pool and the LRU cache of compiled grammars.
 
+    The cache keeps at most ``cache_size`` grammars and ``cache_bytes`` of them (``memory_bytes`` of
+    each compiled grammar): a few huge grammars cannot pin gigabytes the way 64 entries could.
+
     ``vocab_size`` is the model's logits width (the bitmask covers it; it may exceed the tokenizer).
     ``whitespace_pattern`` is the server flag ``json_whitespace_pattern``: None (bounded default),
     ``"free"``, or a regex. ``max_concurrent`` caps compiles that run young (see ``CompilePool``);
@@ -61,6 +67,7 @@ class GrammarBackend:
         eos_token_ids: Sequence[int],
         vocab_size: int,
         cache_size: int = 64,
+        cache_bytes: int = 512 << 20,
         max_concurrent: int = 2,
         whitespace_pattern: str | None = None,
         backend: str = "llguidance",
@@ -78,14 +85,20 @@ class GrammarBackend:
         self.whitespace_pattern = resolve_whitespace_pattern(whitespace_pattern)
         self.compile_timeout = compile_timeout
         self.vocab = get_vocabulary(tokenizer, self.eos_token_ids[0], vocab_size)
+        self._workers = GrammarWorkers(self.vocab)
         self._compilers: dict[str, GrammarCompiler] = {
             "llguidance": LLGuidanceCompiler(
-                self.vocab, tokenizer, vocab_size, self.eos_token_ids, self.whitespace_pattern
+                self.vocab, tokenizer, vocab_size, self.eos_token_ids, self.whitespace_pattern, self._workers
             ),
-            "outlines": OutlinesCompiler(self.vocab, self.eos_token_ids, self.whitespace_pattern),
+            "outlines": OutlinesCompiler(
+                self.vocab, self.eos_token_ids, self.whitespace_pattern, self._workers
+            ),
         }
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
         self._cache: OrderedDict[GrammarKey, Future] = OrderedDict()
+        self._sizes: dict[GrammarKey, int] = {}  # compiled entries' memory_bytes
+        self.cached_bytes = 0
         self._lock = threading.Lock()
         self._pool = CompilePool(max_concurrent)
 
@@ -111,16 +124,28 @@ class GrammarBackend:
             compiler = self._compilers[self.engine_for(kind)]
             future = self._pool.submit(lambda job: compiler.compile(job, key), self.compile_timeout)
             self._cache[key] = future
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        future.add_done_callback(lambda f: self._forget_failed(key, f))
+            self._evict()
+        future.add_done_callback(lambda f: self._settle(key, f))
         return future
 
-    def _forget_failed(self, key: GrammarKey, future: Future) -> None:
-        if future.cancelled() or future.exception() is not None:
-            with self._lock:
-                if self._cache.get(key) is future:
-                    del self._cache[key]
+    def _settle(self, key: GrammarKey, future: Future) -> None:
+        """A compile ended: a failure leaves the cache, a success is charged its bytes."""
+        failed = future.cancelled() or future.exception() is not None
+        with self._lock:
+            if self._cache.get(key) is not future:
+                return
+            if failed:
+                del self._cache[key]
+                return
+            self._sizes[key] = int(future.result().memory_bytes)
+            self.cached_bytes += self._sizes[key]
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop least recently used grammars until both budgets hold (under ``self._lock``)."""
+        while self._cache and (len(self._cache) > self._cache_size or self.cached_bytes > self._cache_bytes):
+            old, _ = self._cache.popitem(last=False)
+            self.cached_bytes -= self._sizes.pop(old, 0)
 
     @property
     def pool_stats(self) -> dict[str, int]:
@@ -135,3 +160,4 @@ class GrammarBackend:
         self._pool.shutdown()
         for compiler in self._compilers.values():
             compiler.shutdown()
+        self._workers.shutdown()

@@ -27,6 +27,11 @@ class CompiledGrammar(Protocol):
     def vocab(self) -> TokenVocabulary: ...
 
     @property
+    def memory_bytes(self) -> int:
+        """About how much memory it holds (the compiled-grammar cache's byte budget counts this)."""
+        ...
+
+    @property
     def compile_seconds(self) -> float:
         """Wall time the compile took."""
         ...

@@ -13,7 +13,12 @@ from typing import Any
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq
-from radixlm.runtime.requests.request_limits import LimitExceeded, RequestLimits, check_sampling_limits
+from radixlm.runtime.requests.request_limits import (
+    LimitExceeded,
+    RequestLimits,
+    check_logprob_limits,
+    check_sampling_limits,
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,8 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
 
     Checks: the prompt is not empty; every id is in ``[0, vocab_size)``; the prompt leaves room for
     at least one new token in the context; ``logprob_start_len`` is smaller than the prompt length;
-    ``top_logprobs_num`` lies in ``[0, vocab_size]``; ``pin_children >= 0`` and only with ``n == 1``;
+    ``top_logprobs_num`` lies in ``[0, vocab_size]`` and under ``--max-top-logprobs``, and times the positions
+    under ``--max-logprob-entries``; ``pin_children >= 0`` and only with ``n == 1``;
     the caps of ``limits.caps`` (``request_limits``: ``n``, prompt tokens, stop strings, grammars).
     """
     ids = np.asarray(req.input_ids)
@@ -95,6 +101,12 @@ def validate_request(req: TokenizedGenerateReq, limits: ModelLimits) -> None:
             f"top_logprobs_num must be in [0, {limits.vocab_size}], not {req.top_logprobs_num}",
             "top_logprobs_num",
         )
+    if req.return_logprob:
+        try:
+            new = min(req.sampling_params.max_new_tokens, limits.context_length - n)
+            check_logprob_limits(n, req.logprob_start_len, req.top_logprobs_num, new, limits.caps)
+        except LimitExceeded as e:
+            raise InvalidRequest(str(e), e.param) from e
     if not isinstance(req.pin_children, int) or req.pin_children < 0:
         raise InvalidRequest("pin_children must be an integer >= 0", "pin_children")
     if req.pin_children and req.sampling_params.n != 1:

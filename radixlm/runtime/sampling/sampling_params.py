@@ -134,17 +134,15 @@ class SamplingParams:
             bad("dtype", f"must be one of {', '.join(DTYPES)}")
 
     def _validate_stop_regex(self, bad: Any) -> None:
-        import re
+        from radixlm.runtime.sampling.stop_regex import MAX_STOP_REGEXES, compile_stop_regex
 
         patterns = self.stop_regex
         if not isinstance(patterns, list) or not all(isinstance(r, str) and r for r in patterns):
             bad("stop_regex", "must be a non-empty string or a list of non-empty strings")
-        for pattern in self.stop_regex:
-            try:
-                compiled = re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"invalid sampling parameter stop_regex={pattern!r}: {e}") from e
-            if compiled.fullmatch(""):
+        if len(patterns) > MAX_STOP_REGEXES:
+            raise ValueError(f"{len(patterns)} stop_regex patterns, at most {MAX_STOP_REGEXES} allowed")
+        for pattern in patterns:
+            if compile_stop_regex(pattern).fullmatch(""):
                 bad("stop_regex", f"{pattern!r} matches the empty string (it would stop at once)")
 
     def _validate_logit_bias(self, bad: Any) -> None:

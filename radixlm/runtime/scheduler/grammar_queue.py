@@ -39,6 +39,7 @@ class GrammarQueue:
                 self.eos_token_ids,
                 self.vocab_size,
                 cache_size=self.args.grammar_cache_size,
+                cache_bytes=self.args.grammar_cache_bytes,
                 whitespace_pattern=whitespace,
                 backend=self.args.grammar_backend,
                 compile_timeout=self.args.grammar_compile_timeout,

@@ -58,6 +58,7 @@ def withdraw_draft(req: Req) -> None:
     if draft is None:
         return
     del req.output_ids[draft.start :]
+    req.output_changed_from(draft.start)
     req.grammar = draft.matcher
     req.jump_draft = None
 
@@ -109,6 +110,7 @@ class JumpForwardStep:
             return False
         self._truncate_kv(req, len(req.origin_input_ids) + jf.keep_len)
         req.output_ids[jf.keep_len :] = jf.token_ids
+        req.output_changed_from(jf.keep_len)
         if greedy:
             req.jump_draft = JumpDraft(jf.keep_len, list(jf.token_ids), matcher)
         req.grammar = jf.matcher
@@ -202,6 +204,7 @@ class JumpForwardStep:
                 req.grammar = matcher
                 keep = draft.start + accepted
                 del req.output_ids[keep:]
+                req.output_changed_from(keep)
                 self._truncate_kv(req, len(req.origin_input_ids) + keep)
             to_sample.append(req)
             sample_rows.append(first + accepted)

@@ -10,6 +10,7 @@ import torch
 
 from radixlm.runtime.constrained.matcher_protocol import Matcher
 from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.sampling.stop_regex import StopRegexes
 from radixlm.runtime.scheduler.finish_reason import FinishReason
 from radixlm.runtime.scheduler.jump_draft import JumpDraft
 
@@ -88,6 +89,13 @@ class Req:
         self.grammar: Matcher | None = None
         self.grammar_key: tuple[str, str] | None = sampling_params.constraint
         self.jump_draft: JumpDraft | None = None  # forced tokens awaiting greedy verification
+        self.stop_regexes: StopRegexes | None = None  # compiled on the first check (stop_checker.py)
+
+    def output_changed_from(self, index: int) -> None:
+        """Output tokens from ``index`` on were removed or replaced (jump-forward): checks of the
+        output that remember what they saw (``stop_regexes``) must look at them again."""
+        if self.stop_regexes is not None:
+            self.stop_regexes.forget_from(index)
 
     # ---- token views -------------------------------------------------------------------------
     @property

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
+from radixlm.runtime.sampling.stop_regex import StopRegexes
 from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason, FinishStop
 from radixlm.runtime.scheduler.req import Req
 
@@ -50,15 +49,31 @@ class StopChecker:
         return None
 
     def _match_stop_regex(self, req: Req) -> str | None:
-        """The text a stop regex matched in the output, or None. The whole output is searched (a
-        match may span any number of tokens); the detokenizer cuts the text at that match."""
+        """The text a stop regex matched in the output, or None; the detokenizer cuts the text there.
+
+        Only a match ending in the tokens added since the last check is new (``StopRegexes``): the
+        first check searches the whole output, later ones a window as wide as the longest match."""
+        state = req.stop_regexes
+        if state is None:
+            state = req.stop_regexes = StopRegexes(req.sampling_params.stop_regex)
+        ids = req.output_ids
         skip = req.sampling_params.skip_special_tokens
-        text = self.tokenizer.decode(req.output_ids, skip_special_tokens=skip)
-        for pattern in req.sampling_params.stop_regex:
-            m = _compiled(pattern).search(text)
-            if m is not None and m.group(0):
-                return m.group(0)
-        return None
+        seen = state.checked_len if 0 < state.checked_len <= len(ids) else 0
+        state.checked_len = len(ids)
+        if seen == 0 or state.width is None:
+            return state.search(self.tokenizer.decode(ids, skip_special_tokens=skip))
+        # NOTE: a token decodes to at least one character (but for partial UTF-8 bytes and skipped
+        # special tokens), so width + 4 tokens usually reach far enough back; otherwise widen.
+        back = state.width + 4
+        while True:
+            start = max(0, seen - back)
+            head = self.tokenizer.decode(ids[start:seen], skip_special_tokens=skip)
+            text = self.tokenizer.decode(ids[start:], skip_special_tokens=skip)
+            # a trailing partial character of `head` is completed by the new tokens: it is new text
+            pos = len(head.rstrip("\ufffd")) - state.width
+            if pos >= 1 or start == 0:  # one character of context before `pos` keeps ^ and \b exact
+                return state.search(text, max(0, pos))
+            back *= 2
 
     def _match_stop_string(self, req: Req) -> str | None:
         stops = req.sampling_params.stop
@@ -73,8 +88,3 @@ class StopChecker:
             if s in tail:
                 return s
         return None
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern:
-    return re.compile(pattern)

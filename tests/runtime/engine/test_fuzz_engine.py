@@ -11,6 +11,7 @@ The root conftest checks every KV slot came back after each test. Derandomized a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -66,6 +67,18 @@ def number(name: str) -> st.SearchStrategy:
     return st.one_of(inside, st.sampled_from(rule.also or [low]), st.floats(-5, 5), hostile)
 
 
+# Issue 27: patterns Python's re backtracks on (or RE2 cannot run), nested counted repeats that
+# multiply, and rule chains deep enough to overflow llguidance's stack.
+backtracking = st.sampled_from(
+    [r"(x+x+)+y", r"(a|aa)+b", r"(\w+\s?)*!", r"((ab)*|a)*c", r"(a)\1", r"(?=a)b", r"(?<!a)b", "a" * 2000]
+)
+nested_repeats = st.lists(st.integers(1, 300), min_size=1, max_size=3).map(
+    lambda counts: functools.reduce(lambda inner, c: f"(?:{inner}){{{c}}}", counts, "[ab]")
+)
+rule_chains = st.integers(1, 600).map(
+    lambda n: "root ::= r0\n" + "".join(f'r{i} ::= r{i + 1} "x"\n' for i in range(n)) + f'r{n} ::= "y"\n'
+)
+
 sampling = st.fixed_dictionaries(
     {"max_new_tokens": st.one_of(st.integers(0, 6), hostile)},
     optional={
@@ -73,7 +86,14 @@ sampling = st.fixed_dictionaries(
         "n": st.one_of(st.integers(1, 3), hostile),
         "stop": st.one_of(st.text(max_size=3), st.lists(st.text(max_size=3), max_size=3), hostile),
         "stop_token_ids": st.one_of(st.lists(st.integers(-1, VOCAB + 1), max_size=3), hostile),
-        "stop_regex": st.one_of(st.sampled_from(["[a-z]", "x+", "", "(", "a*"]), hostile),
+        "stop_regex": st.one_of(
+            st.sampled_from(["[a-z]", "x+", "", "(", "a*"]),
+            backtracking,
+            st.lists(backtracking, min_size=1, max_size=40),
+            hostile,
+        ),
+        "regex": nested_repeats,
+        "ebnf": rule_chains,
         "logit_bias": st.one_of(
             st.dictionaries(
                 st.sampled_from(["1", "7", "-3", " 5", str(VOCAB + 9), "x"]),
@@ -242,3 +262,18 @@ def test_a_grammar_no_output_satisfies_is_refused(engine, grammar):
     with pytest.raises(ValueError, match="no output can satisfy"):
         engine.generate("ab", {"ebnf": grammar, "max_new_tokens": 4})
     alive(engine)
+
+
+@SETTINGS
+@given(top=st.integers(0, VOCAB), start=st.integers(-1, 3), max_new=st.sampled_from([1, 4, 20_000, 1 << 20]))
+def test_large_top_logprobs_are_refused_by_name_or_returned(engine, top, start, max_new):
+    params = {"max_new_tokens": max_new, "temperature": 0}
+    try:
+        out = engine.generate(
+            "abcd", params, return_logprob=True, logprob_start_len=start, top_logprobs_num=top
+        )
+    except ValueError as e:
+        assert "top_logprobs_num" in str(e) or "max_new_tokens" in str(e), str(e)
+        return
+    assert top <= 20
+    assert all(len(alts) == top for alts in out["meta_info"]["output_top_logprobs"])

@@ -124,11 +124,22 @@ def test_arbitrary_bodies(client, path):
             "min_p": scalars,
             "n": st.integers(-1, 6),
             "stop": values,
-            "regex": st.sampled_from(["[ab]+", "(a|b)*c{2,5}", "(", "a{99999}", ""]),
+            "regex": st.sampled_from(
+                ["[ab]+", "(a|b)*c{2,5}", "(", "a{99999}", "", "(a{99}){99}", "((a{9}){9}){9}"]
+            ),
+            "stop_regex": st.sampled_from(
+                ["(x+x+)+y", "(a|aa)+b", r"(a)\1", "(?=a)b", ["z"] * 40, "a" * 2000]
+            ),
+            "ebnf": st.integers(1, 400).map(
+                lambda n: (
+                    "root ::= r0\n" + "".join(f'r{i} ::= r{i + 1} "a"\n' for i in range(n)) + f'r{n} ::= "b"'
+                )
+            ),
             "json_schema": st.sampled_from(
                 [
                     '{"type": "integer"}',
                     '{"type": "string", "maxLength": 3}',
+                    '{"type": "string", "pattern": "(a{99}){99}"}',
                     "{",
                     '{"type": "object", "properties": {"a": {"type": "boolean"}}}',
                 ]

@@ -1,6 +1,11 @@
 """The llguidance engine of ``GrammarBackend``: checks a grammar on arrival, compiles it on the pool's thread.
 
-A compile needs no process of its own: llguidance's fuel limits (``COMPILE_LIMITS``) bound it.
+A compile needs no process of its own: llguidance's fuel limits (``COMPILE_LIMITS``) bound its time.
+But llguidance's grammar check recurses once per rule and can overflow the native stack, killing the
+process: a grammar whose structure the client writes (``ebnf``, ``structural_tag``) is built (GBNF
+conversion is slow Python) and checked in a worker process (``GrammarWorkers.llguidance_grammar``),
+where a crash ends only the worker and the request; the limits at the door (``request_limits``) keep
+such grammars out in the first place.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from radixlm.runtime.constrained.compiled_grammar import GrammarKey
 from radixlm.runtime.constrained.llguidance.grammar import LLGuidanceGrammar, compile_llguidance
 from radixlm.runtime.constrained.llguidance.grammar_text import llg_grammar, strengthened_grammar
 from radixlm.runtime.constrained.llguidance.tokenizer import get_llg_tokenizer
+from radixlm.runtime.constrained.outlines.workers import GrammarWorkers
 from radixlm.runtime.constrained.vocabulary import TokenVocabulary
 
 
@@ -31,8 +37,10 @@ class LLGuidanceCompiler:
         vocab_size: int,
         eos_token_ids: tuple[int, ...],
         whitespace_pattern: str,
+        workers: GrammarWorkers,
     ) -> None:
         self.vocab = vocab
+        self._workers = workers
         self.hf_tokenizer = hf_tokenizer
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
@@ -51,7 +59,12 @@ class LLGuidanceCompiler:
             return self._tokenizer
 
     def validate(self, kind: str, text: str) -> None:
-        """Fast syntax check; ``ValueError`` with a client-facing message."""
+        """Fast syntax check; ``ValueError`` with a client-facing message. ``ebnf`` and
+        ``structural_tag`` are only checked for being non-empty here: the worker builds them."""
+        if kind in _CLIENT_STRUCTURED:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{kind} must be a non-empty grammar")
+            return
         grammar = llg_grammar(kind, text, self.whitespace_pattern)
         if kind == "regex":
             error = llguidance.LLMatcher.validate_grammar(grammar)
@@ -62,7 +75,10 @@ class LLGuidanceCompiler:
         """Compile as given; a schema using keywords llguidance lacks is retried in its stricter
         rewrite (``strengthened_grammar``), and if that fails too the original error is raised."""
         kind, text = key
-        grammar = llg_grammar(kind, text, self.whitespace_pattern)
+        if kind in _CLIENT_STRUCTURED:
+            grammar = self._workers.llguidance_grammar(job, kind, text, self.whitespace_pattern)
+        else:
+            grammar = llg_grammar(kind, text, self.whitespace_pattern)
         try:
             return compile_llguidance(key, grammar, self.tokenizer, self.vocab, self.eos_token_ids)
         except ValueError as original:
@@ -76,6 +92,9 @@ class LLGuidanceCompiler:
 
     def shutdown(self) -> None:
         """Nothing to stop: a running compile ends by itself, bounded by its fuel."""
+
+
+_CLIENT_STRUCTURED = ("ebnf", "structural_tag")
 
 
 def _regex_reason(error: str) -> str:

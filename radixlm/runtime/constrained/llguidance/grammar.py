@@ -23,6 +23,10 @@ COMPILE_LIMITS: dict[str, Any] = dict(
 )
 
 
+LLG_BASE_BYTES = 64 << 10
+LLG_BYTES_PER_GRAMMAR_BYTE = 64
+
+
 def parser_limits() -> llguidance.LLParserLimits:
     return llguidance.LLParserLimits(**COMPILE_LIMITS)
 
@@ -39,12 +43,16 @@ class LLGuidanceGrammar:
         eos_token_ids: tuple[int, ...],
         template: llguidance.LLMatcher,
         compile_seconds: float,
+        grammar_text: str = "",
     ) -> None:
         self.key = key
         self.vocab = vocab
         self.eos_token_ids = eos_token_ids
         self.template = template
         self.compile_seconds = compile_seconds
+        # NOTE: llguidance does not report its size; its lexer states grow with the grammar text and are
+        # capped by COMPILE_LIMITS. An estimate, for the cache's byte budget only.
+        self.memory_bytes = LLG_BASE_BYTES + LLG_BYTES_PER_GRAMMAR_BYTE * len(grammar_text)
 
     def new_matcher(self) -> Matcher:
         """A fresh per-request matcher at the grammar's start."""
@@ -75,7 +83,7 @@ def compile_llguidance(
             f"invalid {_FIELD.get(key[0], key[0])}: no output can satisfy this grammar "
             f"(llguidance: {probe.get_error().splitlines()[0]})"
         )
-    return LLGuidanceGrammar(key, vocab, eos_token_ids, template, time.perf_counter() - start)
+    return LLGuidanceGrammar(key, vocab, eos_token_ids, template, time.perf_counter() - start, grammar)
 
 
 _FIELD = {"json": "json_schema", "json_object": "json_object"}

@@ -36,6 +36,7 @@ class OutlinesGrammar:
         self.index = index
         self.fsm = fsm
         self.compile_seconds = compile_seconds
+        self.memory_bytes = len(regex)  # the compiler sets what the index took to send from the worker
         self._end_states: dict[int, bool] = {}
 
     def new_matcher(self) -> Matcher:
