@@ -16,7 +16,6 @@ from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
-from radixlm.runtime.quantization.apply import serve_quantized
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.weights.loader import load_model
 
@@ -94,11 +93,10 @@ class ModelRunner:
             self.dtype,
             tokenizer=server_args.tokenizer,
             context_length=server_args.context_length,
+            quantization=server_args.quantization,
         )
-        # Quantized whole, then sharded: each rank keeps the values one process would serve.
-        self.quantization = serve_quantized(
-            self.loaded.model, server_args.quantization, server_args.model, self.device
-        )
+        # Quantized whole (while loading), then sharded: each rank keeps the values one process serves.
+        self.quantization = self.loaded.quantization
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size

@@ -28,6 +28,8 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -
         return inv_freq / float(scaling["factor"])
     if rope_type == "llama3":
         return _llama3_inv_freq(inv_freq, scaling)
+    if rope_type == "freq_factors":  # llama.cpp's rope_freqs (Llama 3.x GGUF files)
+        return inv_freq / torch.tensor(scaling["factors"], dtype=torch.float32)
     raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
 
 

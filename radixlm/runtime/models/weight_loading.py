@@ -3,16 +3,25 @@
 A model whose fused parameters (``qkv_proj``, ``gate_up_proj``) stack several checkpoint tensors
 passes the stacking table; every parameter must be set exactly as the checkpoint says (shape checked),
 and a tensor the model has no place for is an error, never dropped silently.
+
+The loader (``radixlm.runtime.weights.loader``) builds models with their parameters on the meta device
+and installs a ``ParamSink`` (``loading_into``) for the call: tensors then go to the sink, which builds
+each module (float, or quantized) as soon as all of its tensors have arrived. A tensor may be a
+``BlockTensor`` (GGUF blocks): without a sink, or with a ``transform``, it is dequantized first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from radixlm.runtime.layers.linear import MergedLinear, copy_checked
+from radixlm.runtime.weights.source import BlockTensor, StoredTensor, as_float
 
 # (fused parameter, checkpoint projection, shard index)
 Stacking = tuple[tuple[str, str, int], ...]
@@ -25,13 +34,38 @@ LLAMA_STACKING: Stacking = (
 )
 
 
+class ParamSink(Protocol):
+    """Receives the checkpoint's tensors in place of copying them into (meta) parameters."""
+
+    def expect(self, model: nn.Module, expected: set[str]) -> None:
+        """Called first with every key ``receive`` will see (``name`` or ``name[shard]``)."""
+        ...
+
+    def receive(self, key: str, target: str, shard: int | None, tensor: StoredTensor) -> None:
+        """The tensor for parameter ``target`` (row block ``shard`` of a fused one, or all of it)."""
+        ...
+
+
+_SINK: ContextVar[ParamSink | None] = ContextVar("radixlm_param_sink", default=None)
+
+
+@contextlib.contextmanager
+def loading_into(sink: ParamSink) -> Iterator[None]:
+    """Route ``load_checkpoint`` calls made inside the block to ``sink``."""
+    token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
 @torch.no_grad()
 def load_checkpoint(
     model: nn.Module,
-    weights: Iterable[tuple[str, torch.Tensor]],
+    weights: Iterable[tuple[str, StoredTensor]],
     stacking: Stacking = LLAMA_STACKING,
     skip: Callable[[str], bool] = lambda name: False,
-    transform: Callable[[str, torch.Tensor], torch.Tensor] = lambda name, t: t,
+    transform: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
 ) -> None:
     """Copy ``weights`` into ``model``'s parameters; raise ValueError if one is unexpected or missing.
 
@@ -48,21 +82,32 @@ def load_checkpoint(
             expected |= {f"{name}[{i}]" for i in range(len(module.out_sizes))}
         else:
             expected.add(name)
+    sink = _SINK.get()
+    if sink is not None:
+        sink.expect(model, expected)
     loaded = set()
-    for name, tensor in weights:
+    for name, stored in weights:
         if skip(name):
             continue
-        tensor = transform(name, tensor)
         target, shard = stacked_key(name, stacking) or (name, None)
         if target not in params:
             raise ValueError(f"unexpected checkpoint tensor {name!r}")
+        if transform is not None:
+            stored = transform(name, as_float(stored))
+        key = target if shard is None else f"{target}[{shard}]"
+        if sink is not None:
+            sink.receive(key, target, shard, stored)
+            loaded.add(key)
+            continue
+        tensor = as_float(stored)
+        if isinstance(stored, BlockTensor):
+            stored.release()
         if shard is None:
             copy_checked(params[target].data, tensor, name)
-            loaded.add(target)
         else:
             module_name, param_name = target.rsplit(".", 1)
             modules[module_name].load_shard(param_name, shard, tensor)
-            loaded.add(f"{target}[{shard}]")
+        loaded.add(key)
     missing = sorted(expected - loaded)
     if missing:
         raise ValueError(
