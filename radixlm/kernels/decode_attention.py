@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from radixlm.kernels._launch import dot_precision, next_power_of_2, num_sms
+from radixlm.kernels.windowed_attention import attend, check_window_softcap
 
 MAX_KV_SPLITS = 16
 MIN_SPLIT_LEN = 64  # keys; shorter splits cost more to merge than they save
@@ -20,24 +20,26 @@ def decode_attention_torch(
     seq_lens: torch.Tensor,
     sm_scale: float,
     max_seq_len: int | None = None,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Exact reference. ``q``: ``[bs, Hq, D]``; buffers ``[S, Hkv, D]``; returns ``[bs, Hq, D]``.
 
-    Request ``i`` attends to the slots ``req_to_token[req_pool_indices[i], :seq_lens[i]]``.
+    Request ``i`` attends to the slots ``req_to_token[req_pool_indices[i], :seq_lens[i]]`` (only the
+    last ``window`` of them with a sliding window; scores soft-capped by ``softcap``).
     The KV of all requests is gathered into one padded ``[bs, L, Hkv, D]`` block and masked, so the
     whole batch is one attention call (a Python loop per request costs more than the math on CPU).
     """
-    bs, num_q_heads, head_dim = q.shape
-    num_kv_heads = k_buffer.shape[1]
+    check_window_softcap(window, softcap)
     max_len = int(max_seq_len if max_seq_len is not None else int(seq_lens.max()))
     slots = req_to_token[req_pool_indices, :max_len]  # [bs, L]
     k = k_buffer[slots].to(q.dtype).transpose(1, 2)  # [bs, Hkv, L, D]
     v = v_buffer[slots].to(q.dtype).transpose(1, 2)
-    valid = torch.arange(max_len, device=q.device)[None, :] < seq_lens[:, None]  # [bs, L]
-    mask = valid[:, None, None, :]  # [bs, 1, 1, L]
-    out = F.scaled_dot_product_attention(
-        q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale, enable_gqa=num_q_heads != num_kv_heads
-    )  # [bs, Hq, 1, D]
+    key_pos = torch.arange(max_len, device=q.device)[None, :]
+    valid = key_pos < seq_lens[:, None]  # [bs, L]
+    if window is not None:
+        valid &= key_pos >= seq_lens[:, None] - window
+    out = attend(q.unsqueeze(2), k, v, valid[:, None, None, :], sm_scale, softcap)  # [bs, Hq, 1, D]
     return out.squeeze(2)
 
 
@@ -64,6 +66,8 @@ def decode_attention_triton(
     sm_scale: float,
     max_seq_len: int | None = None,
     num_kv_splits: int | None = None,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Triton version of :func:`decode_attention_torch`, same arguments and result.
 
@@ -73,6 +77,7 @@ def decode_attention_triton(
     in the kernel from ``seq_lens``, so nothing here reads device memory on the host: the call is
     CUDA-graph capturable. ``max_seq_len`` (an upper bound) only caps the default number of splits.
     """
+    check_window_softcap(window, softcap)
     q = q.contiguous()
     bs, num_q_heads, head_dim = q.shape
     num_kv_heads = k_buffer.shape[1]
@@ -97,6 +102,8 @@ def decode_attention_triton(
         mid_o,
         mid_lse,
         sm_scale,
+        window or 0,
+        softcap or 0.0,
         q.stride(0),
         q.stride(1),
         k_buffer.stride(0),
@@ -116,6 +123,7 @@ def decode_attention_triton(
         BLOCK_D=block_d,
         BLOCK_N=32 if q.is_cuda else 16,
         PRECISION=dot_precision(k_buffer.dtype),
+        USE_SOFTCAP=softcap is not None,
     )
     kernels.decode_merge_kernel[(bs, num_q_heads)](
         mid_o,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from radixlm.kernels._launch import dot_precision, next_power_of_2
+from radixlm.kernels.windowed_attention import attend, check_window_softcap, visible, window_start
 
 
 def extend_attention_torch(
@@ -19,30 +19,31 @@ def extend_attention_torch(
     extend_prefix_lens: list[int],
     extend_seq_lens: list[int],
     sm_scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Exact reference. ``q``: ``[T, Hq, D]`` new tokens of all requests concatenated.
 
     The new tokens' K/V must already be stored in the pool, so request ``i`` reads all of its
     ``prefix + extend`` keys through ``req_to_token``. New token ``j`` of request ``i`` (absolute
-    position ``prefix + j``) attends to keys ``0 .. prefix + j``. Returns ``[T, Hq, D]``.
+    position ``prefix + j``) attends to keys ``0 .. prefix + j`` (only the last ``window`` of them
+    with a sliding window; scores soft-capped by ``softcap``: ``radixlm.kernels.windowed_attention``).
+    Returns ``[T, Hq, D]``.
     """
-    num_q_heads = q.shape[1]
-    num_kv_heads = k_buffer.shape[1]
+    check_window_softcap(window, softcap)
     out = torch.empty_like(q)
     start = 0
     rows = req_pool_indices.tolist()
     for row, prefix_len, ext_len in zip(rows, extend_prefix_lens, extend_seq_lens):
         total = prefix_len + ext_len
-        slots = req_to_token[row, :total]
-        k = k_buffer[slots].to(q.dtype).transpose(0, 1)  # [Hkv, total, D]
+        first = window_start(prefix_len + 1, window)  # the first key any of these queries sees
+        slots = req_to_token[row, first:total]
+        k = k_buffer[slots].to(q.dtype).transpose(0, 1)  # [Hkv, keys, D]
         v = v_buffer[slots].to(q.dtype).transpose(0, 1)
         qi = q[start : start + ext_len].transpose(0, 1)  # [Hq, ext, D]
         q_pos = torch.arange(prefix_len, total, device=q.device)
-        k_pos = torch.arange(total, device=q.device)
-        mask = k_pos[None, :] <= q_pos[:, None]  # [ext, total]
-        oi = F.scaled_dot_product_attention(
-            qi, k, v, attn_mask=mask, scale=sm_scale, enable_gqa=num_q_heads != num_kv_heads
-        )
+        k_pos = torch.arange(first, total, device=q.device)
+        oi = attend(qi, k, v, visible(q_pos, k_pos, window), sm_scale, softcap)
         out[start : start + ext_len] = oi.transpose(0, 1)
         start += ext_len
     return out
@@ -73,12 +74,15 @@ def extend_attention_triton(
     req_pool_indices: torch.Tensor,
     meta: ExtendMetadata,
     sm_scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Triton version of :func:`extend_attention_torch`; the lengths come as :class:`ExtendMetadata`.
 
     One program per ``(request, query head, block of new tokens)`` with an online softmax over the
     request's keys; GQA maps query head ``h`` to KV head ``h // (Hq // Hkv)``.
     """
+    check_window_softcap(window, softcap)
     q = q.contiguous()
     num_tokens, num_q_heads, head_dim = q.shape
     num_kv_heads = k_buffer.shape[1]
@@ -102,6 +106,8 @@ def extend_attention_triton(
         meta.extend_lens,
         meta.start_loc,
         sm_scale,
+        window or 0,
+        softcap or 0.0,
         q.stride(0),
         q.stride(1),
         k_buffer.stride(0),
@@ -117,5 +123,6 @@ def extend_attention_triton(
         BLOCK_N=block_n,
         BLOCK_D=next_power_of_2(head_dim),
         PRECISION=dot_precision(k_buffer.dtype),
+        USE_SOFTCAP=softcap is not None,
     )
     return out

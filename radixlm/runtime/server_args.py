@@ -15,6 +15,8 @@ AttentionBackendName = Literal["auto", "torch", "triton"]
 SchedulePolicy = Literal["lpm", "fcfs"]
 # auto: a GGUF file in its own block format on CPU (when our kernel reads it), else none
 Quantization = Literal["auto", "none", "int8", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k"]
+# auto: our native model code when the architecture has it, else transformers' modeling code on our runtime
+ModelImpl = Literal["auto", "native", "transformers"]
 GrammarBackendName = Literal["llguidance", "outlines"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 # auto: from the chat template (see runtime/server/function_call/registry.py)
@@ -44,6 +46,7 @@ class ServerArgs:
     kv_cache_dtype: Dtype = "auto"
     attention_backend: AttentionBackendName = "auto"
     quantization: Quantization = "auto"  # weights served as: see radixlm/runtime/quantization
+    model_impl: ModelImpl = "auto"  # see radixlm/runtime/models/model_impl.py
     # fp32 weights on the CPU also get a copy packed for oneDNN (runtime/layers/packed_weights.py):
     # products of 9+ rows run 1.2-2x faster for twice the weight memory. This keeps one copy only.
     disable_weight_packing: bool = False

@@ -12,7 +12,7 @@ from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
 
 
 class ReferenceAttentionBackend(TorchAttentionBackend):
-    def forward_extend(self, q, layer_id, fb, sm_scale):
+    def forward_extend(self, q, layer_id, fb, sm_scale, window=None, softcap=None):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         return extend_attention_torch(
             q,
@@ -23,9 +23,11 @@ class ReferenceAttentionBackend(TorchAttentionBackend):
             fb.extend_prefix_lens_cpu,
             fb.extend_seq_lens_cpu,
             sm_scale,
+            window,
+            softcap,
         )
 
-    def forward_decode(self, q, layer_id, fb, sm_scale):
+    def forward_decode(self, q, layer_id, fb, sm_scale, window=None, softcap=None):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         return decode_attention_torch(
             q,
@@ -36,4 +38,6 @@ class ReferenceAttentionBackend(TorchAttentionBackend):
             fb.seq_lens,
             sm_scale,
             max(fb.seq_lens_cpu),
+            window,
+            softcap,
         )

@@ -34,3 +34,20 @@ def test_rotary_matches_reference_and_hf(device):
     torch.testing.assert_close(
         ref_q.cpu(), _hf_rotate(q.cpu(), positions.cpu(), inv_freq), atol=1e-5, rtol=1e-5
     )
+
+
+def test_rotary_of_the_first_dims_of_each_head(device):
+    """Partial rotary (Phi-4-mini): ``RotaryEmbedding`` hands the kernels the first 12 of 16 dims of
+    each head, strided views, with a 12-wide table."""
+    inv_freq = rope_inv_freq(16, 10000.0, {"rope_type": "default", "partial_rotary_factor": 0.75})
+    cache = build_cos_sin_cache(inv_freq, 64, device)
+    positions = torch.tensor([0, 5, 63, 17, 17], device=device)
+    qkv = torch.randn(5, 6 * 16, device=device)
+    q, k = qkv[:, : 4 * 16].view(5, 4, 16)[..., :12], qkv[:, 4 * 16 :].view(5, 2, 16)[..., :12]
+    ref_q, ref_k = apply_rotary_torch(q, k, positions, cache)
+    out_q, out_k = apply_rotary_triton(q, k, positions, cache)
+    torch.testing.assert_close(out_q, ref_q, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_k, ref_k, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ref_q.cpu(), _hf_rotate(q.cpu(), positions.cpu(), inv_freq), atol=1e-5, rtol=1e-5
+    )

@@ -5,6 +5,12 @@ import triton.language as tl
 
 
 @triton.jit
+def soft_cap(s, cap):
+    """``cap * tanh(s / cap)``, tanh written with ``exp`` (the interpreter has no libdevice)."""
+    return cap * (1.0 - 2.0 / (tl.exp(2.0 * s / cap) + 1.0))
+
+
+@triton.jit
 def decode_split_kernel(
     Q,
     K,
@@ -15,6 +21,8 @@ def decode_split_kernel(
     MidO,
     MidLse,
     sm_scale,
+    window,
+    softcap,
     stride_qb,
     stride_qh,
     stride_ks,
@@ -34,18 +42,21 @@ def decode_split_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
     PRECISION: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
 ):
     """Program ``(b, kv_head, split)``: the ``GROUP`` query heads of one KV head over one split.
 
-    Writes the split's normalised partial output and its log-sum-exp (-inf for an empty split).
+    The splits share the request's visible keys: all of them, or the last ``window`` (> 0). Writes
+    the split's normalised partial output and its log-sum-exp (-inf for an empty split).
     """
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     seq_len = tl.load(SeqLens + b)
     row = tl.load(ReqPoolIdx + b)
-    split_len = tl.cdiv(seq_len, NUM_SPLITS)
-    start = split * split_len
+    first = tl.where(window > 0, tl.maximum(seq_len - window, 0), 0)
+    split_len = tl.cdiv(seq_len - first, NUM_SPLITS)
+    start = first + split * split_len
     end = tl.minimum(start + split_len, seq_len)
 
     offs_h = tl.arange(0, BLOCK_H)
@@ -71,6 +82,8 @@ def decode_split_kernel(
             K + slots[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :], mask=kv_mask, other=0.0
         )
         s = tl.dot(q.to(k.dtype), tl.trans(k), input_precision=PRECISION) * sm_scale
+        if USE_SOFTCAP:
+            s = soft_cap(s, softcap)
         s = tl.where(mask_n[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp(s - m_new[:, None])

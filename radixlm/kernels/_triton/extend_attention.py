@@ -3,6 +3,8 @@
 import triton
 import triton.language as tl
 
+from radixlm.kernels._triton.decode_attention import soft_cap
+
 
 @triton.jit
 def extend_kernel(
@@ -16,6 +18,8 @@ def extend_kernel(
     ExtendLens,
     ExtendStartLoc,
     sm_scale,
+    window,
+    softcap,
     stride_qt,
     stride_qh,
     stride_ks,
@@ -31,11 +35,13 @@ def extend_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     PRECISION: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
 ):
     """Program ``(b, head, m_block)``: ``BLOCK_M`` new tokens of request ``b`` for one query head.
 
     All keys (the cached prefix and the new tokens, already stored) are read through
-    ``req_to_token``; new token ``j`` sees keys ``0 .. prefix + j``.
+    ``req_to_token``; new token ``j`` sees keys ``0 .. prefix + j``, only the last ``window`` of them
+    when ``window > 0``.
     """
     b = tl.program_id(0)
     head = tl.program_id(1)
@@ -63,7 +69,8 @@ def extend_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     end = prefix_len + tl.minimum(ext_len, (m_block + 1) * BLOCK_M)
-    for n0 in range(0, end, BLOCK_N):
+    first = tl.where(window > 0, tl.maximum(prefix_len + m_block * BLOCK_M - window + 1, 0), 0)
+    for n0 in range(first, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         mask_n = offs_n < end
         slots = tl.load(ReqToToken + row * stride_row + offs_n, mask=mask_n, other=0)
@@ -72,11 +79,16 @@ def extend_kernel(
             K + slots[:, None] * stride_ks + kv_head * stride_kh + offs_d[None, :], mask=kv_mask, other=0.0
         )
         s = tl.dot(q.to(k.dtype), tl.trans(k), input_precision=PRECISION) * sm_scale
+        if USE_SOFTCAP:
+            s = soft_cap(s, softcap)
         visible = mask_n[None, :] & (offs_n[None, :] <= q_pos[:, None])
+        visible &= (window <= 0) | (offs_n[None, :] > q_pos[:, None] - window)
         s = tl.where(visible, s, float("-inf"))
+        # a row that has seen no key yet (a window starting past this block) keeps m = -inf: shift by 0
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
+        m_shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(s - m_shift[:, None])
+        alpha = tl.exp(m_i - m_shift)
         v = tl.load(
             V + slots[:, None] * stride_vs + kv_head * stride_vh + offs_d[None, :], mask=kv_mask, other=0.0
         )

@@ -12,6 +12,10 @@
 // Batch invariance: chunk bounds depend only on the request's own length, and the merge walks its
 // chunks in order, so a token's result does not depend on the batch, the padding or the thread count.
 //
+// A sliding-window layer (Mistral, Gemma) reads only each request's last `window` keys: the window
+// raises the request's first key index, nothing else changes. A soft-capped layer (Gemma 2) maps each
+// scaled score s to cap * tanh(s / cap) before the softmax.
+//
 // fp16 and bf16 pools (--kv-cache-dtype) hold half the bytes: their rows are widened to fp32 as
 // they are loaded (exactly: every fp16 and bf16 value is an fp32 value), and the arithmetic is the
 // fp32 pool's, operation for operation.
@@ -65,7 +69,7 @@ inline void prefetch_rows(const T* pool, const int64_t* slots, int64_t from, int
 
 template <typename T>
 void attend_chunk(const float* q, const T* k_pool, const T* v_pool, const int64_t* slots, int64_t len,
-                  const int64_t* next_slots, int64_t next_len, const Shapes& s, float scale,
+                  const int64_t* next_slots, int64_t next_len, const Shapes& s, float scale, float softcap,
                   const Partial& part) {
   thread_local std::vector<float> scores;  // [q_heads, len]
   scores.resize(static_cast<size_t>(s.q_heads * len));
@@ -86,6 +90,10 @@ void attend_chunk(const float* q, const T* k_pool, const T* v_pool, const int64_
                                                   k[3] + off, s.head_dim), scale4));
       std::copy(four, four + n, scores.data() + h * len + t);
     }
+  }
+  if (softcap > 0.0f) {
+    const float inv_cap = 1.0f / softcap;
+    for (float& x : scores) x = softcap * std::tanh(x * inv_cap);
   }
   for (int64_t h = 0; h < s.q_heads; ++h) {
     float* sc = scores.data() + h * len;
@@ -135,12 +143,12 @@ struct Prefix {
   const float* lse = nullptr;
 };
 
-// Keys [key_start, seq_len) of each request (and `prefix`, when given, for the keys before);
-// out: float32 [bs, Hq, D].
+// Keys [key_start, seq_len) of each request (and `prefix`, when given, for the keys before), only the
+// last `window` of them when window > 0; scores soft-capped when softcap > 0; out: float32 [bs, Hq, D].
 void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Tensor& v_pool,
             const torch::Tensor& req_to_token, const torch::Tensor& req_pool_indices,
             const torch::Tensor& seq_lens, double sm_scale, int64_t threads, int64_t key_start,
-            const Prefix& prefix, torch::Tensor& out) {
+            int64_t window, double softcap, const Prefix& prefix, torch::Tensor& out) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q: contiguous [bs, Hq, D] fp32");
   const auto pool_type = k_pool.scalar_type();
   TORCH_CHECK((pool_type == torch::kFloat32 || pool_type == torch::kHalf || pool_type == torch::kBFloat16) &&
@@ -153,17 +161,20 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   const int64_t* lens = seq_lens.data_ptr<int64_t>();
   const int64_t* r2t = req_to_token.data_ptr<int64_t>();
   const int64_t pool_rows = req_to_token.size(0), pool_slots = k_pool.size(0);
+  TORCH_CHECK(window >= 0 && softcap >= 0.0, "window and softcap must be >= 0 (0: none)");
   std::vector<int64_t> first_chunk(bs + 1, 0);  // request b owns chunks [first_chunk[b], first_chunk[b+1])
+  std::vector<int64_t> first_key(bs);  // request b reads keys [first_key[b], lens[b])
   int64_t keys = 0;
   for (int64_t b = 0; b < bs; ++b) {
     TORCH_CHECK(rows[b] >= 0 && rows[b] < pool_rows, "req_pool_indices out of range");
     TORCH_CHECK(lens[b] > key_start && lens[b] <= ctx, "seq_lens out of range (or no key past key_start)");
-    for (int64_t t = key_start; t < lens[b]; ++t) {
+    first_key[b] = window > 0 ? std::max(key_start, lens[b] - window) : key_start;
+    for (int64_t t = first_key[b]; t < lens[b]; ++t) {
       const int64_t slot = r2t[rows[b] * ctx + t];
       TORCH_CHECK(slot >= 0 && slot < pool_slots, "a KV slot is outside the pool");
     }
-    keys += lens[b] - key_start;
-    first_chunk[b + 1] = first_chunk[b] + (lens[b] - key_start + kChunk - 1) / kChunk;
+    keys += lens[b] - first_key[b];
+    first_chunk[b + 1] = first_chunk[b] + (lens[b] - first_key[b] + kChunk - 1) / kChunk;
   }
   const int64_t chunks = first_chunk[bs];
   const int64_t per_part = s.q_heads * (s.head_dim + 2);
@@ -181,6 +192,7 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   float* op = out.data_ptr<float>();
   const int64_t step = s.q_heads * s.head_dim;
   const float scale = static_cast<float>(sm_scale);
+  const float cap = static_cast<float>(softcap);
   const int64_t pool_bytes = 2 * static_cast<int64_t>(k_pool.element_size());  // K and V, one value each
   const int helpers = keys * s.kv_heads * s.head_dim * pool_bytes >= kParallelMinBytes
                           ? static_cast<int>(threads) - 1 : 0;
@@ -188,7 +200,7 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   // for that chunk's first keys while it finishes the current one) of about an eighth of a thread's
   // share of the keys, so that the threads still come out even.
   const auto chunk_keys = [&](int64_t c) {  // the chunk's slots and their count
-    const int64_t b = owner[c], t0 = key_start + (c - first_chunk[b]) * kChunk;
+    const int64_t b = owner[c], t0 = first_key[b] + (c - first_chunk[b]) * kChunk;
     return std::pair<const int64_t*, int64_t>(r2t + rows[b] * ctx + t0, std::min(kChunk, lens[b] - t0));
   };
   const int64_t item_keys = keys / (8 * (helpers + 1));
@@ -207,7 +219,7 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
         const auto [slots, len] = chunk_keys(c);
         const bool more = c + 1 < item_start[item + 1];
         const auto [next_slots, next_len] = more ? chunk_keys(c + 1) : std::pair<const int64_t*, int64_t>{};
-        attend_chunk(qp + owner[c] * step, kp, vp, slots, len, next_slots, next_len, s, scale, parts[c]);
+        attend_chunk(qp + owner[c] * step, kp, vp, slots, len, next_slots, next_len, s, scale, cap, parts[c]);
       }
     });
   };
@@ -239,13 +251,16 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
 
 // q: float32 [bs, Hq, D]; k_pool, v_pool: [slots, Hkv, D], both float32, float16 or bfloat16;
 // req_to_token: int64 [rows, ctx];
-// req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1). Returns float32 [bs, Hq, D].
+// req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1); window: keys per query (0: all);
+// softcap: the score cap (0: none). Returns float32 [bs, Hq, D].
 // Callers check the arguments first (radixlm/kernels/cpu/decode_ops.py); the checks here are a backstop.
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
                                      torch::Tensor req_to_token, torch::Tensor req_pool_indices,
-                                     torch::Tensor seq_lens, double sm_scale, int64_t threads) {
+                                     torch::Tensor seq_lens, double sm_scale, int64_t window, double softcap,
+                                     int64_t threads) {
   auto out = torch::empty_like(q);
-  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, 0, Prefix{}, out);
+  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, 0, window, softcap,
+         Prefix{}, out);
   return out;
 }
 
@@ -265,6 +280,7 @@ torch::Tensor paged_decode_attention_after_prefix(torch::Tensor q, torch::Tensor
               prefix_lse.numel() == q.size(0) * q.size(1), "prefix_lse: contiguous fp32 [Hkv, bs * group]");
   auto out = torch::empty_like(q);
   const Prefix prefix{prefix_out.data_ptr<float>(), prefix_lse.data_ptr<float>()};
-  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, key_start, prefix, out);
+  attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, key_start, 0, 0.0,
+         prefix, out);
   return out;
 }

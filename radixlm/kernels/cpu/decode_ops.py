@@ -8,6 +8,7 @@ from types import ModuleType
 import torch
 
 from radixlm.kernels.cpu.gguf_ops import check_threads
+from radixlm.kernels.windowed_attention import check_window_softcap
 
 # K/V pool dtypes the decode-attention kernel reads (16-bit rows are widened to fp32 as they are read)
 POOL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -34,14 +35,27 @@ class DecodeKernels:
         seq_lens_cpu: list[int],
         sm_scale: float,
         threads: int | None = None,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]``, fp32, fp16 or bf16;
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
-        ``seq_lens_cpu`` their values as a list. Returns ``[bs, Hq, D]`` fp32."""
+        ``seq_lens_cpu`` their values as a list; ``window``: only each request's last ``window`` keys;
+        ``softcap``: scores ``s`` become ``softcap * tanh(s / softcap)``. Returns ``[bs, Hq, D]`` fp32."""
         threads = check_threads(threads)
+        check_window_softcap(window, softcap)
         _check_decode_arguments(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, 0)
         return self._compiled.paged_decode_attention(
-            q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, float(sm_scale), threads
+            q,
+            k_pool,
+            v_pool,
+            req_to_token,
+            req_pool_indices,
+            seq_lens,
+            float(sm_scale),
+            int(window or 0),
+            float(softcap or 0.0),
+            threads,
         )
 
     def paged_decode_attention_after_prefix(

@@ -28,21 +28,40 @@ class AttentionBackend(ABC):
         layer_id: int,
         fb: ForwardBatch,
         sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
-        """``q``: ``[T, Hq, D]``, ``k``/``v``: ``[T, Hkv, D]``; returns ``[T, Hq, D]``."""
+        """``q``: ``[T, Hq, D]``, ``k``/``v``: ``[T, Hkv, D]``; returns ``[T, Hq, D]``.
+
+        ``window``: a sliding-window layer, whose query at position ``p`` sees only the keys at
+        ``p - window < k <= p`` (every key stays in the pool: ``docs/architecture.md``, sliding
+        windows); ``softcap``: scaled scores ``s`` become ``softcap * tanh(s / softcap)``.
+        """
         fb.kv_pool.store(layer_id, fb.out_cache_loc, k, v)
         if fb.is_decode:
-            return self.forward_decode(q, layer_id, fb, sm_scale)
-        return self.forward_extend(q, layer_id, fb, sm_scale)
+            return self.forward_decode(q, layer_id, fb, sm_scale, window=window, softcap=softcap)
+        return self.forward_extend(q, layer_id, fb, sm_scale, window=window, softcap=softcap)
 
     @abstractmethod
     def forward_extend(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         """Attention of the step's new tokens (all requests concatenated) over prefix + new keys."""
 
     @abstractmethod
     def forward_decode(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         """Attention of one new token per request over all of that request's keys."""

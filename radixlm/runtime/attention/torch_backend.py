@@ -37,7 +37,8 @@ class TorchAttentionBackend(AttentionBackend):
     It never runs a Triton kernel, so ``--attention-backend torch`` means the exact path on a GPU
     too. A batch whose requests share a cached prefix (the same
     slots, courtesy of the radix tree) reads that prefix once for all of them (cascade), in decode
-    and in extend.
+    and in extend. Sliding-window and soft-capped layers skip the cascade (the shared part would
+    need the window and the cap too) and take the plain extend and the planned decode.
     """
 
     min_shared_prefix: float = MIN_SHARED_PREFIX  # deterministic mode: inf (no cascade)
@@ -88,12 +89,18 @@ class TorchAttentionBackend(AttentionBackend):
             )
 
     def forward_extend(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._decode_tail:
-            return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale)
-        if self._shared_len:
+            return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale, window, softcap)
+        if self._shared_len and window is None and softcap is None:
             return extend_attention_shared_prefix_torch(
                 q,
                 k_buffer,
@@ -116,6 +123,8 @@ class TorchAttentionBackend(AttentionBackend):
             fb.extend_prefix_lens_cpu,
             fb.extend_seq_lens_cpu,
             sm_scale,
+            window,
+            softcap,
         )
 
     def _forward_mixed(
@@ -125,6 +134,8 @@ class TorchAttentionBackend(AttentionBackend):
         v_buffer: torch.Tensor,
         fb: ForwardBatch,
         sm_scale: float,
+        window: int | None,
+        softcap: float | None,
     ) -> torch.Tensor:
         """Prompt chunks attend as an extend, the single-token tail as one planned decode."""
         assert self._decode_plan is not None
@@ -132,7 +143,11 @@ class TorchAttentionBackend(AttentionBackend):
         n_ext = len(fb.seq_lens_cpu) - n_dec
         assert fb.extend_prefix_lens_cpu is not None and fb.extend_seq_lens_cpu is not None
         tokens = q.shape[0] - n_dec
-        parts = [decode_attention_planned(q[tokens:], k_buffer, v_buffer, self._decode_plan, sm_scale)]
+        parts = [
+            decode_attention_planned(
+                q[tokens:], k_buffer, v_buffer, self._decode_plan, sm_scale, window, softcap
+            )
+        ]
         if n_ext:
             head = extend_attention_torch(
                 q[:tokens],
@@ -143,15 +158,23 @@ class TorchAttentionBackend(AttentionBackend):
                 fb.extend_prefix_lens_cpu[:n_ext],
                 fb.extend_seq_lens_cpu[:n_ext],
                 sm_scale,
+                window,
+                softcap,
             )
             parts.insert(0, head)
         return torch.cat(parts) if len(parts) > 1 else parts[0]
 
     def forward_decode(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        if self._shared_len:
+        if self._shared_len and window is None and softcap is None:
             return decode_attention_shared_prefix_torch(
                 q,
                 k_buffer,
@@ -165,8 +188,16 @@ class TorchAttentionBackend(AttentionBackend):
                 self._kernels_for(q),
                 fb.seq_lens_cpu,
             )
-        assert self._decode_plan is not None, "init_forward_metadata was not called for this step"
-        return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale)
+        if self._decode_plan is None:  # a cascade step's windowed or capped layer: plan once, on first use
+            assert fb.seq_lens_cpu is not None, "init_forward_metadata was not called for this step"
+            self._decode_plan = plan_decode(
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices,
+                fb.seq_lens,
+                fb.seq_lens_cpu,
+                in_place_decode_available(k_buffer),
+            )
+        return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale, window, softcap)
 
     def _kernels_for(self, q: torch.Tensor) -> DecodeKernels | None:
         """The C++ kernels for a cascade's private keys, when they serve this step and fp32 ``q``."""

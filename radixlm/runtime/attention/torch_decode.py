@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from radixlm.kernels.cpu.build import decode_kernels_if_ready
 from radixlm.kernels.cpu.decode_ops import POOL_DTYPES
+from radixlm.kernels.windowed_attention import attend
 
 
 @dataclass
@@ -68,10 +68,17 @@ def plan_decode(
 
 
 def decode_attention_planned(
-    q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan, sm_scale: float
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    plan: DecodePlan,
+    sm_scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
-    """``q`` ``[bs, Hq, D]`` over the planned requests' keys; returns ``[bs, Hq, D]`` (equal, within
-    rounding, to ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
+    """``q`` ``[bs, Hq, D]`` over the planned requests' keys (the last ``window`` of them, scores
+    soft-capped by ``softcap``); returns ``[bs, Hq, D]`` (equal, within rounding, to
+    ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
     kernels = decode_kernels_if_ready() if plan.in_place and q.dtype == torch.float32 else None
     if kernels is not None:
         return kernels.paged_decode_attention(
@@ -83,8 +90,10 @@ def decode_attention_planned(
             plan.seq_lens,
             plan.seq_lens_cpu,
             sm_scale,
+            window=window,
+            softcap=softcap,
         )
-    return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale)
+    return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale, window, softcap)
 
 
 def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
@@ -99,15 +108,22 @@ def in_place_decode_available(k_buffer: torch.Tensor) -> bool:
 
 
 def _gather_attention(
-    q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, plan: DecodePlan, sm_scale: float
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    plan: DecodePlan,
+    sm_scale: float,
+    window: int | None,
+    softcap: float | None,
 ) -> torch.Tensor:
-    bs, num_q_heads, head_dim = q.shape
+    bs, _, head_dim = q.shape
     num_kv_heads = k_buffer.shape[1]
     slots, mask = plan.gather_slots()
+    if window is not None and window < plan.max_len:
+        key_pos = torch.arange(plan.max_len, device=plan.seq_lens.device)
+        in_window = (key_pos[None, :] >= plan.seq_lens[:, None] - window)[:, None, None, :]
+        mask = in_window if mask is None else mask & in_window
     shape = (bs, plan.max_len, num_kv_heads, head_dim)
     k = k_buffer.index_select(0, slots).view(shape).transpose(1, 2).to(q.dtype)
     v = v_buffer.index_select(0, slots).view(shape).transpose(1, 2).to(q.dtype)
-    out = F.scaled_dot_product_attention(
-        q.unsqueeze(2), k, v, attn_mask=mask, scale=sm_scale, enable_gqa=num_q_heads != num_kv_heads
-    )
-    return out.squeeze(2)
+    return attend(q.unsqueeze(2), k, v, mask, sm_scale, softcap).squeeze(2)

@@ -15,7 +15,8 @@ class TritonAttentionBackend(AttentionBackend):
 
     Decode needs no host-side planning and never reads device memory on the host, so a decode step
     can be captured in a CUDA graph. Extend builds the flat metadata (start offsets of each
-    request's new tokens) once per step for all layers.
+    request's new tokens) once per step for all layers. Both kernels take a layer's sliding window
+    (the first key index rises) and logit soft-cap.
     """
 
     supports_cuda_graph = True
@@ -35,7 +36,13 @@ class TritonAttentionBackend(AttentionBackend):
         )
 
     def forward_extend(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         assert self._extend_meta is not None, "init_forward_metadata was not called for this step"
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
@@ -47,10 +54,18 @@ class TritonAttentionBackend(AttentionBackend):
             fb.req_pool_indices,
             self._extend_meta,
             sm_scale,
+            window=window,
+            softcap=softcap,
         )
 
     def forward_decode(
-        self, q: torch.Tensor, layer_id: int, fb: ForwardBatch, sm_scale: float
+        self,
+        q: torch.Tensor,
+        layer_id: int,
+        fb: ForwardBatch,
+        sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         splits = self.num_kv_splits or default_num_kv_splits(fb.batch_size, k_buffer.shape[1], q.device)
@@ -63,4 +78,6 @@ class TritonAttentionBackend(AttentionBackend):
             fb.seq_lens,
             sm_scale,
             num_kv_splits=splits,
+            window=window,
+            softcap=softcap,
         )

@@ -2,7 +2,9 @@
 layers were quantized (or not): every rank keeps exactly the values one process would serve.
 
 Column-parallel: q/k/v (this rank's query heads and KV heads) and gate/up (its slice of the
-intermediate size). Row-parallel with an all-reduce: o_proj and down_proj. Vocabulary-parallel: the
+intermediate size). Row-parallel with an all-reduce: o_proj and down_proj. A mixture-of-experts block
+keeps its whole router and every expert cut to the rank's slice of the expert intermediate size,
+then all-reduces (``RowParallelSparseMoe``). Vocabulary-parallel: the
 embedding and the LM head (tied or not). Every rank reads the whole checkpoint and keeps its part.
 """
 
@@ -11,17 +13,31 @@ from __future__ import annotations
 from torch import nn
 
 from radixlm.runtime.distributed.partition import TPShard
+from radixlm.runtime.layers.moe import SparseMoeBlock
 from radixlm.runtime.layers.parallel_linear import RowParallelLinear, column_shard
+from radixlm.runtime.layers.parallel_moe import RowParallelSparseMoe
 from radixlm.runtime.layers.vocab_parallel import VocabParallelEmbedding, vocab_rows
 
 
 def shard_llama(model: nn.Module, shard: TPShard) -> int:
     """Shard ``model`` (a ``LlamaForCausalLM``) for ``shard``; returns the KV heads each rank keeps."""
     cfg = model.config
+    if not getattr(model, "supports_tensor_parallel", False):
+        raise ValueError(f"{cfg.architecture} cannot be split across tensor-parallel ranks")
     kv_heads = 0
     for i, layer in enumerate(model.model.layers):
+        if not getattr(layer.self_attn, "splits_by_head", True):
+            raise ValueError(
+                f"{cfg.architecture}: its attention does not split by heads (a norm over all of them), "
+                "so tensor parallelism (--tp > 1) cannot serve it; use --tp 1"
+            )
         kv_heads = _shard_attention(layer.self_attn, shard, f"model.layers.{i}.self_attn")
-        _shard_mlp(layer.mlp, shard, cfg.intermediate_size, f"model.layers.{i}.mlp")
+        if isinstance(layer.mlp, SparseMoeBlock):
+            inter = layer.mlp.experts.intermediate_size
+            start, count = shard.even_slice(inter, f"model.layers.{i}.mlp expert intermediate size")
+            layer.mlp = RowParallelSparseMoe(layer.mlp, start, count)
+        else:
+            _shard_mlp(layer.mlp, shard, cfg.intermediate_size, f"model.layers.{i}.mlp")
     start, count = shard.padded_slice(cfg.vocab_size)
     tied = model.lm_head is model.model.embed_tokens
     embed = VocabParallelEmbedding(vocab_rows(model.model.embed_tokens, start, count), start, count)

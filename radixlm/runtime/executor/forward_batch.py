@@ -36,6 +36,8 @@ class LayerAttention(Protocol):
         layer_id: int,
         fb: ForwardBatch,
         sm_scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor: ...
 
 

@@ -16,6 +16,7 @@ from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.models.transformers_fallback import check_fallback_options
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.weights.loader import load_model
 
@@ -94,7 +95,14 @@ class ModelRunner:
             tokenizer=server_args.tokenizer,
             context_length=server_args.context_length,
             quantization=server_args.quantization,
+            model_impl=server_args.model_impl,
         )
+        if self.loaded.model_impl == "transformers":
+            try:
+                check_fallback_options(server_args.quantization, server_args.tp_size)
+            except ValueError:
+                self.close()  # the other tensor-parallel ranks, already started
+                raise
         # Quantized whole (while loading), then sharded: each rank keeps the values one process serves.
         self.quantization = self.loaded.quantization
         self.model = self.loaded.model
@@ -139,6 +147,7 @@ class ModelRunner:
             and not server_args.disable_cuda_graph
             and self.tp is None
             and self.attn_backend.supports_cuda_graph
+            and getattr(self.model, "supports_cuda_graph", True)  # False: MoE models, the fallback
         ):
             self.cuda_graph_runner = CudaGraphRunner(self, max_bs=server_args.cuda_graph_max_bs)
         logger.info(
@@ -172,6 +181,7 @@ class ModelRunner:
             "vocab_size": self.vocab_size,
             "eos_token_ids": list(loaded.eos_token_ids),
             "architecture": loaded.architecture,
+            "model_impl": loaded.model_impl,
             "device": str(self.device),
             "dtype": _dtype_name(self.dtype),
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
@@ -226,7 +236,8 @@ class ModelRunner:
     def _activation_reserve(self) -> int:
         """Bytes a prefill step of ``max_prefill_tokens`` tokens may need beyond weights and KV."""
         cfg = self.loaded.hf_config
-        hidden, inter = int(cfg["hidden_size"]), int(cfg["intermediate_size"])
+        hidden = int(cfg.get("hidden_size") or cfg.get("n_embd") or 0)
+        inter = int(cfg.get("intermediate_size") or cfg.get("n_inner") or 4 * hidden)
         elt = torch.empty((), dtype=self.dtype).element_size()
         tokens = max(self.server_args.max_prefill_tokens, self.server_args.chunked_prefill_size)
         per_token = (6 * hidden + 3 * inter) * elt

@@ -1,16 +1,34 @@
-"""Hugging Face ``architectures`` names -> our model classes (their differences are ``ModelConfig`` flags)."""
+"""Hugging Face ``architectures`` names -> our model classes (Llama-family differences are ``ModelConfig``
+flags and rope dicts; the other dense architectures are small subclasses of ``LlamaForCausalLM``)."""
 
 from __future__ import annotations
 
 from torch import nn
 
+from radixlm.runtime.models.gemma import GemmaForCausalLM
+from radixlm.runtime.models.granite import GraniteForCausalLM
 from radixlm.runtime.models.llama import LlamaForCausalLM
+from radixlm.runtime.models.mixtral import MixtralForCausalLM
+from radixlm.runtime.models.olmo2 import Olmo2ForCausalLM
+from radixlm.runtime.models.olmoe import OlmoeForCausalLM
+from radixlm.runtime.models.phi3 import Phi3ForCausalLM
+from radixlm.runtime.models.qwen3_moe import Qwen3MoeForCausalLM
+from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": LlamaForCausalLM,  # q/k/v biases: ModelConfig.qkv_bias
     "Qwen3ForCausalLM": LlamaForCausalLM,  # per-head q/k norm: ModelConfig.qk_norm
+    "Phi3ForCausalLM": Phi3ForCausalLM,
+    "GraniteForCausalLM": GraniteForCausalLM,
+    "Olmo2ForCausalLM": Olmo2ForCausalLM,
+    "SmolLM3ForCausalLM": SmolLM3ForCausalLM,
+    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+    "MixtralForCausalLM": MixtralForCausalLM,
+    "OlmoeForCausalLM": OlmoeForCausalLM,
+    "Gemma2ForCausalLM": GemmaForCausalLM,
+    "Gemma3ForCausalLM": GemmaForCausalLM,  # text only (Gemma3TextConfig)
 }
 
 

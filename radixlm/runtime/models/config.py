@@ -40,7 +40,7 @@ class ModelConfig:
             raise ValueError("config.json has no 'architectures' entry")
         num_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
-        theta, scaling = _rope(cfg)
+        theta, scaling = _rope(cfg, archs[0])
         qkv_bias, o_bias, qk_norm = _attention_flags(archs[0], bool(cfg.get("attention_bias", False)))
         return cls(
             architecture=archs[0],
@@ -73,9 +73,37 @@ def _attention_flags(architecture: str, attention_bias: bool) -> tuple[bool, boo
     return attention_bias, attention_bias, architecture == "Qwen3ForCausalLM"
 
 
-def _rope(cfg: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
-    """(rope theta, the non-default scaling dict or None) from either config layout."""
+def _rope(cfg: dict[str, Any], architecture: str) -> tuple[float, dict[str, Any] | None]:
+    """(rope theta, the normalized scaling dict, or None for the plain rope over the whole head).
+
+    The dict carries what ``layers/rope_scaling.py`` reads, filled as transformers fills it: the
+    ``partial_rotary_factor`` (the rope dict's, else the top level's), ``original_max_position_embeddings``
+    for llama3/yarn/longrope (the top level's first, as Phi-3 keeps it there, else the dict's, else
+    ``max_position_embeddings``), yarn's and longrope's ``factor`` when absent (max / original), and
+    dynamic NTK's ``max_position_embeddings``. Phi-3's legacy ``su``/``yarn`` names mean longrope.
+    """
     dicts = [d for d in (cfg.get("rope_parameters"), cfg.get("rope_scaling")) if isinstance(d, dict)]
     theta = cfg.get("rope_theta") or next((d["rope_theta"] for d in dicts if d.get("rope_theta")), 10000.0)
-    scaling = next((d for d in dicts if (d.get("rope_type") or d.get("type")) not in (None, "default")), None)
-    return float(theta), dict(scaling) if scaling else None
+    found = next((d for d in dicts if (d.get("rope_type") or d.get("type")) not in (None, "default")), None)
+    scaling = dict(found or {})
+    rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
+    if rope_type == "su" or (architecture == "Phi3ForCausalLM" and rope_type == "yarn"):
+        rope_type = "longrope"
+    partial = next((d["partial_rotary_factor"] for d in dicts if d.get("partial_rotary_factor")), None)
+    partial = float(partial or cfg.get("partial_rotary_factor") or 1.0)
+    if rope_type == "default" and partial == 1.0:
+        return float(theta), None
+    scaling["rope_type"] = rope_type
+    if partial != 1.0:
+        scaling["partial_rotary_factor"] = partial
+    max_positions = int(cfg.get("max_position_embeddings") or 2048)
+    if rope_type in ("llama3", "yarn", "longrope"):
+        original = cfg.get("original_max_position_embeddings") or scaling.get(
+            "original_max_position_embeddings"
+        )
+        scaling["original_max_position_embeddings"] = int(original or max_positions)
+    if rope_type in ("yarn", "longrope") and scaling.get("factor") is None:
+        scaling["factor"] = max_positions / scaling["original_max_position_embeddings"]
+    if rope_type == "dynamic":
+        scaling["max_position_embeddings"] = max_positions
+    return float(theta), scaling

@@ -3,7 +3,14 @@ LlamaForCausalLM.
 
 q/k/v and gate/up are fused into one matmul each; ``load_weights`` takes the checkpoint's separate
 tensors. ``ModelConfig`` flags switch on q/k/v and o_proj biases (Qwen2) and per-head q/k norms
-(Qwen3). Mistral's sliding window is not applied (exact for contexts within the window).
+(Qwen3). Sliding windows (Mistral's ``sliding_window``, Qwen2/3's ``use_sliding_window``) come from
+``models/sliding_window.py``.
+
+Other dense architectures are small subclasses (``phi3.py``, ``granite.py``, ``olmo2.py``,
+``smollm3.py``, ``gemma.py``, the MoE families): the class attributes ``LlamaForCausalLM.model_cls``,
+``LlamaModel.layer_cls`` and ``LlamaDecoderLayer.attention_cls``/``mlp_cls`` pick the parts,
+``LlamaAttention.project_qkv``, ``LlamaAttention.use_rope`` and ``LlamaModel.embed`` are the hooks
+they override.
 """
 
 from __future__ import annotations
@@ -21,11 +28,23 @@ from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.sliding_window import layer_windows
 from radixlm.runtime.models.weight_loading import load_checkpoint
 
 
 class LlamaAttention(Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    """q/k/v projection, optional q/k norms, rotary, paged attention, output projection.
+
+    ``scaling`` (default ``head_dim ** -0.5``) and ``logit_softcap`` serve other families (Gemma);
+    the layer's sliding window is read from the config (``layer_windows``)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        layer_id: int,
+        scaling: float | None = None,
+        logit_softcap: float | None = None,
+    ) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
@@ -34,17 +53,27 @@ class LlamaAttention(Module):
         self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
-        self.attn = RadixAttention(self.num_heads, self.num_kv_heads, self.head_dim, layer_id)
+        window = layer_windows(cfg.hf, cfg.num_layers)[layer_id]
+        self.attn = RadixAttention(
+            self.num_heads, self.num_kv_heads, self.head_dim, layer_id, scaling, window, logit_softcap
+        )
+        self.use_rope = True  # False: a layer without position embedding (SmolLM3's NoPE layers)
 
     def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, fb: ForwardBatch) -> torch.Tensor:
+        q, k, v = self.project_qkv(x)
+        if self.use_rope:
+            q, k = rotary(fb.positions, q, k)
+        return self.o_proj(self.attn(q, k, v, fb))
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``q`` ``[T, Hq, D]``, ``k`` and ``v`` ``[T, Hkv, D]`` before rotary (q/k normed if so)."""
         q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(fb.positions, q, k)
-        return self.o_proj(self.attn(q, k, v, fb))
+        return q, k, v
 
 
 class LlamaMLP(Module):
@@ -62,14 +91,26 @@ class LlamaMLP(Module):
 
 class LlamaDecoderLayer(Module):
     """One block. The residual stream is passed along unadded: each norm adds its input to the
-    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA)."""
+    residual first (``RMSNorm.add_and_norm``, one fused kernel on CUDA). A family with another
+    attention or feed-forward sets ``attention_cls``/``mlp_cls``, or overrides ``build_attention``/
+    ``build_mlp`` to choose per layer."""
+
+    attention_cls: type[LlamaAttention] = LlamaAttention
+    mlp_cls: type[LlamaMLP] = LlamaMLP
 
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = LlamaAttention(cfg, layer_id)
+        self.self_attn = self.build_attention(cfg, layer_id)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = LlamaMLP(cfg)
+        self.mlp = self.build_mlp(cfg, layer_id)
+
+    def build_attention(self, cfg: ModelConfig, layer_id: int) -> Module:
+        return self.attention_cls(cfg, layer_id)
+
+    def build_mlp(self, cfg: ModelConfig, layer_id: int) -> Module:
+        """The layer's feed-forward block (a family may choose per layer: MoE or dense)."""
+        return self.mlp_cls(cfg)
 
     def forward(
         self, h: torch.Tensor, residual: torch.Tensor | None, rotary: RotaryEmbedding, fb: ForwardBatch
@@ -84,17 +125,23 @@ class LlamaDecoderLayer(Module):
 
 
 class LlamaModel(Module):
+    layer_cls: type[Module] = LlamaDecoderLayer  # forward(h, residual, rotary, fb) -> (out, residual)
+
     def __init__(self, cfg: ModelConfig, max_positions: int) -> None:
         super().__init__()
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
         self.rotary_emb = RotaryEmbedding(cfg.head_dim, max_positions, cfg.rope_theta, cfg.rope_scaling)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.layers = nn.ModuleList(self.layer_cls(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The first layer's input ``[T, hidden]``."""
+        return self.embed_tokens(input_ids)
 
     def forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """The last layer's ``(output, residual)`` ``[T, hidden]`` for all new tokens: their sum is
         the hidden state before the final norm (``norm`` is applied by the logits step)."""
-        h = self.embed_tokens(fb.input_ids)
+        h = self.embed(fb.input_ids)
         residual = None
         for layer in self.layers:
             h, residual = layer(h, residual, self.rotary_emb, fb)
@@ -105,10 +152,13 @@ class LlamaModel(Module):
 class LlamaForCausalLM(Module):
     """``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab_size]``."""
 
+    model_cls: type[LlamaModel] = LlamaModel
+    supports_tensor_parallel = True  # shard_llama can split its heads and MLP across ranks
+
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
         super().__init__()
         self.config = cfg
-        self.model = LlamaModel(cfg, max_positions or cfg.max_position_embeddings)
+        self.model = self.model_cls(cfg, max_positions or cfg.max_position_embeddings)
         self.lm_head = (
             self.model.embed_tokens if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size)
         )

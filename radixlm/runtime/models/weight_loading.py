@@ -8,6 +8,10 @@ The loader (``radixlm.runtime.weights.loader``) builds models with their paramet
 and installs a ``ParamSink`` (``loading_into``) for the call: tensors then go to the sink, which builds
 each module (float, or quantized) as soon as all of its tensors have arrived. A tensor may be a
 ``BlockTensor`` (GGUF blocks): without a sink, or with a ``transform``, it is dequantized first.
+
+Mixture-of-experts checkpoints name each expert's tensors (``...experts.{e}.gate_proj.weight``):
+``expert_key`` maps them onto the stacked ``Experts`` parameters (shard ``(expert, part)``), whose
+fused tensors (transformers 5's in-memory layout) also load as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 from torch import nn
 
 from radixlm.runtime.layers.linear import MergedLinear, copy_checked
+from radixlm.runtime.layers.moe import Experts
 from radixlm.runtime.weights.source import BlockTensor, StoredTensor, as_float
 
 # (fused parameter, checkpoint projection, shard index)
@@ -32,6 +37,14 @@ LLAMA_STACKING: Stacking = (
     ("gate_up_proj", "gate_proj", 0),
     ("gate_up_proj", "up_proj", 1),
 )
+# one expert's checkpoint projection -> (stacked ``Experts`` parameter, part)
+EXPERT_STACKING = {
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+    "down_proj": ("down_proj", 0),
+}
+# a row block of a fused parameter (``MergedLinear``), or (expert, part) of a stacked ``Experts`` one
+Shard = int | tuple[int, int]
 
 
 class ParamSink(Protocol):
@@ -41,7 +54,7 @@ class ParamSink(Protocol):
         """Called first with every key ``receive`` will see (``name`` or ``name[shard]``)."""
         ...
 
-    def receive(self, key: str, target: str, shard: int | None, tensor: StoredTensor) -> None:
+    def receive(self, key: str, target: str, shard: Shard | None, tensor: StoredTensor) -> None:
         """The tensor for parameter ``target`` (row block ``shard`` of a fused one, or all of it)."""
         ...
 
@@ -75,13 +88,17 @@ def load_checkpoint(
     """
     params = dict(model.named_parameters())
     modules = dict(model.named_modules())
-    expected = set()
+    pieces: dict[str, set[str]] = {}  # parameter -> the checkpoint pieces that set it
     for name in params:
-        module = modules[name.rsplit(".", 1)[0]]
+        module_name, param_name = name.rsplit(".", 1)
+        module = modules[module_name]
         if isinstance(module, MergedLinear):
-            expected |= {f"{name}[{i}]" for i in range(len(module.out_sizes))}
+            pieces[name] = {piece_key(name, i) for i in range(len(module.out_sizes))}
+        elif isinstance(module, Experts):
+            pieces[name] = {piece_key(name, s) for s in module.shard_keys(param_name)}
         else:
-            expected.add(name)
+            pieces[name] = {name}
+    expected = set().union(*pieces.values())
     sink = _SINK.get()
     if sink is not None:
         sink.expect(model, expected)
@@ -89,25 +106,26 @@ def load_checkpoint(
     for name, stored in weights:
         if skip(name):
             continue
-        target, shard = stacked_key(name, stacking) or (name, None)
+        target, shard = expert_key(name) or stacked_key(name, stacking) or (name, None)
         if target not in params:
             raise ValueError(f"unexpected checkpoint tensor {name!r}")
         if transform is not None:
             stored = transform(name, as_float(stored))
-        key = target if shard is None else f"{target}[{shard}]"
+        key = target if shard is None else piece_key(target, shard)
         if sink is not None:
             sink.receive(key, target, shard, stored)
-            loaded.add(key)
+            loaded |= pieces[target] if shard is None else {key}
             continue
         tensor = as_float(stored)
         if isinstance(stored, BlockTensor):
             stored.release()
         if shard is None:
             copy_checked(params[target].data, tensor, name)
+            loaded |= pieces[target]
         else:
             module_name, param_name = target.rsplit(".", 1)
             modules[module_name].load_shard(param_name, shard, tensor)
-        loaded.add(key)
+            loaded.add(key)
     missing = sorted(expected - loaded)
     if missing:
         raise ValueError(
@@ -122,3 +140,18 @@ def stacked_key(name: str, stacking: Stacking = LLAMA_STACKING) -> tuple[str, in
         if len(parts) >= 2 and parts[-2] == proj:
             return ".".join([*parts[:-2], fused, parts[-1]]), shard
     return None
+
+
+def expert_key(name: str) -> tuple[str, tuple[int, int]] | None:
+    """``...experts.3.up_proj.weight`` -> (``...experts.gate_up_proj``, (3, 1)), or None."""
+    parts = name.split(".")
+    if len(parts) >= 4 and parts[-4] == "experts" and parts[-3].isdigit() and parts[-1] == "weight":
+        fused = EXPERT_STACKING.get(parts[-2])
+        if fused is not None:
+            return ".".join([*parts[:-3], fused[0]]), (int(parts[-3]), fused[1])
+    return None
+
+
+def piece_key(target: str, shard: Shard) -> str:
+    """The name a checkpoint piece of ``target`` goes by in errors and in the sink's bookkeeping."""
+    return f"{target}[{shard}]" if isinstance(shard, int) else f"{target}[expert {shard[0]}][{shard[1]}]"

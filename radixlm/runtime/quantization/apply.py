@@ -7,6 +7,11 @@ or become a ``StackedLinear`` when their formats differ), and a tensor in a form
 (Q5_K, Q2_K, F16...) keeps its float values. Otherwise the float weights of each module are quantized to
 the method asked for as soon as they are complete. On CUDA the quantized values are dequantized back
 into the float weights (same numbers as the CPU path's weights, no memory saving).
+
+Mixture-of-experts layers: a block format turns the float ``Experts`` into ``GGUFExperts`` (each
+expert's matrices rounded like a ``Linear``'s) once the layer's experts have arrived; ``int8`` and a
+GGUF file's own format keep them float, and the router always stays float (``TopKRouter`` is no
+``Linear``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from torch import nn
 
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.runtime.layers.linear import Embedding, Linear, MergedLinear
+from radixlm.runtime.layers.moe import Experts
 from radixlm.runtime.layers.packed_weights import repack_weights
 from radixlm.runtime.layers.quantized_linear import (
     GGUFLinear,
@@ -55,19 +61,30 @@ class ServingPlan:
         linears = [(n, m) for n, m in modules if type(m) in (Linear, MergedLinear)]
         for name, module in linears + [(n, m) for n, m in modules if isinstance(m, Embedding)]:
             _check_fits(name, module.weight.shape[1], self.method)
+        for name, module in modules:
+            if isinstance(module, Experts):
+                _check_fits(name, module.down_proj.shape[1], self.method, "hidden_size")
+                _check_fits(name, module.down_proj.shape[2], self.method, "the expert intermediate size")
 
     @torch.no_grad()
     def build(self, model: nn.Module, name: str, module: nn.Module, parts: Parts) -> nn.Module | None:
         """The module to serve at ``name`` from its tensors ``parts`` (None: ``module``, materialized)."""
         is_linear = type(module) in (Linear, MergedLinear)
         is_embedding = isinstance(module, Embedding) and name.endswith("embed_tokens")
-        if self.method == "none" or not (is_linear or is_embedding):
+        is_experts = isinstance(module, Experts)
+        if self.method == "none" or not (is_linear or is_embedding or is_experts):
             materialize(module, parts, self.device)
             return None
         if self.device.type != "cpu":
             materialize(module, parts, self.device)
             _roundtrip(module, self.method)
             return None
+        if is_experts:
+            materialize(module, parts, self.device)
+            if self.method == "int8" or self.native:
+                logger.info("%s: mixture-of-experts weights served in float under %s", name, self.method)
+                return None
+            return module.quantized(self.method)
         if is_embedding:
             return self._embedding(model, module, parts)
         if self.native:
@@ -102,10 +119,10 @@ def _tie(model: nn.Module, embedding: QuantizedEmbedding, tied: bool) -> Quantiz
     return embedding
 
 
-def _check_fits(name: str, in_features: int, method: str) -> None:
+def _check_fits(name: str, in_features: int, method: str, what: str = "in_features") -> None:
     if not gguf_blocks.fits(method, in_features):
         raise ValueError(
-            f"--quantization {method} needs in_features to be a multiple of "
+            f"--quantization {method} needs {what} to be a multiple of "
             f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {in_features}; "
             f"serve this model with q4_0, q4_1, q8_0, int8 or none"
         )
@@ -158,9 +175,15 @@ def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) ->
 
 def _roundtrip(module: nn.Module, method: str) -> None:
     """Give a float weight the values ``method`` would serve (CUDA: no CPU kernels there)."""
-    if not isinstance(module, (Linear, Embedding)):
-        return
-    w = module.weight.data
+    if isinstance(module, Experts) and method != "int8":  # int8 serves experts in float
+        for param in (module.gate_up_proj, module.down_proj):
+            _roundtrip_rows(param.data.view(-1, param.shape[-1]), method)
+    if isinstance(module, (Linear, Embedding)):
+        _roundtrip_rows(module.weight.data, method)
+
+
+def _roundtrip_rows(w: torch.Tensor, method: str) -> None:
+    """Replace the rows of ``w`` ``[N, K]`` by the values ``method`` stores for them."""
     if method == "int8":
         q, scales = quantize_int8_per_channel(w)
         values = q.float() * scales[:, None]

@@ -9,12 +9,14 @@ def build_server_info(
     server_args: dict[str, Any], model_info: dict[str, Any], stats: dict[str, Any], version: str
 ) -> dict[str, Any]:
     """Server arguments and live statistics at the top level (what scripts read), plus SGLang's
-    nested ``stats``/``internal_states`` and the model info. ``quantization`` (the method served) and
-    ``kv_cache_dtype`` are taken from the model info, ``auto`` resolved."""
+    nested ``stats``/``internal_states`` and the model info. ``quantization`` (the method served),
+    ``kv_cache_dtype`` and ``model_impl`` (native or transformers) are taken from the model info,
+    ``auto`` resolved."""
     return {
         **server_args,
         "quantization": model_info.get("quantization", server_args.get("quantization")),
         "kv_cache_dtype": model_info.get("kv_cache_dtype", server_args.get("kv_cache_dtype")),
+        "model_impl": model_info.get("model_impl", server_args.get("model_impl")),
         **stats,
         "model_info": model_info,
         "stats": stats,

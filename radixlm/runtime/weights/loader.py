@@ -13,6 +13,7 @@ from torch import nn
 
 from radixlm.runtime.models.architectures import get_model_class
 from radixlm.runtime.models.config import ModelConfig
+from radixlm.runtime.models.model_impl import ModelDims, choose_model_impl
 from radixlm.runtime.models.weight_loading import loading_into
 from radixlm.runtime.quantization.apply import ServingPlan
 from radixlm.runtime.weights.materialize import ModuleAssembler, parameters_on_meta, unloaded_parameters
@@ -39,6 +40,7 @@ class LoadedModel:
     head_dim: int
     architecture: str
     quantization: str = "none"  # the method its weights are served with (``--quantization`` resolved)
+    model_impl: str = "native"  # or "transformers": the fallback serves it
 
 
 def load_model(
@@ -48,16 +50,23 @@ def load_model(
     tokenizer: str | None = None,
     context_length: int | None = None,
     quantization: str = "none",
+    model_impl: str = "auto",
 ) -> LoadedModel:
     """Load ``model`` (a known name, HF directory, hub id or .gguf file) onto ``device`` in ``dtype``.
 
     ``tokenizer`` optionally names a different tokenizer (name or path). ``context_length``
     (default: the model's max positions) sizes the rotary tables. ``quantization`` is
     ``--quantization`` (``auto``, ``none``, ``int8``, a block format), applied per module while loading.
+    ``model_impl``: ``auto``, ``native`` or ``transformers`` (see ``models/model_impl.py``).
     """
     model_path = resolve_model(model)
     source = open_source(model_path)
     hf_config = source.hf_config()
+    if choose_model_impl(model, hf_config, model_impl) == "transformers":
+        from radixlm.runtime.models.transformers_fallback import load_transformers_model
+
+        fallback, dims = load_transformers_model(model_path, hf_config, device, dtype, context_length)
+        return _loaded(fallback, dims, model_path, hf_config, source.generation_config(), tokenizer, "none")
     cfg = ModelConfig.from_hf(hf_config)
     context = context_length or cfg.max_position_embeddings
     plan = ServingPlan.resolve(quantization, source, device)
@@ -70,6 +79,27 @@ def load_model(
     if unloaded:
         raise ValueError(f"{model_path}: no checkpoint tensor for {', '.join(unloaded[:8])}")
     net.eval().requires_grad_(False)
+    return _loaded(
+        net,
+        ModelDims.native(cfg, context),
+        model_path,
+        hf_config,
+        source.generation_config(),
+        tokenizer,
+        plan.method,
+    )
+
+
+def _loaded(
+    net: nn.Module,
+    dims: ModelDims,
+    model_path: str,
+    hf_config: dict[str, Any],
+    generation: dict[str, Any],
+    tokenizer: str | None,
+    quantization: str,
+) -> LoadedModel:
+    """``net`` with its tokenizer (``tokenizer``, default the model's own) and dimensions."""
     tokenizer_path = tokenizer_dir(tokenizer or model_path)
     tok = load_tokenizer(tokenizer_path)
     return LoadedModel(
@@ -79,14 +109,15 @@ def load_model(
         model_path=model_path,
         tokenizer_path=tokenizer_path if tok is not None else None,
         chat_template=getattr(tok, "chat_template", None),
-        eos_token_ids=_eos_token_ids(source.generation_config(), hf_config, tok),
-        vocab_size=cfg.vocab_size,
-        context_length=context,
-        num_layers=cfg.num_layers,
-        num_kv_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        architecture=cfg.architecture,
-        quantization=plan.method,
+        eos_token_ids=_eos_token_ids(generation, hf_config, tok),
+        vocab_size=dims.vocab_size,
+        context_length=dims.context_length,
+        num_layers=dims.num_layers,
+        num_kv_heads=dims.num_kv_heads,
+        head_dim=dims.head_dim,
+        architecture=dims.architecture,
+        quantization=quantization,
+        model_impl=dims.impl,
     )
 
 

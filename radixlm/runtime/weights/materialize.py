@@ -15,10 +15,11 @@ import torch
 from torch import nn
 
 from radixlm.runtime.layers.linear import copy_checked
+from radixlm.runtime.models.weight_loading import Shard, piece_key
 from radixlm.runtime.weights.source import BlockTensor, StoredTensor, as_float
 
-# a module's received tensors: (parameter name, row block of a fused parameter or None) -> tensor
-Parts = dict[tuple[str, int | None], StoredTensor]
+# a module's received tensors: (parameter name, piece of a fused or stacked parameter or None) -> tensor
+Parts = dict[tuple[str, Shard | None], StoredTensor]
 # (root model, module name, module, its tensors) -> a module to put in its place, or None to keep it
 BuildModule = Callable[[nn.Module, str, nn.Module, Parts], nn.Module | None]
 
@@ -46,9 +47,14 @@ def set_module(root: nn.Module, name: str, new: nn.Module) -> None:
     setattr(root.get_submodule(parent_name) if parent_name else root, leaf, new)
 
 
-def _shard_rows(module: nn.Module, shard: int) -> tuple[int, int]:
+def _shard_view(module: nn.Module, param_name: str, shard: Shard | None, data: torch.Tensor) -> torch.Tensor:
+    """The part of ``data`` (the parameter's full tensor) that checkpoint piece ``shard`` fills."""
+    if shard is None:
+        return data
+    if isinstance(shard, tuple):  # (expert, part) of stacked experts
+        return module.shard_view(param_name, shard, data)
     sizes = module.out_sizes  # a MergedLinear's row blocks
-    return sum(sizes[:shard]), sizes[shard]
+    return data.narrow(0, sum(sizes[:shard]), sizes[shard])
 
 
 @torch.no_grad()
@@ -62,8 +68,8 @@ def materialize(module: nn.Module, parts: Parts, device: torch.device) -> None:
         for (name, shard), stored in parts.items():
             if name != param_name:
                 continue
-            dst = data if shard is None else data.narrow(0, *_shard_rows(module, shard))
-            copy_checked(dst, as_float(stored), param_name if shard is None else f"{param_name}[{shard}]")
+            dst = _shard_view(module, param_name, shard, data)
+            copy_checked(dst, as_float(stored), param_name if shard is None else piece_key(param_name, shard))
             if isinstance(stored, BlockTensor):
                 stored.release()
         setattr(module, param_name, nn.Parameter(data, requires_grad=False))
@@ -83,20 +89,23 @@ class ModuleAssembler:
         for key in expected:
             self._remaining.setdefault(key.split("[")[0].rpartition(".")[0], set()).add(key)
 
-    def receive(self, key: str, target: str, shard: int | None, tensor: StoredTensor) -> None:
+    def receive(self, key: str, target: str, shard: Shard | None, tensor: StoredTensor) -> None:
         assert self._model is not None, "expect() comes first"
         module_name, _, param_name = target.rpartition(".")
         module = self._model.get_submodule(module_name)
-        param = getattr(module, param_name)
-        rows = param.shape[0] if shard is None else _shard_rows(module, shard)[1]
-        want = (rows, *param.shape[1:])
-        if tuple(tensor.shape) != tuple(want):
+        want = tuple(_shard_view(module, param_name, shard, getattr(module, param_name)).shape)
+        if tuple(tensor.shape) != want:
             raise ValueError(f"weight {key}: checkpoint shape {tuple(tensor.shape)} != model shape {want}")
         remaining = self._remaining.get(module_name, set())
-        if key not in remaining:
+        # a whole fused tensor (e.g. all experts at once) stands for all of its pieces
+        if key in remaining:
+            covered = {key}
+        else:  # a whole fused tensor (e.g. all experts at once) stands for all of its pieces
+            covered = {k for k in remaining if k.split("[")[0] == target} if shard is None else set()
+        if not covered:
             raise ValueError(f"checkpoint tensor for {key} given twice")
         self._pending.setdefault(module_name, {})[(param_name, shard)] = tensor
-        remaining.discard(key)
+        remaining -= covered
         if not remaining:
             parts = self._pending.pop(module_name)
             new = self._build(self._model, module_name, module, parts)
