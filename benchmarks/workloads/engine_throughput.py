@@ -185,14 +185,21 @@ def decode_floor(engine) -> dict[str, float]:
 
 
 def run_hf(model_dir: str) -> dict[str, Any]:
+    from pathlib import Path
+
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     prompts = build_prompts()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = tokenizer_for(model_dir)
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    path = Path(model_dir)
+    gguf = {"gguf_file": path.name} if path.suffix == ".gguf" else {}
+    folder = str(path.parent if gguf else path)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **gguf).eval()
     with torch.inference_mode():
         model.generate(**tokenizer(["warm up"], return_tensors="pt"), max_new_tokens=4, do_sample=False)
         outputs: list[list[int]] = []
@@ -306,13 +313,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.model_dir)
         return
-    from transformers import AutoTokenizer
-
     from radixlm.runtime.weights.model_registry import resolve_model
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
 
     model_dir = str(resolve_model(args.model)) if not os.path.isdir(args.model) else args.model
     prefix = build_prompts()[0].split("Question: Tell me")[0]
-    prefix_tokens = len(AutoTokenizer.from_pretrained(model_dir).encode(prefix, add_special_tokens=False))
+    prefix_tokens = len(tokenizer_for(model_dir).encode(prefix, add_special_tokens=False))
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in "abc"}
     order = ["b"] + ["a", "c"] * max(1, args.rounds)

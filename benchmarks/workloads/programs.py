@@ -104,15 +104,20 @@ def run_config(
 
 def run_hf_baseline(model: str, workloads: dict, n: int, max_tokens: int, threads: int) -> dict[str, float]:
     """Each program's generations as sequential ``generate`` calls on the interpreter's prompts."""
+    from pathlib import Path
+
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from radixlm.runtime.weights.model_registry import resolve_model
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
 
     torch.set_num_threads(threads)
-    path = resolve_model(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    path = Path(resolve_model(model))
+    tok = tokenizer_for(model)
+    gguf = {"gguf_file": path.name} if path.suffix == ".gguf" else {}
+    folder = str(path.parent if gguf else path)
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **gguf).eval()
     recorder = _PromptRecorder(tok.chat_template)
     for prog, args in workloads.values():
         prog.run_batch([args(i) for i in range(n)], backend=recorder, execution="interpreter", num_threads=1)

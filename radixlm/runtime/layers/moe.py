@@ -119,13 +119,17 @@ class Experts(GroupedExperts):
     def load_shard(self, param_name: str, shard: tuple[int, int], tensor: torch.Tensor) -> None:
         """Copy one expert's checkpoint tensor: part 0/1 = its gate/up rows of ``gate_up_proj``, part
         0 = its ``down_proj``."""
+        target = self.shard_view(param_name, shard, getattr(self, param_name).data)
+        copy_checked(target, tensor, f"{param_name}[expert {shard[0]}][{shard[1]}]")
+
+    def shard_view(self, param_name: str, shard: tuple[int, int], data: torch.Tensor) -> torch.Tensor:
+        """The rows of ``data`` (``param_name``'s full tensor) that checkpoint piece ``shard`` fills."""
         expert, part = shard
         if not 0 <= expert < self.num_experts:
             raise ValueError(f"expert {expert} out of range: the model has {self.num_experts} experts")
-        target = getattr(self, param_name).data[expert]
         if param_name == "gate_up_proj":
-            target = target.narrow(0, part * self.intermediate_size, self.intermediate_size)
-        copy_checked(target, tensor, f"{param_name}[expert {expert}][{part}]")
+            return data[expert].narrow(0, part * self.intermediate_size, self.intermediate_size)
+        return data[expert]
 
     def quantized(self, fmt: str) -> GGUFExperts:
         """The same experts as GGUF blocks of ``fmt`` (each matrix rounded as llama.cpp would)."""

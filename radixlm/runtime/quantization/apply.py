@@ -1,16 +1,17 @@
-"""Swap a loaded model's linear layers (and the embedding / LM head) for quantized ones.
+"""How each module is served once its checkpoint tensors have arrived (``ServingPlan.build``).
 
-On the CPU the layers become ``Int8Linear`` (FBGEMM) or ``GGUFLinear`` (our kernel). A GGUF file
+On the CPU the linear layers become ``Int8Linear`` (FBGEMM) or ``GGUFLinear`` (our kernel). A GGUF file
 served in its own format (``auto``, or that format asked for) keeps every tensor as stored: blocks our
-kernel reads are served as they are (a fused projection whose parts differ in format becomes a
-``StackedLinear``), and a tensor in a format without a kernel (Q5_K, Q2_K, F16...) keeps its
-dequantized float values. Otherwise the float weights are quantized to the method asked for. On CUDA
-the quantized values are dequantized back into the float weights (same numbers as the CPU path's
-weights, no memory saving).
+kernel reads are served as they are (views into the mapped file; a fused projection's parts are joined,
+or become a ``StackedLinear`` when their formats differ), and a tensor in a format without a kernel
+(Q5_K, Q2_K, F16...) keeps its float values. Otherwise the float weights of each module are quantized to
+the method asked for as soon as they are complete. On CUDA the quantized values are dequantized back
+into the float weights (same numbers as the CPU path's weights, no memory saving).
 
 Mixture-of-experts layers: a block format turns the float ``Experts`` into ``GGUFExperts`` (each
-expert's matrices rounded like a ``Linear``'s); ``int8`` and a GGUF file's own format keep them
-float, and the router always stays float (``TopKRouter`` is no ``Linear``).
+expert's matrices rounded like a ``Linear``'s) once the layer's experts have arrived; ``int8`` and a
+GGUF file's own format keep them float, and the router always stays float (``TopKRouter`` is no
+``Linear``).
 """
 
 from __future__ import annotations
@@ -31,154 +32,157 @@ from radixlm.runtime.layers.quantized_linear import (
     quantize_int8_per_channel,
 )
 from radixlm.runtime.layers.stacked_linear import StackedLinear
-from radixlm.runtime.quantization.gguf_source import GGUFBlocks
+from radixlm.runtime.quantization.methods import resolve_method
+from radixlm.runtime.weights.materialize import Parts, materialize
+from radixlm.runtime.weights.source import BlockTensor, WeightSource
 
 logger = logging.getLogger(__name__)
-# our fused projections -> the checkpoint tensors stacked in them, in row order
-FUSED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
-@torch.no_grad()
-def quantize_model(model: nn.Module, method: str, gguf: GGUFBlocks | None = None) -> None:
-    """Replace every ``Linear`` in ``model`` (and its embedding/LM head) per ``method``.
+class ServingPlan:
+    """``method`` (``none``, ``int8`` or a block format) applied module by module on ``device``;
+    ``native``: the checkpoint's own blocks are served where our kernel reads their format."""
 
-    ``method`` is ``none``, ``int8`` or a block format (``q4_0``, ``q4_1``, ``q8_0``, ``q4_k``,
-    ``q6_k``); ``gguf`` supplies the file's own blocks for native serving (any format our kernel
-    reads, per tensor; other tensors stay float).
-    """
-    if method == "none":
-        return
-    device = next(model.parameters()).device
-    if device.type != "cpu":
-        _roundtrip_weights(model, method)
-        return
-    for name, module in list(model.named_modules()):
-        if type(module) in (Linear, MergedLinear) and not name.endswith("lm_head"):
-            _set_module(model, name, _quantized_linear(name, module, method, gguf))
-        elif isinstance(module, Experts):
-            _set_module(model, name, _quantized_experts(name, module, method, gguf))
-    _quantize_embeddings(model, method, gguf)
+    def __init__(self, method: str, device: torch.device, native: bool = False) -> None:
+        self.method, self.device, self.native = method, device, native
+
+    @classmethod
+    def resolve(cls, requested: str, source: WeightSource, device: torch.device) -> ServingPlan:
+        """The plan for ``--quantization requested`` (see ``resolve_method``) on this checkpoint."""
+        main = source.main_format() if device.type == "cpu" else None
+        method = resolve_method(requested, device, main)
+        return cls(method, device, native=method == main and main is not None)
+
+    def check(self, model: nn.Module) -> None:
+        """ValueError naming the first layer ``method`` cannot quantize, before any tensor is read."""
+        if self.device.type != "cpu" or self.native or self.method not in gguf_blocks.BLOCK_ELEMENTS:
+            return
+        modules = list(model.named_modules())
+        linears = [(n, m) for n, m in modules if type(m) in (Linear, MergedLinear)]
+        for name, module in linears + [(n, m) for n, m in modules if isinstance(m, Embedding)]:
+            _check_fits(name, module.weight.shape[1], self.method)
+        for name, module in modules:
+            if isinstance(module, Experts):
+                _check_fits(name, module.down_proj.shape[1], self.method, "hidden_size")
+                _check_fits(name, module.down_proj.shape[2], self.method, "the expert intermediate size")
+
+    @torch.no_grad()
+    def build(self, model: nn.Module, name: str, module: nn.Module, parts: Parts) -> nn.Module | None:
+        """The module to serve at ``name`` from its tensors ``parts`` (None: ``module``, materialized)."""
+        is_linear = type(module) in (Linear, MergedLinear)
+        is_embedding = isinstance(module, Embedding) and name.endswith("embed_tokens")
+        is_experts = isinstance(module, Experts)
+        if self.method == "none" or not (is_linear or is_embedding or is_experts):
+            materialize(module, parts, self.device)
+            return None
+        if self.device.type != "cpu":
+            materialize(module, parts, self.device)
+            _roundtrip(module, self.method)
+            return None
+        if is_experts:
+            materialize(module, parts, self.device)
+            if self.method == "int8" or self.native:
+                logger.info("%s: mixture-of-experts weights served in float under %s", name, self.method)
+                return None
+            return module.quantized(self.method)
+        if is_embedding:
+            return self._embedding(model, module, parts)
+        if self.native:
+            return _from_file(name, module, parts, self.device)
+        materialize(module, parts, self.device)
+        return _quantized_linear(name, module.weight, module.bias, self.method)
+
+    def _embedding(self, model: nn.Module, module: nn.Module, parts: Parts) -> nn.Module | None:
+        tied = getattr(model, "lm_head", None) is module
+        stored = parts[("weight", None)]
+        if self.native and isinstance(stored, BlockTensor):
+            fmt, blocks = stored.fmt, stored.blocks
+        elif self.native:  # a format without a kernel: the float embedding (and head)
+            materialize(module, parts, self.device)
+            return None
+        else:
+            materialize(module, parts, self.device)
+            weight = module.weight
+            if self.method == "int8":
+                rows, scales = quantize_int8_per_channel(weight)
+                new = QuantizedEmbedding(rows, "int8", scales, Int8Linear(weight) if tied else None)
+                return _tie(model, new, tied)
+            fmt, blocks = self.method, _requantized("model.embed_tokens", weight, None, self.method).blocks
+        head = GGUFLinear(blocks, fmt, module.weight.shape[1]) if tied else None
+        new = QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
+        return _tie(model, new, tied)
 
 
-def _quantized_experts(name: str, experts: Experts, method: str, gguf: GGUFBlocks | None) -> nn.Module:
-    if method == "int8" or gguf is not None:
-        logger.info("%s: mixture-of-experts weights served in float under %s", name, method)
-        return experts
-    hidden, inter = experts.down_proj.shape[1], experts.down_proj.shape[2]
-    for what, features in (("hidden_size", hidden), ("the expert intermediate size", inter)):
-        if not gguf_blocks.fits(method, features):
-            raise ValueError(
-                f"--quantization {method} needs {what} to be a multiple of "
-                f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {features}; "
-                f"serve this model with q4_0, q4_1, q8_0, int8 or none"
-            )
-    return experts.quantized(method)
+def _tie(model: nn.Module, embedding: QuantizedEmbedding, tied: bool) -> QuantizedEmbedding:
+    if tied:
+        model.lm_head = embedding
+    return embedding
 
 
-def _hf_names(name: str) -> list[str]:
-    prefix, _, leaf = name.rpartition(".")
-    parts = FUSED_PARTS.get(leaf, (leaf,))
-    return [f"{prefix}.{p}.weight" if prefix else f"{p}.weight" for p in parts]
+def _check_fits(name: str, in_features: int, method: str, what: str = "in_features") -> None:
+    if not gguf_blocks.fits(method, in_features):
+        raise ValueError(
+            f"--quantization {method} needs {what} to be a multiple of "
+            f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {in_features}; "
+            f"serve this model with q4_0, q4_1, q8_0, int8 or none"
+        )
 
 
 def _requantized(name: str, weight: torch.Tensor, bias: torch.Tensor | None, method: str) -> GGUFLinear:
-    if not gguf_blocks.fits(method, weight.shape[1]):
-        raise ValueError(
-            f"--quantization {method} needs in_features to be a multiple of "
-            f"{gguf_blocks.BLOCK_ELEMENTS[method]}, but {name} has {weight.shape[1]}; "
-            f"serve this model with q4_0, q4_1, q8_0, int8 or none"
-        )
+    _check_fits(name, weight.shape[1], method)
     return GGUFLinear(gguf_blocks.quantize(weight, method), method, weight.shape[1], bias)
 
 
-def _from_file(name: str, module: Linear, gguf: GGUFBlocks) -> nn.Module:
-    """The layer served from the file's own tensors: blocks where our kernel reads their format,
-    the float weights (the file's values, dequantized) elsewhere."""
-    weight, bias = module.weight, module.bias
-    names = _hf_names(name)
-    sizes = list(getattr(module, "out_sizes", [weight.shape[0]]))
-    found = [gguf.blocks(n) for n in names]
-    mismatched = any(f is not None and f[1].shape[0] != size for f, size in zip(found, sizes))
-    if len(sizes) != len(names) or mismatched:
-        found = [None] * len(sizes)  # not the file's tensors as we know them: keep the float weights
-    formats = {f[0] if f is not None else None for f in found}
-    for hf_name, f in zip(names, found):
-        if f is None:
-            logger.info(
-                "%s: stored as %s, which our kernels do not read; served in float",
-                hf_name,
-                gguf.type_name(hf_name),
-            )
-    if len(formats) == 1:  # one format for the whole layer
-        fmt = formats.pop()
-        if fmt is None:
-            return module
-        return GGUFLinear(torch.cat([f[1] for f in found if f is not None]), fmt, weight.shape[1], bias)
-    parts, start = [], 0
-    for size, f in zip(sizes, found):
-        rows = weight[start : start + size]
-        start += size
-        if f is None:  # float rows, copied: the fused weight's other rows are blocks, it is not kept
-            parts.append(Linear.from_weight(rows.clone()))
+def _quantized_linear(name: str, weight: torch.Tensor, bias: torch.Tensor | None, method: str) -> nn.Module:
+    if method == "int8":
+        return Int8Linear(weight, bias)
+    return _requantized(name, weight, bias, method)
+
+
+def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) -> nn.Module:
+    """The layer served from the file's own tensors: blocks where our kernel reads their format, the
+    float values (dequantized) elsewhere; a fused layer's parts joined when they share one format."""
+    shards = sorted(s for p, s in parts if p == "weight" and s is not None) or [None]
+    weights = [parts[("weight", s)] for s in shards]
+    bias_parts = {s: t for (p, s), t in parts.items() if p == "bias"}
+    bias = None
+    if bias_parts:
+        bias = torch.cat([torch.as_tensor(bias_parts[s]).float().reshape(-1) for s in shards])
+    formats = {w.fmt if isinstance(w, BlockTensor) else None for w in weights}
+    for shard, w in zip(shards, weights):
+        if not isinstance(w, BlockTensor):
+            logger.info("%s[%s]: stored in a format our kernels do not read; served in float", name, shard)
+    in_features = module.weight.shape[1]
+    if formats == {None}:
+        materialize(module, parts, device)
+        return module
+    if len(formats) == 1:  # one block format for the whole layer
+        blocks = [w.blocks for w in weights if isinstance(w, BlockTensor)]
+        joined = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+        layer = GGUFLinear(joined, weights[0].fmt, in_features, bias)  # type: ignore[union-attr]
+        if len(blocks) > 1:  # copied into the joined tensor: the file's pages are not needed
+            for w in weights:
+                w.release()  # type: ignore[union-attr]
+        return layer
+    stacked: list[nn.Module] = []
+    for w in weights:
+        if isinstance(w, BlockTensor):
+            stacked.append(GGUFLinear(w.blocks, w.fmt, in_features))
         else:
-            parts.append(GGUFLinear(f[1], f[0], weight.shape[1]))
-    return StackedLinear(parts, bias)
+            stacked.append(Linear.from_weight(w.to(device, torch.float32).contiguous()))
+    return StackedLinear(stacked, bias)
 
 
-def _quantized_linear(name: str, module: Linear, method: str, gguf: GGUFBlocks | None) -> nn.Module:
-    if method == "int8":
-        return Int8Linear(module.weight, module.bias)
-    if gguf is not None:
-        return _from_file(name, module, gguf)
-    return _requantized(name, module.weight, module.bias, method)
+def _roundtrip(module: nn.Module, method: str) -> None:
+    """Give a float weight the values ``method`` would serve (CUDA: no CPU kernels there)."""
+    if isinstance(module, Experts) and method != "int8":  # int8 serves experts in float
+        for param in (module.gate_up_proj, module.down_proj):
+            _roundtrip_rows(param.data.view(-1, param.shape[-1]), method)
+    if isinstance(module, (Linear, Embedding)):
+        _roundtrip_rows(module.weight.data, method)
 
 
-def _quantize_embeddings(model: nn.Module, method: str, gguf: GGUFBlocks | None) -> None:
-    inner = getattr(model, "model", None)
-    embed = getattr(inner, "embed_tokens", None)
-    if not isinstance(embed, Embedding):
-        return
-    tied = getattr(model, "lm_head", None) is embed
-    new = _quantized_embedding(embed.weight, method, gguf, tied)
-    if new is not None:
-        inner.embed_tokens = new
-        if tied:
-            model.lm_head = new
-    if not tied and isinstance(getattr(model, "lm_head", None), Linear):
-        model.lm_head = _quantized_linear("lm_head", model.lm_head, method, gguf)
-
-
-def _quantized_embedding(
-    weight: torch.Tensor, method: str, gguf: GGUFBlocks | None, tied: bool
-) -> QuantizedEmbedding | None:
-    """The embedding (and tied head) quantized; None keeps the float one (a GGUF file's embedding
-    in a format without a kernel)."""
-    if method == "int8":
-        rows, scales = quantize_int8_per_channel(weight)
-        return QuantizedEmbedding(rows, "int8", scales, Int8Linear(weight) if tied else None)
-    if gguf is not None:
-        own = gguf.blocks("model.embed_tokens.weight")
-        if own is None:
-            return None
-        fmt, blocks = own
-    else:
-        fmt, blocks = method, _requantized("model.embed_tokens", weight, None, method).blocks
-    head = GGUFLinear(blocks, fmt, weight.shape[1]) if tied else None
-    return QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
-
-
-def _roundtrip_weights(model: nn.Module, method: str) -> None:
-    """Give each float weight the values ``method`` would serve (CUDA: no CPU kernels there)."""
-    for module in model.modules():
-        if isinstance(module, (Linear, Embedding)):
-            _roundtrip(module.weight.data, method)
-        elif isinstance(module, Experts) and method != "int8":  # int8 serves experts in float
-            for param in (module.gate_up_proj, module.down_proj):
-                _roundtrip(param.data.view(-1, param.shape[-1]), method)
-    repack_weights(model)
-
-
-def _roundtrip(w: torch.Tensor, method: str) -> None:
+def _roundtrip_rows(w: torch.Tensor, method: str) -> None:
     """Replace the rows of ``w`` ``[N, K]`` by the values ``method`` stores for them."""
     if method == "int8":
         q, scales = quantize_int8_per_channel(w)
@@ -188,20 +192,9 @@ def _roundtrip(w: torch.Tensor, method: str) -> None:
     w.copy_(values.to(w.device, w.dtype))
 
 
-def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
-    parent_name, _, leaf = name.rpartition(".")
-    setattr(root.get_submodule(parent_name) if parent_name else root, leaf, new)
-
-
-def serve_quantized(model: nn.Module, requested: str, model_name: str, device: torch.device) -> str:
-    """Resolve ``requested`` (``--quantization``) for ``model_name`` on ``device``, swap the layers,
-    and return the method now served (what ``get_server_info`` reports)."""
-    from radixlm.runtime.quantization.gguf_source import gguf_path_of
-    from radixlm.runtime.quantization.methods import resolve_method
-
-    path = gguf_path_of(model_name) if device.type == "cpu" and requested != "none" else None
-    gguf = GGUFBlocks(path) if path is not None else None
-    main = gguf.main_format() if gguf is not None else None
-    method = resolve_method(requested, device, main)
-    quantize_model(model, method, gguf if method == main else None)
-    return method
+@torch.no_grad()
+def _roundtrip_weights(model: nn.Module, method: str) -> None:
+    """``_roundtrip`` on every float linear and embedding of an already loaded ``model``."""
+    for module in model.modules():
+        _roundtrip(module, method)
+    repack_weights(model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from gguf import GGUFReader
 
 # GGUF architecture -> (HF architectures entry, HF model_type, llama.cpp permuted Q/K rows)
@@ -38,7 +39,9 @@ def hf_config_from_gguf(reader: GGUFReader) -> dict[str, Any]:
         return gguf_field(reader, f"{arch}.{key}", default)
 
     tensor_names = {t.name for t in reader.tensors}
-    embed = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    embed = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+    if embed is None:
+        raise ValueError("the GGUF file has no token_embd.weight tensor")
     hidden = int(meta("embedding_length"))
     num_heads = int(meta("attention.head_count"))
     rope_theta = float(meta("rope.freq_base", 10000.0))
@@ -66,11 +69,14 @@ def hf_config_from_gguf(reader: GGUFReader) -> dict[str, Any]:
         config["rope_parameters"] = {"rope_type": "linear", "factor": factor, "rope_theta": rope_theta}
     elif scaling_type not in (None, "none"):
         raise ValueError(f"unsupported GGUF rope scaling {scaling_type!r}")
-    if arch == "llama" and "rope_freqs.weight" in tensor_names:
-        raise ValueError(
-            "GGUF files with llama3 rope factors (rope_freqs) are not supported; "
-            "use the Hugging Face checkpoint"
-        )
+    freqs = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    if freqs is not None:  # Llama 3.x: llama.cpp divides each inverse frequency by its factor
+        factors = [float(f) for f in np.asarray(freqs.data, dtype=np.float32).reshape(-1)]
+        config["rope_parameters"] = {
+            "rope_type": "freq_factors",
+            "rope_theta": rope_theta,
+            "factors": factors,
+        }
     for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
         value = gguf_field(reader, f"tokenizer.ggml.{key}")
         if value is not None:

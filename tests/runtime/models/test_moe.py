@@ -245,10 +245,9 @@ def test_quantized_moe_model_computes_the_roundtripped_float_model(mixtral_dir, 
 
 
 def test_int8_keeps_experts_float(mixtral_dir) -> None:
-    from radixlm.runtime.quantization.apply import quantize_model
+    from tests.helpers.model_helpers import make_runner
 
-    model = _load(mixtral_dir, iter_safetensors(mixtral_dir))
-    quantize_model(model, "int8")
+    model = make_runner(mixtral_dir, quantization="int8").model
     assert all(isinstance(layer.mlp.experts, Experts) for layer in model.model.layers)
 
 
@@ -282,9 +281,8 @@ def test_tensor_parallel_refuses_olmoe_whose_norm_spans_all_heads(tmp_path) -> N
 
 
 def test_block_format_needs_whole_blocks_in_the_experts(tmp_path) -> None:
-    from radixlm.runtime.quantization.apply import quantize_model
+    from tests.helpers.model_helpers import make_runner
 
     model_dir = save_tiny_model(tiny_mixtral_config(intermediate_size=48), tmp_path, with_tokenizer=False)
-    model = _load(model_dir, iter_safetensors(model_dir))
     with pytest.raises(ValueError, match=r"expert intermediate size to be a multiple of 32.*has 48"):
-        quantize_model(model, "q8_0")
+        make_runner(model_dir, quantization="q8_0")

