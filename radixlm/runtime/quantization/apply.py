@@ -26,7 +26,7 @@ from radixlm.runtime.layers.quantized_linear import (
     quantize_int8_per_channel,
 )
 from radixlm.runtime.layers.stacked_linear import StackedLinear
-from radixlm.runtime.quantization.methods import resolve_method
+from radixlm.runtime.quantization.methods import auto_for_16bit, resolve_method
 from radixlm.runtime.weights.materialize import Parts, materialize
 from radixlm.runtime.weights.source import BlockTensor, WeightSource
 
@@ -37,13 +37,18 @@ class ServingPlan:
     """``method`` (``none``, ``int8`` or a block format) applied module by module on ``device``;
     ``native``: the checkpoint's own blocks are served where our kernel reads their format."""
 
-    def __init__(self, method: str, device: torch.device, native: bool = False) -> None:
-        self.method, self.device, self.native = method, device, native
+    def __init__(self, method: str, device: torch.device, native: bool = False, chosen: bool = False) -> None:
+        """``chosen``: ``method`` was picked by ``auto`` (a model it cannot hold is served in float)."""
+        self.method, self.device, self.native, self.chosen = method, device, native, chosen
 
     @classmethod
     def resolve(cls, requested: str, source: WeightSource, device: torch.device) -> ServingPlan:
         """The plan for ``--quantization requested`` (see ``resolve_method``) on this checkpoint."""
         main = source.main_format() if device.type == "cpu" else None
+        if requested == "auto" and main is None:
+            chosen = auto_for_16bit(source.hf_config(), device)
+            if chosen is not None:
+                return cls(chosen, device, chosen=True)
         method = resolve_method(requested, device, main)
         return cls(method, device, native=method == main and main is not None)
 
@@ -54,6 +59,9 @@ class ServingPlan:
         modules = list(model.named_modules())
         linears = [(n, m) for n, m in modules if type(m) in (Linear, MergedLinear)]
         for name, module in linears + [(n, m) for n, m in modules if isinstance(m, Embedding)]:
+            if self.chosen and not gguf_blocks.fits(self.method, module.weight.shape[1]):
+                self.method = "none"
+                return
             _check_fits(name, module.weight.shape[1], self.method)
 
     @torch.no_grad()
