@@ -27,7 +27,7 @@ from radixlm.runtime.layers.quantized_linear import (
 )
 from radixlm.runtime.layers.stacked_linear import StackedLinear
 from radixlm.runtime.quantization.methods import auto_for_16bit, resolve_method
-from radixlm.runtime.weights.materialize import Parts, materialize
+from radixlm.runtime.weights.materialize import Parts, materialize, set_module
 from radixlm.runtime.weights.source import BlockTensor, WeightSource
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ServingPlan:
 
     def _embedding(self, model: nn.Module, module: nn.Module, parts: Parts) -> nn.Module | None:
         tied = getattr(model, "lm_head", None) is module
-        stored = parts[("weight", None)]
+        stored = parts.get(("weight", None))
         if self.native and isinstance(stored, BlockTensor):
             fmt, blocks = stored.fmt, stored.blocks
         elif self.native:  # a format without a kernel: the float embedding (and head)
@@ -102,6 +102,19 @@ class ServingPlan:
         head = GGUFLinear(blocks, fmt, module.weight.shape[1]) if tied else None
         new = QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
         return _tie(model, new, tied)
+
+
+@torch.no_grad()
+def quantize_model(model: nn.Module, method: str, device: torch.device) -> None:
+    """Serve an already built float ``model`` (real weights, e.g. random ones in a benchmark) with
+    ``method`` (``resolve_method``'s result), as loading would have."""
+    plan = ServingPlan(method, device)
+    plan.check(model)
+    for name, module in list(model.named_modules()):
+        if type(module) in (Linear, MergedLinear) or isinstance(module, Embedding):
+            new = plan.build(model, name, module, {})
+            if new is not None:
+                set_module(model, name, new)
 
 
 def _tie(model: nn.Module, embedding: QuantizedEmbedding, tied: bool) -> QuantizedEmbedding:
