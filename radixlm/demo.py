@@ -34,7 +34,7 @@ def city_report(s, city):
 
 def main(model: str = "smollm2-135m") -> int:
     start = time.time()
-    print(f"Starting a radixlm runtime with {model} (the first run downloads and converts it)...", flush=True)
+    print(f"Starting a radixlm runtime with {model} (the first run downloads it)...", flush=True)
     with rl.Runtime(model=model) as runtime:
         print(f"Runtime ready at {runtime.url} after {time.time() - start:.1f} s\n", flush=True)
         rl.set_default_backend(runtime)

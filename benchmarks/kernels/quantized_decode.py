@@ -52,9 +52,11 @@ def _rss_mb() -> tuple[float, float]:
     return current / 2**20, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _random_loaded(config: dict, context: int):
+def _random_loaded(config: dict, context: int, quantization: str):
     from radixlm.runtime.models.architectures import get_model_class
     from radixlm.runtime.models.config import ModelConfig
+    from radixlm.runtime.quantization.apply import quantize_model
+    from radixlm.runtime.quantization.methods import resolve_method
     from radixlm.runtime.weights.loader import LoadedModel
 
     cfg = ModelConfig.from_hf(config)
@@ -67,6 +69,8 @@ def _random_loaded(config: dict, context: int):
             else:
                 p.normal_(0.0, 0.02, generator=gen)
     net.eval().requires_grad_(False)
+    method = resolve_method(quantization, torch.device("cpu"), None)
+    quantize_model(net, method, torch.device("cpu"))
     return LoadedModel(
         model=net,
         tokenizer=None,
@@ -81,6 +85,7 @@ def _random_loaded(config: dict, context: int):
         num_kv_heads=cfg.num_kv_heads,
         head_dim=cfg.head_dim,
         architecture=cfg.architecture,
+        quantization=method,
     )
 
 
@@ -97,7 +102,7 @@ def run_variant(method: str, layers: int, steps: int, threads: int) -> dict:
     from tests.helpers.model_helpers import PagedSession
 
     config = {**LLAMA_1B, "num_hidden_layers": layers}
-    model_runner.load_model = lambda *a, **k: _random_loaded(config, 256)
+    model_runner.load_model = lambda *a, **k: _random_loaded(config, 256, k["quantization"])
     args = ServerArgs(
         model="random-llama-1b",
         quantization=method,

@@ -32,8 +32,8 @@ from radixlm.runtime.layers.quantized_linear import (
     quantize_int8_per_channel,
 )
 from radixlm.runtime.layers.stacked_linear import StackedLinear
-from radixlm.runtime.quantization.methods import resolve_method
-from radixlm.runtime.weights.materialize import Parts, materialize
+from radixlm.runtime.quantization.methods import auto_for_16bit, resolve_method
+from radixlm.runtime.weights.materialize import Parts, materialize, set_module
 from radixlm.runtime.weights.source import BlockTensor, WeightSource
 
 logger = logging.getLogger(__name__)
@@ -43,13 +43,18 @@ class ServingPlan:
     """``method`` (``none``, ``int8`` or a block format) applied module by module on ``device``;
     ``native``: the checkpoint's own blocks are served where our kernel reads their format."""
 
-    def __init__(self, method: str, device: torch.device, native: bool = False) -> None:
-        self.method, self.device, self.native = method, device, native
+    def __init__(self, method: str, device: torch.device, native: bool = False, chosen: bool = False) -> None:
+        """``chosen``: ``method`` was picked by ``auto`` (a model it cannot hold is served in float)."""
+        self.method, self.device, self.native, self.chosen = method, device, native, chosen
 
     @classmethod
     def resolve(cls, requested: str, source: WeightSource, device: torch.device) -> ServingPlan:
         """The plan for ``--quantization requested`` (see ``resolve_method``) on this checkpoint."""
         main = source.main_format() if device.type == "cpu" else None
+        if requested == "auto" and main is None:
+            chosen = auto_for_16bit(source.hf_config(), device)
+            if chosen is not None:
+                return cls(chosen, device, chosen=True)
         method = resolve_method(requested, device, main)
         return cls(method, device, native=method == main and main is not None)
 
@@ -60,6 +65,9 @@ class ServingPlan:
         modules = list(model.named_modules())
         linears = [(n, m) for n, m in modules if type(m) in (Linear, MergedLinear)]
         for name, module in linears + [(n, m) for n, m in modules if isinstance(m, Embedding)]:
+            if self.chosen and not gguf_blocks.fits(self.method, module.weight.shape[1]):
+                self.method = "none"
+                return
             _check_fits(name, module.weight.shape[1], self.method)
         for name, module in modules:
             if isinstance(module, Experts):
@@ -94,7 +102,7 @@ class ServingPlan:
 
     def _embedding(self, model: nn.Module, module: nn.Module, parts: Parts) -> nn.Module | None:
         tied = getattr(model, "lm_head", None) is module
-        stored = parts[("weight", None)]
+        stored = parts.get(("weight", None))
         if self.native and isinstance(stored, BlockTensor):
             fmt, blocks = stored.fmt, stored.blocks
         elif self.native:  # a format without a kernel: the float embedding (and head)
@@ -111,6 +119,19 @@ class ServingPlan:
         head = GGUFLinear(blocks, fmt, module.weight.shape[1]) if tied else None
         new = QuantizedEmbedding(head.blocks if head is not None else blocks, fmt, None, head)
         return _tie(model, new, tied)
+
+
+@torch.no_grad()
+def quantize_model(model: nn.Module, method: str, device: torch.device) -> None:
+    """Serve an already built float ``model`` (real weights, e.g. random ones in a benchmark) with
+    ``method`` (``resolve_method``'s result), as loading would have."""
+    plan = ServingPlan(method, device)
+    plan.check(model)
+    for name, module in list(model.named_modules()):
+        if type(module) in (Linear, MergedLinear) or isinstance(module, Embedding):
+            new = plan.build(model, name, module, {})
+            if new is not None:
+                set_module(model, name, new)
 
 
 def _tie(model: nn.Module, embedding: QuantizedEmbedding, tied: bool) -> QuantizedEmbedding:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, ReaderTensor
 from gguf.quants import _type_traits, dequantize
 
 from radixlm.runtime.weights.gguf_config import GGUF_ARCHITECTURES, gguf_architecture, hf_config_from_gguf
@@ -29,11 +30,33 @@ _VIEW_TYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16}
 _READABLE_TYPES = _VIEW_TYPES | set(_type_traits)
 
 
+class _MetadataReader(GGUFReader):
+    """``GGUFReader`` that steps over array fields (the tokenizer's vocabulary and merges) instead of
+    making a numpy view per element (seconds per 100k strings); their ``contents()`` are empty. The
+    loader reads scalars and tensors only; the tokenizer is built by transformers' own reader."""
+
+    def _get_field_parts(self, orig_offs: int, raw_type: int):  # type: ignore[no-untyped-def]
+        if GGUFValueType(raw_type) != GGUFValueType.ARRAY or self.byte_order != "I":
+            return super()._get_field_parts(orig_offs, raw_type)
+        raw_itype, count = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
+        itype = GGUFValueType(raw_itype[0])
+        offs = orig_offs + 12
+        if itype == GGUFValueType.STRING:
+            view = memoryview(self.data)
+            for _ in range(int(count[0])):
+                offs += 8 + struct.unpack_from("<Q", view, offs)[0]
+        elif itype in self.gguf_scalar_to_np:
+            offs += int(count[0]) * np.dtype(self.gguf_scalar_to_np[itype]).itemsize
+        else:  # nested arrays: the general walk
+            return super()._get_field_parts(orig_offs, raw_type)
+        return offs - orig_offs, [raw_itype, count], [], [GGUFValueType.ARRAY, itype]
+
+
 def open_gguf(path: str) -> GGUFReader:
     """The file's reader (memory-mapped); ValueError naming the file when it is not a readable GGUF
     file, or a tensor's data runs past its end (a truncated download)."""
     try:
-        reader = GGUFReader(path)
+        reader = _MetadataReader(path)
     except Exception as e:  # noqa: BLE001 - gguf-py raises ValueError, IndexError, struct errors...
         raise ValueError(f"{path}: not a readable GGUF file (truncated or corrupt?): {e}") from e
     size = os.path.getsize(path)

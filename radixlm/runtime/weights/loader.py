@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,9 +17,11 @@ from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.model_impl import ModelDims, choose_model_impl
 from radixlm.runtime.models.weight_loading import loading_into
 from radixlm.runtime.quantization.apply import ServingPlan
+from radixlm.runtime.weights.gguf_source import GGUFSource
 from radixlm.runtime.weights.materialize import ModuleAssembler, parameters_on_meta, unloaded_parameters
 from radixlm.runtime.weights.model_registry import resolve_model
-from radixlm.runtime.weights.source import open_source
+from radixlm.runtime.weights.safetensors_source import SafetensorsSource
+from radixlm.runtime.weights.source import WeightSource
 from radixlm.runtime.weights.tokenizer_files import load_tokenizer, tokenizer_dir
 
 
@@ -119,6 +122,11 @@ def _loaded(
         quantization=quantization,
         model_impl=dims.impl,
     )
+
+
+def open_source(model_path: str) -> WeightSource:
+    """The source for a resolved model path: a ``.gguf`` file or a Hugging Face directory."""
+    return GGUFSource(model_path) if Path(model_path).suffix == ".gguf" else SafetensorsSource(model_path)
 
 
 @contextlib.contextmanager

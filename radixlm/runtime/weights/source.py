@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -66,14 +65,3 @@ class WeightSource(Protocol):
     def tensors(self) -> Iterator[tuple[str, StoredTensor]]:
         """``(hf_name, tensor)`` for every tensor, one at a time, in the stored format."""
         ...
-
-
-def open_source(model_path: str) -> WeightSource:
-    """The source for a resolved model path: a ``.gguf`` file or a Hugging Face directory."""
-    if Path(model_path).suffix == ".gguf":
-        from radixlm.runtime.weights.gguf_source import GGUFSource
-
-        return GGUFSource(model_path)
-    from radixlm.runtime.weights.safetensors_source import SafetensorsSource
-
-    return SafetensorsSource(model_path)

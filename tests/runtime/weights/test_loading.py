@@ -84,6 +84,9 @@ def test_bf16_safetensors_loads_converted_tensor_by_tensor(tmp_path) -> None:
         assert_logits_close(
             _our_logits(tmp_path / "bf16", TOKENS), reference(torch.tensor([TOKENS])).logits[0]
         )
+    auto = load_model(str(tmp_path / "bf16"), CPU, torch.float32, quantization="auto")
+    assert auto.quantization == "q8_0"  # auto_for_16bit: the fastest at equal quality on the CPU
+    assert {m.fmt for m in auto.model.modules() if isinstance(m, GGUFLinear)} == {"q8_0"}
 
 
 def test_quantized_gguf_serves_the_files_blocks_in_place(tmp_path, cache, tiny_gguf) -> None:
