@@ -100,6 +100,11 @@ class ServerArgs:
     allowed_origins: str | None = None  # comma-separated CORS origins ("*": any); None: none
     max_request_bytes: int = 16 << 20  # larger bodies get 413
     max_json_depth: int = 64  # nesting of a request body and of a JSON schema
+    # Sockets (runtime/server/socket_limits.py): slow or idle clients cannot hold connections open
+    max_connections: int = 512  # open HTTP connections; more are closed at once (keep below ulimit -n)
+    header_timeout: float = 10.0  # seconds for a request's headers to arrive; then the socket closes
+    body_timeout: float = 30.0  # seconds for a request's whole body to arrive; then 408
+    timeout_keep_alive: float = 5.0  # an idle keep-alive connection closes after this long
     max_queued_requests: int = 512  # in flight beyond max_running_requests: then 503 + Retry-After
     queue_timeout: float | None = None  # seconds a request may wait for its first token
     max_n: int = 64
@@ -133,6 +138,11 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
+        for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         check_parallel_args(self)
 
     def replace(self, **changes: Any) -> ServerArgs:
