@@ -61,9 +61,10 @@ class ServerArgs:
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
     # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
-    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). Off
-    # by default: it costs batch throughput (measured, docs/architecture.md "Mixed chunks").
-    enable_mixed_chunk: bool = False
+    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). On
+    # by default since issue 27: one client's long prompt may not stall everyone else's streams
+    # (measured, benchmarks/log/hostile-http.md); --no-enable-mixed-chunk for batch throughput.
+    enable_mixed_chunk: bool = True
     mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
