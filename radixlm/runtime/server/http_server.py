@@ -142,7 +142,7 @@ async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         http=guarded_h11(max_connections, server_args.header_timeout),
         timeout_keep_alive=server_args.timeout_keep_alive,  # type: ignore[arg-type]
-        limit_concurrency=max_connections,
+        limit_concurrency=max_connections + 1,  # uvicorn refuses at >=; ours closes beyond the cap
     )
     server = DrainingServer(config, tokenizer_manager, server_args.shutdown_grace_s)
 

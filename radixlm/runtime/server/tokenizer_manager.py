@@ -196,6 +196,9 @@ class TokenizerManager:
         requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
         try:
             # admitted before any tokenization: a batch that cannot run costs nothing
+            for item in items:
+                if item.sampling_params.n > self.limits.caps.max_n:  # the 400 that names n comes first
+                    raise ApiError(f"n={item.sampling_params.n} is above this server's limit", param="n")
             self.admission.check(len(self._samples), sum(it.sampling_params.n for it in items))
             rids = [item.rid or uuid.uuid4().hex for item in items]
             for i, rid in enumerate(rids):
