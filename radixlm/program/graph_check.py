@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from radixlm.program.choices import METHODS
+from radixlm.program.sampling import LOGPROB_KEYS, SAMPLING_KEYS
 
 GRAPH_VERSION = 1
 OP_TYPES = ("prefill", "gen", "select")
+GEN_OPTIONS = SAMPLING_KEYS + LOGPROB_KEYS  # what a gen node's options may hold (as /generate: 400 else)
 
 
 class InvalidGraph(ValueError):
@@ -90,6 +92,12 @@ def _check_op(op: Any, where: str) -> None:
         if not isinstance(options, dict):
             raise InvalidGraph(
                 f"{where}.options must be an object of sampling options, not {type(options).__name__}"
+            )
+        unknown = sorted(k for k in options if k not in GEN_OPTIONS)
+        if unknown:
+            raise InvalidGraph(
+                f"{where}.options has unknown option(s) {', '.join(map(str, unknown))[:200]} "
+                f"(known: {', '.join(GEN_OPTIONS)})"
             )
         n = options.get("n", 1)
         if not _is_int(n) or n < 1:

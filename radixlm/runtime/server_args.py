@@ -61,9 +61,10 @@ class ServerArgs:
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
     # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
-    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). Off
-    # by default: it costs batch throughput (measured, docs/architecture.md "Mixed chunks").
-    enable_mixed_chunk: bool = False
+    # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). On
+    # by default since issue 27: one client's long prompt may not stall everyone else's streams
+    # (measured, benchmarks/log/hostile-http.md); --no-enable-mixed-chunk for batch throughput.
+    enable_mixed_chunk: bool = True
     mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
@@ -101,6 +102,11 @@ class ServerArgs:
     allowed_origins: str | None = None  # comma-separated CORS origins ("*": any); None: none
     max_request_bytes: int = 16 << 20  # larger bodies get 413
     max_json_depth: int = 64  # nesting of a request body and of a JSON schema
+    # Sockets (runtime/server/socket_limits.py): slow or idle clients cannot hold connections open
+    max_connections: int = 512  # open HTTP connections; more are closed at once (keep below ulimit -n)
+    header_timeout: float = 10.0  # seconds for a request's headers to arrive; then the socket closes
+    body_timeout: float = 30.0  # seconds for a request's whole body to arrive; then 408
+    timeout_keep_alive: float = 5.0  # an idle keep-alive connection closes after this long
     max_queued_requests: int = 512  # in flight beyond max_running_requests: then 503 + Retry-After
     queue_timeout: float | None = None  # seconds a request may wait for its first token
     max_n: int = 64
@@ -136,6 +142,11 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
+        for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         check_parallel_args(self)
 
     def replace(self, **changes: Any) -> ServerArgs:

@@ -162,10 +162,10 @@ def test_input_segments_tokenize_each_text_piece(client):
             {"input_segments": [{"text": "a"}], "text": "a"},
             "exactly one of text and input_ids (or input_segments)",
         ),
-        ({"text": "a", "pin_children": -1}, "pin_children"),
-        ({"text": "a", "pin_children": 2, "sampling_params": {"n": 2}}, "pin_children needs n == 1"),
-        ({"text": "a", "unpin_rids": "r"}, "unpin_rids must be a list"),
-        ({"text": ["a", "b"], "unpin_rids": ["r"]}, "one list of rids (or null) per prompt"),
+        ({"text": "a", "pin_children": -1}, "set by the server for /program requests only"),
+        ({"text": "a", "pin_children": 2, "sampling_params": {"n": 2}}, "set by the server"),
+        ({"text": "a", "unpin_rids": "r"}, "unpin_rids: set by the server"),
+        ({"text": ["a", "b"], "unpin_rids": ["r"]}, "unpin_rids: set by the server"),
     ],
 )
 def test_malformed_program_fields_are_400s(client, body, fragment):
@@ -174,21 +174,21 @@ def test_malformed_program_fields_are_400s(client, body, fragment):
 
 
 def test_pins_hold_until_the_children_are_admitted(client, endpoint):
+    """Pins are the server's: a client's /generate may not set them; a /program's forks pin their
+    parent's context until every child is admitted, then nothing stays pinned."""
     greedy = {"max_new_tokens": 2, "temperature": 0}
     wait_idle(endpoint)
-    parent = client.post(
-        "/generate",
-        json={"text": "parent context", "rid": "pin-parent", "pin_children": 2, "sampling_params": greedy},
-    )
-    assert parent.status_code == 200 and stats(endpoint)["num_pinned_contexts"] == 1
-    for i in range(2):
-        child = client.post(
-            "/generate",
-            json={"text": f"parent context {i}", "unpin_rids": ["pin-parent"], "sampling_params": greedy},
-        ).json()
-        assert child["meta_info"]["cached_tokens"] >= len("parent context")
-        assert stats(endpoint)["num_pinned_contexts"] == 1 - i
+    r = client.post("/generate", json={"text": "p", "pin_children": 2, "sampling_params": greedy})
+    assert r.status_code == 400 and "set by the server" in r.text
+    gen = {"type": "gen", "name": "x", "options": greedy}
+    nodes = [{"id": 0, "parent": None, "extend": [{"text": "parent context"}], "op": {**gen, "name": "p"}}]
+    nodes += [
+        {"id": i, "parent": 0, "extend": [{"text": f" {i}"}], "op": {**gen, "name": f"c{i}"}} for i in (1, 2)
+    ]
+    r = client.post("/program", json={"graph": {"version": 1, "name": "pins", "nodes": nodes}})
+    assert r.status_code == 200, r.text
     wait_idle(endpoint)
+    assert stats(endpoint)["num_pinned_contexts"] == 0
 
 
 def test_openai_backend_against_our_v1(runtime, endpoint):

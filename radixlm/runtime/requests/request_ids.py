@@ -9,6 +9,7 @@ strings. Responses show a sample as ``{rid}-{i}`` (``public_rid``), as before.
 from __future__ import annotations
 
 SAMPLE_SEPARATOR = "\x1f"  # ASCII unit separator: a control character no client rid may contain
+MAX_ID_CHARS = 256  # rids and session ids: echoed in every stream chunk, so a long one costs each chunk
 
 
 class InvalidRid(ValueError):
@@ -26,8 +27,11 @@ def public_rid(rid: str) -> str:
 
 
 def check_client_rid(rid: object) -> None:
-    """Raise ``InvalidRid`` unless ``rid`` is a non-empty string without control characters."""
+    """Raise ``InvalidRid`` unless ``rid`` is a non-empty string of at most ``MAX_ID_CHARS``
+    characters without control characters."""
     if not isinstance(rid, str) or not rid:
         raise InvalidRid("rid must be a non-empty string")
+    if len(rid) > MAX_ID_CHARS:
+        raise InvalidRid(f"rid has {len(rid)} characters; at most {MAX_ID_CHARS} are allowed")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rid):
         raise InvalidRid("rid must not contain control characters")

@@ -99,6 +99,7 @@ def check_sampling_limits(params: SamplingParams, limits: RequestLimits) -> None
     if any(len(s) > MAX_STOP_CHARS for s in params.stop):
         raise LimitExceeded(f"a stop string is longer than {MAX_STOP_CHARS} characters", "stop")
     check_grammar_input(params, limits)
+    check_structural_tag_depth(params, limits)
 
 
 def check_grammar_input(params: SamplingParams, limits: RequestLimits) -> None:
@@ -185,3 +186,13 @@ def _check_schema_counts(schema: Any, field: str) -> None:
 
 def _is_number(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def check_structural_tag_depth(params: SamplingParams, limits: RequestLimits) -> None:
+    """A ``structural_tag`` is JSON text parsed later by the scheduler: bound its nesting here."""
+    if isinstance(params.structural_tag, str):
+        try:
+            load_bounded_json(params.structural_tag, limits.max_json_depth)
+        except InvalidJson as e:
+            where = f" at {e.path}" if e.path else ""
+            raise LimitExceeded(f"invalid structural_tag{where}: {e}", "structural_tag") from e

@@ -12,6 +12,8 @@ from typing import Any
 # A ``logit_bias`` key: a token id as a JSON object key (a decimal string) or an int (Python callers).
 LOGIT_BIAS_KEY = re.compile(r"[0-9]+")
 LOGIT_BIAS_MAX = 100
+MAX_INT64 = 2**63 - 1
+MAX_EXACT_INT = 2**53  # larger ints are refused where a float is meant
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,11 @@ class NumberRule:
             return False
         if value in self.also:
             return True
-        if not math.isfinite(value):
+        # NOTE: an int is exact at any size, but one past the float range overflows whatever turns it
+        # into a float later (OverflowError, a 500): the float parameters, and int64 for the others.
+        if isinstance(value, int) and abs(value) > (MAX_INT64 if self.integer else MAX_EXACT_INT):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         if self.minimum is not None and (
             value <= self.minimum if self.exclusive_minimum else value < self.minimum

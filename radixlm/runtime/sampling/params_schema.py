@@ -33,7 +33,7 @@ _OTHER_FIELDS: dict[str, dict[str, Any]] = {
     "stop": _one_or_list(_NON_EMPTY),
     "stop_regex": _one_or_list(_NON_EMPTY),
     "stop_token_ids": _one_or_list(_TOKEN_ID),
-    "seed": {"type": ["integer", "null"]},
+    "seed": {"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**64 - 1},
     "regex": {"type": ["string", "null"]},
     "json_schema": {"anyOf": [_JSON_TEXT_OR_OBJECT, {"type": "null"}]},
     "structural_tag": {"anyOf": [_JSON_TEXT_OR_OBJECT, {"type": "null"}]},

@@ -112,8 +112,8 @@ class SamplingParams:
             bad("stop_token_ids", "must be a list of token ids")
         self._validate_stop_regex(bad)
         self._validate_logit_bias(bad)
-        if self.seed is not None and not is_int(self.seed):
-            bad("seed", "must be an integer")
+        if self.seed is not None and not (is_int(self.seed) and -(2**63) <= self.seed < 2**64):
+            bad("seed", "must be an integer in [-2**63, 2**64)")
         kinds = ("regex", "json_schema", "choices", "dtype", "ebnf", "structural_tag")
         constraints = [k for k in kinds if getattr(self, k) is not None]
         if len(constraints) > 1:

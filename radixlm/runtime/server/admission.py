@@ -2,7 +2,8 @@
 
 A request is refused with 503 and ``Retry-After`` when the samples in flight would exceed
 ``max_running_requests + max_queued_requests`` (the scheduler's queue has a bound), or when the
-server is draining after SIGTERM. A prompt whose text is so long it cannot fit in the token limit
+server is draining after SIGTERM; with 413 (no retry can help) when it alone holds more samples
+than that. A prompt whose text is so long it cannot fit in the token limit
 is refused before it is tokenized (``max_prompt_chars``).
 """
 
@@ -13,7 +14,6 @@ from typing import Any
 from radixlm.runtime.server.errors import ApiError
 
 RETRY_AFTER_S = 1
-OFF_LOOP_TOKENIZE_CHARS = 8192  # longer prompts are tokenized in a worker thread
 
 
 class Admission:
@@ -34,6 +34,12 @@ class Admission:
                 f"the server is shutting down: {self.draining}",
                 503,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        if new_samples > self.capacity:  # never admitted, however long the client retries
+            raise ApiError(
+                f"the request has {new_samples} prompts and samples; this server runs at most "
+                f"{self.capacity} at once (max_running_requests + max_queued_requests)",
+                413,
             )
         if in_flight + new_samples > self.capacity:
             raise ApiError(

@@ -14,6 +14,7 @@ from radixlm.runtime.server.function_call.constraints import (
     response_format_after_reasoning,
     tool_sampling_params,
 )
+from radixlm.runtime.server.function_call.history import check_history_tool_calls
 from radixlm.runtime.server.function_call.parsers import ToolCallParser
 from radixlm.runtime.server.function_call.prompt import messages_for_template
 from radixlm.runtime.server.function_call.protocol import FunctionDef, NamedToolChoice
@@ -67,6 +68,7 @@ def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -
     """Raises ``ApiError`` naming the field a request gets wrong."""
     functions, forced, tools_on = _offered(req)
     messages = _template_messages(req)
+    check_history_tool_calls(messages, server_args.max_json_depth)
     uses_tool_messages = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     parser: ToolCallParser | None = None
     if tools_on or uses_tool_messages:
@@ -76,7 +78,7 @@ def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -
         )
     else:
         tools = None
-    prompt = tm.apply_chat_template(messages, tools=tools, **(req.chat_template_kwargs or {}))
+    prompt = tm.apply_chat_template(messages, tools, req.chat_template_kwargs or {})
     reasoning = get_reasoning_parser(getattr(server_args, "reasoning_parser", None))
     params = req.sampling_params(max_new_tokens)
     params = _constrain(params, functions if tools_on else [], forced, parser, req, reasoning)

@@ -5,11 +5,13 @@ In order: the ``Host`` header names this server (DNS rebinding: a web page's hos
 to 127.0.0.1 must not reach it); a browser's cross-origin request comes from an allowed origin
 (``--allowed-origins``, answered with CORS headers and preflights); a body is JSON (a web page can
 POST ``text/plain`` or forms without a preflight); the API key, compared in constant time; the body
-is at most ``--max-request-bytes`` (413), read here in full before the route runs.
+is at most ``--max-request-bytes`` (413), read here in full before the route runs, within
+``--body-timeout`` seconds (408: a body trickled in, or chunked without end, holds nothing for long).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import secrets
@@ -64,6 +66,7 @@ class FrontDoor:
         self.origins = {o.rstrip("/").lower() for o in _split(server_args.allowed_origins)}
         self.api_key = server_args.api_key.encode() if server_args.api_key else None
         self.max_body = server_args.max_request_bytes
+        self.body_timeout = server_args.body_timeout
 
     def host_allowed(self, host: str) -> bool:
         return self.any_host or host_name(host) in self.hosts
@@ -111,7 +114,12 @@ class FrontDoorMiddleware:
         if scope["method"] == "OPTIONS" and origin is not None:
             await _preflight(send, cors)
             return
-        body = await _read_body(receive, self.door.max_body)
+        try:
+            body = await asyncio.wait_for(_read_body(receive, self.door.max_body), self.door.body_timeout)
+        except asyncio.TimeoutError:
+            message = f"the request body did not arrive within {self.door.body_timeout:g} s (--body-timeout)"
+            await _reply(scope, receive, send, 408, message, cors)
+            return
         if body is None:
             await _reply(scope, receive, send, 413, _too_large(self.door.max_body), cors)
             return

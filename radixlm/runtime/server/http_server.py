@@ -130,14 +130,19 @@ async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:
     import uvicorn
 
     from radixlm.runtime.server.drain import DrainingServer
+    from radixlm.runtime.server.socket_limits import connection_limit, guarded_h11
 
     app = build_app(tokenizer_manager, server_args)
+    max_connections = connection_limit(server_args.max_connections)
     config = uvicorn.Config(
         app,
         host=server_args.host,
         port=server_args.port,
         log_level=server_args.log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        http=guarded_h11(max_connections, server_args.header_timeout),
+        timeout_keep_alive=server_args.timeout_keep_alive,  # type: ignore[arg-type]
+        limit_concurrency=max_connections + 1,  # uvicorn refuses at >=; ours closes beyond the cap
     )
     server = DrainingServer(config, tokenizer_manager, server_args.shutdown_grace_s)
 

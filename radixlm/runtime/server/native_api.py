@@ -20,11 +20,13 @@ from radixlm.runtime.server.http_util import (
     until_done_or_disconnect,
 )
 from radixlm.runtime.server.native_protocol import parse_generate
+from radixlm.runtime.server.offload import maybe_off_loop, regex_chars
 from radixlm.runtime.server.req_state import ReqGroup
 from radixlm.runtime.server.session_api import submit_session_turn
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 
 router = APIRouter()
+REGEX_COST = 64  # compiling a regex character costs about as much as tokenizing this many characters
 
 
 def _tm(request: Request) -> TokenizerManager:
@@ -66,7 +68,6 @@ async def get_server_info(request: Request) -> dict[str, Any]:
     )
 
 
-@router.get("/flush_cache")
 @router.post("/flush_cache")
 async def flush_cache(request: Request) -> Response:
     """Drop the prefix cache; ``?empty_cache=true`` also empties the device allocator's cache."""
@@ -104,7 +105,8 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
 @router.post("/generate")
 async def generate(request: Request) -> Any:
     tm = _tm(request)
-    req = parse_generate(await read_json(request))
+    body = await read_json(request)
+    req = await maybe_off_loop(regex_chars(body) * REGEX_COST, parse_generate, body)
     if req.session_params is not None:
         group = await submit_session_turn(request.app.state.sessions, req)
     else:

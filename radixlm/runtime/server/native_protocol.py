@@ -6,6 +6,10 @@ Beyond SGLang's fields, for the language's programs:
   ``{"text": "..."}`` or ``{"ids": [token ids]}`` (a list of such lists for a batch). Each text
   segment is tokenized on its own without special tokens and the segments' ids are concatenated,
   so a program continues exactly the tokens the model generated.
+Pins (server-internal: only ``/program`` sets them on the requests of its own graph; a client's
+``/generate`` that sends them gets a 400, since one client could otherwise hold or release another's
+cached context):
+
 - ``pin_children`` (an integer, one per prompt for a batch; needs ``n == 1``): when the request
   finishes, its context stays locked in the radix cache until that many requests naming its
   ``rid`` in their ``unpin_rids`` are admitted (or the pin times out).
@@ -67,10 +71,20 @@ class GenerateRequest:
     session_params: dict[str, Any] | None = None  # a session turn (see ``runtime/server/sessions.py``)
 
 
-def parse_generate(body: Any) -> GenerateRequest:
-    """Validate a ``/generate`` body; raises ``ApiError`` (400) naming the first problem."""
+PIN_FIELDS = ("pin_children", "unpin_rids")
+
+
+def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
+    """Validate a ``/generate`` body; raises ``ApiError`` (400) naming the first problem.
+    ``pins_allowed``: the body comes from ``/program``, which owns the pins it names."""
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
+    pinned = [k for k in PIN_FIELDS if not is_unset(body.get(k))]
+    if pinned and not pins_allowed:
+        raise ApiError(
+            f"{', '.join(pinned)}: set by the server for /program requests only, not by clients",
+            param=pinned[0],
+        )
     unknown = sorted(k for k in body if k not in FIELDS and k not in UNSUPPORTED_IF_SET)
     if unknown:
         raise ApiError(f"unknown field(s): {', '.join(unknown)}")

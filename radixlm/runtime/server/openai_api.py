@@ -22,6 +22,7 @@ from radixlm.runtime.server.http_util import (
     sse,
     until_done_or_disconnect,
 )
+from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest, parse_body
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
@@ -103,7 +104,8 @@ async def chat_completions(request: Request) -> Any:
     req: ChatCompletionRequest = parse_body(ChatCompletionRequest, await read_json(request))
     tm = _tm(request)
     max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    plan = plan_chat(req, tm, request.app.state.server_args, max_new)
+    size = sum(len(str(m.content or "")) for m in req.messages)
+    plan = await maybe_off_loop(size, plan_chat, req, tm, request.app.state.server_args, max_new)
     item = GenerateItem(
         plan.sampling_params,
         text=plan.prompt,

@@ -1,5 +1,6 @@
 """Operations endpoints: ``/metrics`` (Prometheus, with ``--enable-metrics``), ``/health_generate``,
-``/get_load``, ``/v1/models/{id}``, ``/v1/tokenize`` and ``/v1/detokenize`` (SGLang's shapes)."""
+``/get_load``, ``/v1/models/{id}``, ``/v1/tokenize`` and ``/v1/detokenize`` (SGLang's shapes; large
+ones run off the event loop, ``offload.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError, error_body
 from radixlm.runtime.server.http_util import read_json
+from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_api import list_models
 from radixlm.runtime.server.openai_protocol import parse_body
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
@@ -103,7 +105,13 @@ async def tokenize(request: Request) -> dict[str, Any]:
     req = parse_body(TokenizeRequest, await read_json(request))
     tm = _tm(request)
     prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-    tokens = [tm.tokenizer.encode(p, add_special_tokens=req.add_special_tokens) for p in prompts]
+    for p in prompts:
+        tm.admission.check_prompt_text(p, "prompt")
+
+    def encode() -> list[list[int]]:
+        return [tm.tokenizer.encode(p, add_special_tokens=req.add_special_tokens) for p in prompts]
+
+    tokens = await maybe_off_loop(sum(map(len, prompts)), encode)
     if isinstance(req.prompt, str):
         return {"tokens": tokens[0], "count": len(tokens[0]), "max_model_len": tm.context_length}
     return {"tokens": tokens, "count": [len(t) for t in tokens], "max_model_len": tm.context_length}
@@ -122,5 +130,9 @@ async def detokenize(request: Request) -> dict[str, Any]:
         bad = [t for t in ids if not 0 <= t < vocab]
         if bad:
             raise ApiError(f"tokens outside the vocabulary [0, {vocab}): {bad[:5]}", param="tokens")
-    texts = [tm.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens) for ids in lists]
+
+    def decode() -> list[str]:
+        return [tm.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens) for ids in lists]
+
+    texts = await maybe_off_loop(sum(map(len, lists)), decode)
     return {"text": texts[0] if single else texts}

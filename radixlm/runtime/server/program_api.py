@@ -36,7 +36,7 @@ async def run_program(request: Request) -> Any:
     held: Counter[str] = Counter()  # pinned rid -> children not yet submitted
 
     async def generate(req_body: dict[str, Any]) -> Any:
-        req = parse_generate(req_body)
+        req = parse_generate(req_body, pins_allowed=True)
         # NOTE: once submitted, a child releases its unit itself (admitted, rejected or aborted).
         held.subtract(req_body.get("unpin_rids") or [])
         group = await tm.submit(req.items, False, req.return_text_in_logprobs)

@@ -15,13 +15,13 @@ from radixlm.runtime.server.sessions import SessionStore
 router = APIRouter()
 
 
-@router.api_route("/open_session", methods=["GET", "POST"])
+@router.post("/open_session")
 async def open_session(request: Request) -> Any:
     """``{"capacity_of_str_len": int, "session_id": optional}`` -> the session id (a JSON string)."""
     return await request.app.state.sessions.open(await read_json(request))
 
 
-@router.api_route("/close_session", methods=["GET", "POST"])
+@router.post("/close_session")
 async def close_session(request: Request) -> Response:
     """``{"session_id": str}``: abort its running turns, release its pinned contexts."""
     body = await read_json(request)
@@ -35,7 +35,9 @@ async def submit_session_turn(sessions: SessionStore, req: GenerateRequest) -> R
     """Submit the single prompt of ``req`` as a turn of the session ``req.session_params`` names."""
     item = await sessions.prepare_turn(req.items[0], req.session_params)
     try:
-        return await sessions.tm.submit([item], req.stream, req.return_text_in_logprobs)
+        group = await sessions.tm.submit([item], req.stream, req.return_text_in_logprobs)
     except ApiError:
         sessions.forget_turn(req.session_params.get("id"), item.rid)
         raise
+    sessions.bind(req.session_params["id"], item.rid, group)
+    return group

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radixlm.runtime.messages import ReleasePinsReq, ReqTextOut
+from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
 
@@ -48,6 +49,7 @@ class Turn:
     finished: bool = False
     pinned: bool = False  # its context is pinned in the scheduler until a child is admitted
     children: list[str] = field(default_factory=list)
+    group: Any = None  # the ReqGroup it runs as, once submitted (its finish is matched by this)
 
     def context(self, drop_output: bool) -> list[int]:
         if drop_output:
@@ -78,7 +80,9 @@ class SessionStore:
         self.timeout_s = timeout_s
         self.clock = clock
         self.sessions: dict[str, Session] = {}
-        self._by_rid: dict[str, Turn] = {}
+        # NOTE: running turns by their ReqGroup's identity, never by rid: once a turn finished, any
+        # client may reuse its rid, and that request's output must not rewrite the session's history.
+        self._running: dict[int, Turn] = {}
         self._task: asyncio.Task | None = None
         tm.finish_hooks.append(self._on_finished)
 
@@ -96,8 +100,11 @@ class SessionStore:
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise ApiError("capacity_of_str_len must be an integer >= 1", param="capacity_of_str_len")
         sid = body.get("session_id")
-        if sid is not None and not isinstance(sid, str):
-            raise ApiError("session_id must be a string", param="session_id")
+        if sid is not None:
+            try:
+                check_client_rid(sid)
+            except InvalidRid as e:
+                raise ApiError(str(e).replace("rid", "session_id", 1), param="session_id") from e
         sid = sid or uuid.uuid4().hex
         if sid in self.sessions:
             raise ApiError(f"session {sid!r} is already open", param="session_id")
@@ -121,10 +128,8 @@ class SessionStore:
     async def _release(self, session: Session) -> None:
         """Abort the session's running turns and release the pins of its finished ones."""
         for turn in session.turns.values():
-            self._by_rid.pop(turn.rid, None)
-            if not turn.finished:
-                await self.tm.abort_rid(turn.rid)
-            elif turn.pinned:
+            await self._stop(turn)
+            if turn.finished and turn.pinned:
                 turn.pinned = False
                 await self.tm.send(ReleasePinsReq([turn.rid]))
 
@@ -177,7 +182,6 @@ class SessionStore:
             raise ApiError(f"rid {rid!r} is already a turn of this session", param="rid")
         turn = Turn(rid, parent.rid if parent else None, ids, item.sampling_params.max_new_tokens)
         session.turns[rid] = turn
-        self._by_rid[rid] = turn
         session.last_used = self.clock()
         unpin = []
         if parent is not None:
@@ -202,7 +206,6 @@ class SessionStore:
         session = self.sessions.get(session_id)
         turn = session.turns.pop(rid, None) if session else None
         if turn is not None:
-            self._by_rid.pop(rid, None)
             parent = session.turns.get(turn.parent) if turn.parent else None
             if parent is not None and rid in parent.children:
                 parent.children.remove(rid)
@@ -228,10 +231,8 @@ class SessionStore:
         doomed = list(session.turns) if parent is None else self._descendants(session, parent)
         for rid in doomed:
             turn = session.turns.pop(rid)
-            self._by_rid.pop(rid, None)
-            if not turn.finished:
-                await self.tm.abort_rid(rid)
-            elif turn.pinned:
+            await self._stop(turn)
+            if turn.finished and turn.pinned:
                 turn.pinned = False
                 await self.tm.send(ReleasePinsReq([rid]))
         if parent is not None:
@@ -247,10 +248,25 @@ class SessionStore:
                 stack.extend(child.children)
         return out
 
-    def _on_finished(self, out: ReqTextOut) -> None:
-        turn = self._by_rid.get(out.rid)
-        if turn is None:
+    def bind(self, session_id: str, rid: str, group: Any) -> None:
+        """Turn ``rid`` of the session was submitted as ``group``: from now on its output is the
+        output of exactly that group."""
+        session = self.sessions.get(session_id)
+        turn = session.turns.get(rid) if session is not None else None
+        if turn is not None:
+            turn.group = group
+            self._running[id(group)] = turn
+
+    async def _stop(self, turn: Turn) -> None:
+        """Abort a running turn (its own group, not whatever runs under its rid now)."""
+        if turn.group is not None and self._running.pop(id(turn.group), None) is turn:
+            await self.tm.abort(turn.group)
+
+    def _on_finished(self, sample: Any, out: ReqTextOut) -> None:
+        turn = self._running.get(id(sample.group))
+        if turn is None or turn.group is not sample.group:
             return
+        del self._running[id(sample.group)]
         turn.output_ids = [int(t) for t in out.output_ids]
         turn.finished = True
         reason = out.meta_info.get("finish_reason") or {}

@@ -45,8 +45,9 @@ from radixlm.runtime.requests.request_validation import (
     validate_request,
 )
 from radixlm.runtime.sampling.sampling_params import SamplingParams
-from radixlm.runtime.server.admission import OFF_LOOP_TOKENIZE_CHARS, Admission, max_token_chars
+from radixlm.runtime.server.admission import Admission, max_token_chars
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
 from radixlm.runtime.server_args import ServerArgs
 
@@ -105,7 +106,7 @@ class TokenizerManager:
         self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
         self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
-        self.finish_hooks: list[Callable[[ReqTextOut], None]] = []
+        self.finish_hooks: list[Callable[[SampleState, ReqTextOut], None]] = []
 
     def start(self) -> None:
         """Start reading outputs (call inside the running event loop). Should the reader fail, the
@@ -119,8 +120,20 @@ class TokenizerManager:
 
     # ---- requests --------------------------------------------------------------------------
     def apply_chat_template(
-        self, messages: list[dict[str, Any]], tools: list[dict] | None = None, **template_kwargs: Any
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict] | None = None,
+        template_kwargs: dict[str, Any] | None = None,
     ) -> str:
+        """The prompt text; ``template_kwargs`` (the request's ``chat_template_kwargs``) may not name
+        what the template is already given (messages, tools, ...): 400."""
+        template_kwargs = template_kwargs or {}
+        taken = sorted(set(template_kwargs) & _reserved_template_names(self.tokenizer))
+        if taken:
+            raise ApiError(
+                f"chat_template_kwargs may not set {', '.join(taken)} (set by the server)",
+                param="chat_template_kwargs",
+            )
         try:
             return self.tokenizer.apply_chat_template(
                 messages,
@@ -182,17 +195,21 @@ class TokenizerManager:
         group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
         requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
         try:
+            # admitted before any tokenization: a batch that cannot run costs nothing
             for item in items:
-                rid = item.rid or uuid.uuid4().hex
-                self._check_rid_free(rid, requests)
-                if sum(len(t) for t in _prompt_texts(item)) > OFF_LOOP_TOKENIZE_CHARS:
-                    req = await asyncio.to_thread(self.build_request, item, rid, stream)
-                else:
-                    req = self.build_request(item, rid, stream)
-                requests.append((rid, req, expand_parallel_samples(req)))
+                if item.sampling_params.n > self.limits.caps.max_n:  # the 400 that names n comes first
+                    raise ApiError(f"n={item.sampling_params.n} is above this server's limit", param="n")
+            self.admission.check(len(self._samples), sum(it.sampling_params.n for it in items))
+            rids = [item.rid or uuid.uuid4().hex for item in items]
+            for i, rid in enumerate(rids):
+                self._check_rid_free(rid, rids[:i])
+            size = sum(len(t) for item in items for t in _prompt_texts(item))
+            size += sum(len(item.input_ids or ()) for item in items)
+            built = await maybe_off_loop(size, self._build_all, items, rids, stream)
+            requests = [(rid, req, expand_parallel_samples(req)) for rid, req in zip(rids, built)]
             # NOTE: checked again after the awaits above, and registered with no await in between.
-            for i, (rid, _, _) in enumerate(requests):
-                self._check_rid_free(rid, requests[:i])
+            for i, rid in enumerate(rids):
+                self._check_rid_free(rid, rids[:i])
             self.admission.check(len(self._samples), sum(len(samples) for _, _, samples in requests))
         except ApiError:
             await self._release_parent_pins(items)
@@ -211,7 +228,12 @@ class TokenizerManager:
                 await self._push.send_pyobj(sample_req)
         return group
 
-    def _check_rid_free(self, rid: str, earlier: list[tuple[str, Any, list[Any]]]) -> None:
+    def _build_all(
+        self, items: list[GenerateItem], rids: list[str], stream: bool
+    ) -> list[TokenizedGenerateReq]:
+        return [self.build_request(item, rid, stream) for item, rid in zip(items, rids)]
+
+    def _check_rid_free(self, rid: str, earlier: list[str]) -> None:
         """400 when ``rid`` is not a valid client rid, is in flight, or is taken earlier in this batch.
 
         Only client rids are compared: samples run under ids no client rid can hold
@@ -220,7 +242,7 @@ class TokenizerManager:
             check_client_rid(rid)
         except InvalidRid as e:
             raise ApiError(str(e), param="rid") from e
-        if rid in self._by_rid or any(rid == taken for taken, _, _ in earlier):
+        if rid in self._by_rid or rid in earlier:
             raise ApiError(f"a request with rid {rid!r} is already running", param="rid")
 
     async def _release_parent_pins(self, rejected: list[GenerateItem]) -> None:
@@ -319,7 +341,7 @@ class TokenizerManager:
             if self.metrics is not None:
                 self.metrics.on_finished(out, sample.group.created_at)
             for hook in self.finish_hooks:
-                hook(out)
+                hook(sample, out)
             del self._samples[out.rid]
             self._forget_finished(sample)
 
@@ -351,6 +373,16 @@ class TokenizerManager:
 
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
+
+
+def _reserved_template_names(tokenizer: Any) -> set[str]:
+    """Names a chat template gets from the tokenizer itself: ``apply_chat_template``'s parameters, the
+    variables it renders with, and the special tokens it passes (a clash is a TypeError, not a 400)."""
+    import inspect
+
+    names = set(inspect.signature(tokenizer.apply_chat_template).parameters) - {"kwargs"}
+    names |= {"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now"}
+    return names | set(getattr(tokenizer, "special_tokens_map", {}) or {})
 
 
 def _prompt_texts(item: GenerateItem) -> list[str]:

@@ -71,13 +71,19 @@ def test_metrics_show_each_replica(dp_server) -> None:
 
 
 def test_children_follow_their_parent(dp_server) -> None:
-    parent = _generate(dp_server.url, "Story: once upon a time", rid="dp-parent", pin_children=3)
-    assert parent["text"] is not None
+    # pins are the server's own (a client's /generate may not set them): a /program's forks carry them
+    gen = {"type": "gen", "name": "x", "options": GREEDY}
+    nodes = [{"id": 0, "parent": None, "extend": [{"text": "Story: once upon a time"}], "op": gen}]
+    nodes += [
+        {"id": i, "parent": 0, "extend": [{"text": f"{i}" * (20 + 13 * i)}], "op": {**gen, "name": f"c{i}"}}
+        for i in (1, 2, 3)
+    ]
     before = [r["routed"] for r in _replicas(dp_server.url)]
-    for i in range(3):  # unrelated prompts: only the parent link can keep them together
-        _generate(dp_server.url, f"{i}" * (20 + 13 * i), unpin_rids=["dp-parent"])
+    graph = {"version": 1, "name": "dp-pins", "nodes": nodes}
+    reply = requests.post(f"{dp_server.url}/program", json={"graph": graph}, timeout=120)
+    assert reply.status_code == 200, reply.text
     grew = [a - b for a, b in zip([r["routed"] for r in _replicas(dp_server.url)], before)]
-    assert sorted(grew) == [0, 3], grew
+    assert sorted(grew) == [0, 4], grew
     info = requests.get(f"{dp_server.url}/get_server_info", timeout=30).json()
     assert info["dp_size"] == 2 and info["num_pinned_contexts"] == 0
 

@@ -154,3 +154,58 @@ def test_arbitrary_bodies(client, path):
 def test_sampling_params_of_generate(client, params):
     params["max_new_tokens"] = 3
     post(client, "/generate", {"text": "ab", "sampling_params": params})
+
+
+# issue 27: the classes of the second pass (tool history, template kwargs, huge ints, deep tags, ids)
+tool_calls = st.one_of(
+    values,
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "id": scalars,
+                "type": scalars,
+                "function": st.one_of(
+                    values,
+                    st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "name": scalars,
+                            "arguments": st.one_of(
+                                values, st.integers(1, 3000).map(lambda d: '{"a": ' * d + "1" + "}" * d)
+                            ),
+                        },
+                    ),
+                ),
+            },
+        ),
+        max_size=3,
+    ),
+)
+huge_ints = st.integers(2**53, 10**400) | st.integers(-(10**400), -(2**53))
+
+
+@SETTINGS
+@given(
+    calls=tool_calls,
+    template_kwargs=st.dictionaries(
+        st.sampled_from(["messages", "tools", "tokenize", "eos_token", "enable_thinking", "x"]), values
+    ),
+    number=huge_ints,
+    field=st.sampled_from(["temperature", "top_p", "seed", "top_logprobs", "max_tokens", "n"]),
+    rid=st.sampled_from(["r" * 5000, "a\nb", "ok-rid"]),
+)
+def test_second_pass_hostile_chat(client, calls, template_kwargs, number, field, rid):
+    messages = [{"role": "assistant", "content": "", "tool_calls": calls}, {"role": "user", "content": "hi"}]
+    body = {"messages": messages, "max_tokens": 2, "chat_template_kwargs": template_kwargs, "rid": rid}
+    post(client, "/v1/chat/completions", body)
+    post(client, "/v1/chat/completions", {"messages": messages[1:], "max_tokens": 2, field: number})
+    post(client, "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2, field: number}})
+
+
+@SETTINGS
+@given(depth=st.integers(1, 5000), wrap=st.booleans())
+def test_second_pass_deep_structural_tags(client, depth, wrap):
+    nested = "[" * depth + "]" * depth
+    tag = '{"type": "structural_tag", "structures": ' + nested + ', "triggers": []}' if wrap else nested
+    post(client, "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2, "structural_tag": tag}})

@@ -2,7 +2,8 @@
 
 - ``required`` or a named function: the whole output is the parser's call text around a JSON
   object whose ``name`` is one of the tools and whose arguments follow that tool's parameter
-  schema, as a regex for the constrained decoder (``strict`` under ``auto`` relies on the next item);
+  schema, as a regex for the constrained decoder, at most ``MAX_PARALLEL_TOOL_CALLS`` calls
+  (``strict`` under ``auto`` relies on the next item);
 - ``auto``: a ``structural_tag`` (free text until the parser's trigger, e.g. ``<tool_call>``, then
   the call under the grammar to its end);
 - with a reasoning parser the grammar waits for the end of the thinking (trigger ``</think>``).
@@ -17,6 +18,7 @@ from radixlm.runtime.constrained.outlines.json_schema import json_schema_to_rege
 from radixlm.runtime.server.function_call.parsers import CallWrapper, ToolCallParser
 from radixlm.runtime.server.function_call.protocol import FunctionDef
 
+MAX_PARALLEL_TOOL_CALLS = 8  # calls in one answer under tool_choice="required" (the grammar ends there)
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 <>/_:,\"'=;@!#%&~`")
 
 
@@ -44,7 +46,8 @@ def forced_call_regex(functions: list[FunctionDef], wrapper: CallWrapper, parall
         except ValueError as e:
             raise ValueError(f"tools: function {fn.name!r}: {e}") from None
     one = literal_regex(wrapper.prefix) + "(" + "|".join(options) + ")" + literal_regex(wrapper.suffix)
-    calls = f"{one}({literal_regex(wrapper.separator)}{one})*" if parallel else one
+    more = f"({literal_regex(wrapper.separator)}{one}){{0,{MAX_PARALLEL_TOOL_CALLS - 1}}}"
+    calls = one + more if parallel else one
     return literal_regex(wrapper.open) + calls + literal_regex(wrapper.close)
 
 

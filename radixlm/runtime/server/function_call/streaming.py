@@ -36,7 +36,10 @@ class ChatOutputReader:
         if self.tools is None:
             return ChatSnapshot(thinking, text)
         snap = self.tools.scan(text, final)
-        return ChatSnapshot(thinking, snap.content, snap.calls)
+        # NOTE: a call cut off by max_tokens is no call (its arguments are not JSON); the finish
+        # reason says "length"
+        calls = [c for c in snap.calls if c.done] if final else snap.calls
+        return ChatSnapshot(thinking, snap.content, calls)
 
 
 def message(snap: ChatSnapshot, ids: list[str]) -> dict[str, Any]:

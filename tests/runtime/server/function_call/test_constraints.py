@@ -80,3 +80,17 @@ def test_response_format_after_thinking_is_a_tag_triggered_by_its_end():
     tag = json.loads(params["structural_tag"])
     assert tag["triggers"] == ["</think>"]
     assert tag["structures"] == [{"begin": "</think>\n\n", "schema": schema, "end": ""}]
+
+
+@pytest.mark.parametrize("parser_name", ["hermes", "llama3", "mistral"])
+def test_parallel_forced_calls_are_bounded(parser_name):
+    """Issue 27: under ``required`` the model cannot repeat calls until max_tokens: the grammar ends
+    after ``MAX_PARALLEL_TOOL_CALLS`` calls."""
+    from radixlm.runtime.server.function_call.constraints import MAX_PARALLEL_TOOL_CALLS
+
+    parser = get_parser(parser_name)
+    rx = re.compile(forced_call_regex([ADD], parser.wrapper, parallel=True))
+    for count in (1, 2, MAX_PARALLEL_TOOL_CALLS):
+        assert rx.fullmatch(parser.render_all([("add", {"a": i}) for i in range(count)])), count
+    for count in (MAX_PARALLEL_TOOL_CALLS + 1, 40):
+        assert not rx.fullmatch(parser.render_all([("add", {"a": i}) for i in range(count)])), count

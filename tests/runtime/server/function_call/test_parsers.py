@@ -82,10 +82,18 @@ def test_arguments_stream_in_fragments():
     assert "".join(f or "" for f in fragments) == '{"text": "a long argument"}'
 
 
-def test_output_cut_inside_a_call_keeps_the_call_with_its_partial_arguments():
-    reader = ChatOutputReader(None, get_parser("hermes"))
-    snap = reader.read('<tool_call>\n{"name": "f", "arguments": {"x": "unfini', final=True)
-    assert [(c.name, c.arguments, c.done) for c in snap.calls] == [("f", '{"x": "unfini', False)]
+@pytest.mark.parametrize("parser", ["hermes", "qwen25", "mistral", "llama3"])
+def test_a_call_cut_off_by_max_tokens_is_no_call(parser):
+    """Issue 27: a finished output cut inside a call returns the whole calls before it, never the cut
+    one with arguments that are not JSON; while the output still grows, the partial call streams."""
+    p = get_parser(parser)
+    whole = p.render_all([("f", {"x": "done"}), ("g", {"x": "unfinished"})])
+    cut = whole[: whole.index("unfini") + len("unfini")]
+    reader = ChatOutputReader(None, p)
+    final = reader.read(cut, final=True)
+    assert [(c.name, json.loads(c.arguments)) for c in final.calls] == [("f", {"x": "done"})]
+    growing = reader.read(cut, final=False)
+    assert [c.name for c in growing.calls] == ["f", "g"] and not growing.calls[-1].done
 
 
 def test_parser_picked_from_template():
