@@ -20,12 +20,15 @@ from tests.helpers.model_helpers import PagedSession, assert_logits_close, make_
 class Reference:
     """Our runner and the transformers model on the same tiny checkpoint."""
 
-    def __init__(self, model_dir: str | Path, rtol: float = 1e-4, **runner_overrides) -> None:
+    def __init__(
+        self, model_dir: str | Path, rtol: float = 1e-4, served: str | Path | None = None, **runner_overrides
+    ) -> None:
+        """``served``: what our runner loads instead of ``model_dir`` (e.g. the same weights as GGUF)."""
         from transformers import AutoModelForCausalLM
 
         self.model_dir = Path(model_dir)
         self.rtol = rtol
-        self.runner = make_runner(model_dir, **runner_overrides)
+        self.runner = make_runner(served or model_dir, **runner_overrides)
         self.hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
         self.session = PagedSession(self.runner)
 

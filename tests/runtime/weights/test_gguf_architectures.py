@@ -1,0 +1,127 @@
+"""GGUF files of the non-Llama architectures load and match transformers on the same weights.
+
+Each case: a tiny random transformers model, written as GGUF the way llama.cpp's converter lays it out
+(``tests/helpers/gguf_writer.py``), checked first against transformers' own GGUF loader (so the writer
+follows llama.cpp's conventions), then our runner on the GGUF file against the transformers model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from radixlm.runtime.weights.gguf_source import GGUFSource
+from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
+from tests.helpers.model_helpers import _tiny_kwargs, save_tiny_gguf, save_tiny_model
+
+
+def _gemma2():
+    from transformers import Gemma2Config
+
+    # query_pre_attn_scalar = head_dim: what llama.cpp (and so a GGUF file) assumes
+    # llama.cpp ties Gemma 2's LM head to the embedding (its gemma2 has no output tensor)
+    kwargs = _tiny_kwargs(head_dim=32, sliding_window=8, query_pre_attn_scalar=32, tie_word_embeddings=True)
+    config = Gemma2Config(**kwargs)
+    return config, {"query_pre_attn_scalar": 32}
+
+
+def _gemma3():
+    from transformers import Gemma3TextConfig
+
+    rope = {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0},
+    }
+    # six layers: llama.cpp makes every sixth global, the rest sliding
+    config = Gemma3TextConfig(
+        **_tiny_kwargs(num_hidden_layers=6, head_dim=32, sliding_window=8, query_pre_attn_scalar=32),
+        rope_parameters=rope,
+    )
+    return config, {"rope_parameters": rope, "query_pre_attn_scalar": 32}
+
+
+def _phi3():
+    from transformers import Phi3Config
+
+    return Phi3Config(**_tiny_kwargs(num_key_value_heads=4)), {}
+
+
+def _phi3_longrope():
+    from transformers import Phi3Config
+
+    half = 8  # head_dim 16 -> 8 frequencies
+    rope = {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "long_factor": [1.0 + 0.5 * i for i in range(half)],
+        "short_factor": [1.0 + 0.1 * i for i in range(half)],
+    }
+    kwargs = _tiny_kwargs(num_key_value_heads=4, max_position_embeddings=256)
+    return Phi3Config(**kwargs, original_max_position_embeddings=64, rope_parameters=rope), {}
+
+
+def _qwen3_moe():
+    from transformers import Qwen3MoeConfig
+
+    kwargs = _tiny_kwargs(head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    return Qwen3MoeConfig(**kwargs, norm_topk_prob=True), {}
+
+
+def _mixtral():
+    from transformers import MixtralConfig
+
+    return MixtralConfig(**_tiny_kwargs(intermediate_size=32, num_local_experts=4, num_experts_per_tok=2)), {}
+
+
+CASES = {
+    "gemma2": _gemma2,
+    "gemma3": _gemma3,
+    "phi3": _phi3,
+    "phi3-longrope": _phi3_longrope,
+    "qwen3moe": _qwen3_moe,
+    "mixtral": _mixtral,
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request, tmp_path_factory) -> tuple[str, Path, Path, dict]:
+    """(name, HF directory, its fp32 GGUF file, config fields transformers' GGUF reader leaves out)."""
+    from transformers import AutoModelForCausalLM
+
+    config, hf_only = CASES[request.param]()
+    tmp = tmp_path_factory.mktemp(request.param)
+    hf_dir = save_tiny_model(config, tmp / "hf", seed=5)
+    hf = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
+    gguf_path = save_tiny_gguf(config, hf.state_dict(), tmp / "model.gguf")
+    return request.param, hf_dir, gguf_path, hf_only
+
+
+@torch.no_grad()
+def test_the_writer_follows_llamacpp(case) -> None:
+    """transformers' GGUF loader reads our file back as the model we wrote."""
+    from transformers import AutoModelForCausalLM
+
+    name, hf_dir, gguf_path, hf_only = case
+    if name == "phi3-longrope":
+        pytest.skip("transformers' GGUF loader does not read Phi-3's rope_factors tensors")
+    hf = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
+    from_gguf = AutoModelForCausalLM.from_pretrained(
+        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32, **hf_only
+    ).eval()
+    seq = torch.tensor([tokens(20, 3)])
+    torch.testing.assert_close(from_gguf(seq).logits, hf(seq).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_gguf_logits_match_transformers(case) -> None:
+    _, hf_dir, gguf_path, _ = case
+    check_all_logits(Reference(hf_dir, served=gguf_path))
+
+
+def test_gguf_config_names_the_architecture(case) -> None:
+    name, hf_dir, gguf_path, _ = case
+    import json
+
+    want = json.loads((hf_dir / "config.json").read_text())["architectures"]
+    assert GGUFSource(str(gguf_path)).hf_config()["architectures"] == want
