@@ -45,7 +45,14 @@ _ARCH_LAYER_NAMES = {
         "ffn_down_exps": "mlp.experts.down_proj",
     },
 }
-_NAME_FAMILY = {"gemma2": "gemma", "gemma3": "gemma", "olmo2": "olmo2", "phi3": "phi3", "qwen3moe": "moe", "llama": "moe"}
+_NAME_FAMILY = {
+    "gemma2": "gemma",
+    "gemma3": "gemma",
+    "olmo2": "olmo2",
+    "phi3": "phi3",
+    "qwen3moe": "moe",
+    "llama": "moe",
+}
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
 # Tensors llama.cpp adds that have no Hugging Face counterpart (rope factors live in config.json).
 _SKIPPED = {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}

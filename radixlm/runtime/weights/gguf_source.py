@@ -110,8 +110,10 @@ class GGUFSource:
                 yield name, stored
                 continue
             if stored.shape[0] != sum(rows for _, rows in parts):
-                raise ValueError(f"{self.path}: fused tensor {t.name!r} has {stored.shape[0]} rows; the "
-                                 f"metadata needs {sum(rows for _, rows in parts)}")
+                raise ValueError(
+                    f"{self.path}: fused tensor {t.name!r} has {stored.shape[0]} rows; the "
+                    f"metadata needs {sum(rows for _, rows in parts)}"
+                )
             start = 0
             for part, rows in parts:  # row blocks: whole rows of blocks, still views
                 yield part, _rows(stored, start, rows)
@@ -153,5 +155,7 @@ class GGUFSource:
 def _rows(stored: StoredTensor, start: int, rows: int) -> StoredTensor:
     """Rows ``start:start+rows`` of a weight (a view)."""
     if isinstance(stored, BlockTensor):
-        return BlockTensor(stored.fmt, stored.blocks[start : start + rows], stored.in_features, stored.release)
+        return BlockTensor(
+            stored.fmt, stored.blocks[start : start + rows], stored.in_features, stored.release
+        )
     return stored[start : start + rows]

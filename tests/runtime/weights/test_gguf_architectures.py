@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from radixlm.runtime.weights.gguf_source import GGUFSource
-from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
+from tests.helpers.model_conformance import Reference, check_all_logits, tokens
 from tests.helpers.model_helpers import _tiny_kwargs, save_tiny_gguf, save_tiny_model
 
 
