@@ -51,7 +51,7 @@ def _phi3():
 def _phi3_longrope():
     from transformers import Phi3Config
 
-    half = 8  # head_dim 16 -> 8 frequencies; prompts past 16 tokens use the long factors
+    half = 8  # head_dim 16 -> 8 frequencies
     rope = {
         "rope_type": "longrope",
         "rope_theta": 10000.0,
@@ -59,7 +59,7 @@ def _phi3_longrope():
         "short_factor": [1.0 + 0.1 * i for i in range(half)],
     }
     kwargs = _tiny_kwargs(num_key_value_heads=4, max_position_embeddings=256)
-    return Phi3Config(**kwargs, original_max_position_embeddings=16, rope_parameters=rope), {}
+    return Phi3Config(**kwargs, original_max_position_embeddings=64, rope_parameters=rope), {}
 
 
 def _qwen3_moe():
@@ -131,3 +131,56 @@ def test_gguf_config_names_the_architecture(case) -> None:
 
     want = json.loads((hf_dir / "config.json").read_text())["architectures"]
     assert GGUFSource(str(gguf_path)).hf_config()["architectures"] == want
+
+
+def test_phi3_rope_factor_tensors_become_longrope(tmp_path) -> None:
+    """The rope_factors_long/short tensors and the original context come back as the config's LongRoPE
+    (the logit checks stay within the original context, where transformers and we agree on the
+    short factors)."""
+    config, _ = _phi3_longrope()
+    hf_dir = save_tiny_model(config, tmp_path / "hf", with_tokenizer=False)
+    from transformers import AutoModelForCausalLM
+
+    state = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).state_dict()
+    ours = GGUFSource(str(save_tiny_gguf(config, state, tmp_path / "m.gguf"))).hf_config()
+    rope = config.rope_parameters
+    assert ours["rope_parameters"]["rope_type"] == "longrope"
+    assert ours["original_max_position_embeddings"] == 64
+    for key in ("long_factor", "short_factor"):
+        assert ours["rope_parameters"][key] == pytest.approx(rope[key], rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "phi3", "qwen3moe"])
+def test_q8_0_gguf_loads_and_serves_the_files_blocks(name, tmp_path) -> None:
+    """Linear weights stored as Q8_0 (Phi-3's fused ones cut into row views, Qwen3-MoE's stacked
+    experts): dequantized, the model matches transformers' reading of the same file; served as the
+    file's blocks (auto), each layer holds exactly those values."""
+    from transformers import AutoModelForCausalLM
+
+    from radixlm.kernels.cpu import gguf_blocks
+    from radixlm.runtime.layers.quantized_linear import GGUFLinear
+    from tests.helpers.model_helpers import assert_logits_close, make_runner, prefill_then_decode_logits
+
+    config, hf_only = CASES[name]()
+    hf_dir = save_tiny_model(config, tmp_path / "hf", seed=6, with_tokenizer=False)
+    state = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).state_dict()
+    path = save_tiny_gguf(config, state, tmp_path / "q8.gguf", block_types={"proj": "Q8_0"})
+    ref = AutoModelForCausalLM.from_pretrained(
+        str(tmp_path), gguf_file=path.name, dtype=torch.float32, **hf_only
+    ).eval()
+    dequantized = make_runner(path, quantization="none")
+    seq = tokens(16, 7)
+    with torch.no_grad():
+        want = ref(torch.tensor([seq])).logits[0]
+    outs = prefill_then_decode_logits(dequantized, seq)
+    assert_logits_close(torch.cat([outs[0], *(o[None] for o in outs[1:])]), want)
+
+    native = make_runner(path, quantization="auto")
+    assert native.quantization == "q8_0"
+    float_params = dict(dequantized.model.named_parameters())
+    served = {n: m for n, m in native.model.named_modules() if isinstance(m, GGUFLinear)}
+    assert "model.layers.0.self_attn.qkv_proj" in served
+    for module_name, module in served.items():
+        assert module.fmt == "q8_0"
+        want_rows = float_params[f"{module_name}.weight"]
+        assert torch.equal(gguf_blocks.dequantize(module.blocks, "q8_0"), want_rows)
