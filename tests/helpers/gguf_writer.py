@@ -1,8 +1,9 @@
 """A GGUF writer for tiny transformers models, laying tensors and metadata out as llama.cpp's converter does.
 
-Covers llama (+ Mixtral experts), qwen2, qwen3, qwen3moe, gemma2, gemma3 and phi3: GGUF names, Q/K
-rows permuted (llama), Gemma's norms stored as ``1 + w``, Phi-3's fused ``attn_qkv``/``ffn_up`` and
-LongRoPE factor tensors, experts stacked ``[experts, rows, in]``, and a tiny byte-level gpt2 tokenizer.
+Covers llama (+ Mixtral experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite and olmo2:
+GGUF names, Q/K rows permuted (llama, granite), Gemma's norms stored as ``1 + w``, Phi-3's fused
+``attn_qkv``/``ffn_up`` and LongRoPE factor tensors, experts stacked ``[experts, rows, in]``, and a
+tiny byte-level gpt2 tokenizer.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ _GGUF_LAYER_NAMES = {
 _GEMMA_LAYER_NAMES = {
     "post_attention_layernorm": "post_attention_norm",
     "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
+_OLMO2_LAYER_NAMES = {
+    "post_attention_layernorm": "post_attention_norm",
     "post_feedforward_layernorm": "post_ffw_norm",
 }
 _GGUF_GLOBAL_NAMES = {
@@ -78,6 +83,11 @@ def _metadata(writer, config, arch: str) -> None:
         writer.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
         if rope.get("rope_type") == "longrope":
             writer.add_rope_scaling_orig_ctx_len(config.original_max_position_embeddings)
+    if arch == "granite":
+        writer.add_attention_scale(config.attention_multiplier)
+        writer.add_embedding_scale(config.embedding_multiplier)
+        writer.add_residual_scale(config.residual_multiplier)
+        writer.add_logit_scale(config.logits_scaling)
     experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
     if experts:
         writer.add_expert_count(experts)
@@ -106,7 +116,8 @@ def _tokenizer(writer, vocab_size: int) -> None:
 def _gguf_tensors(config, arch: str, state_dict: dict[str, torch.Tensor]):
     """``(gguf name, hf name, float32 array)`` in llama.cpp's layout."""
     heads = {"self_attn.q_proj": config.num_attention_heads, "self_attn.k_proj": config.num_key_value_heads}
-    layer_names = _GGUF_LAYER_NAMES | (_GEMMA_LAYER_NAMES if arch.startswith("gemma") else {})
+    own = {"gemma2": _GEMMA_LAYER_NAMES, "gemma3": _GEMMA_LAYER_NAMES, "olmo2": _OLMO2_LAYER_NAMES}
+    layer_names = _GGUF_LAYER_NAMES | own.get(arch, {})
     for name, tensor in state_dict.items():
         if name == "lm_head.weight" and config.tie_word_embeddings:
             continue
@@ -126,7 +137,7 @@ def _gguf_tensors(config, arch: str, state_dict: dict[str, torch.Tensor]):
             continue
         if name.endswith("mlp.experts.down_proj"):
             module, leaf = "mlp.experts.down_proj", "weight"
-        if arch == "llama" and module in heads:
+        if arch in ("llama", "granite") and module in heads:
             array = llamacpp_permute(array, heads[module])
         yield f"{blk}.{layer_names[module]}.{leaf}", name, array
 
