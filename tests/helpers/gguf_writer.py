@@ -46,7 +46,7 @@ _GGUF_GLOBAL_NAMES = {
     "model.norm.weight": "output_norm.weight",
     "lm_head.weight": "output.weight",
 }
-_GGUF_ARCH = {"gemma3_text": "gemma3", "qwen3_moe": "qwen3moe", "mixtral": "llama"}
+_GGUF_ARCH = {"gemma3_text": "gemma3", "qwen3_moe": "qwen3moe", "mixtral": "llama", "mistral": "llama"}
 
 
 def llamacpp_permute(w, num_heads: int):
@@ -74,7 +74,12 @@ def _metadata(writer, config, arch: str) -> None:
     if arch != "phi3" and getattr(config, "head_dim", None):
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
-    if getattr(config, "sliding_window", None) and arch in ("gemma2", "gemma3", "phi3"):
+    if getattr(config, "sliding_window", None) and config.model_type in (
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "mistral",
+    ):
         writer.add_sliding_window(config.sliding_window)
     if arch == "gemma2":
         writer.add_attn_logit_softcapping(config.attn_logit_softcapping)

@@ -79,6 +79,12 @@ def _mixtral():
     return MixtralConfig(**_tiny_kwargs(intermediate_size=32, num_local_experts=4, num_experts_per_tok=2)), {}
 
 
+def _mistral():
+    from transformers import MistralConfig
+
+    return MistralConfig(**_tiny_kwargs(sliding_window=8)), {}
+
+
 def _granite():
     from transformers import GraniteConfig
 
@@ -92,8 +98,9 @@ def _olmo2():
     return Olmo2Config(**_tiny_kwargs()), {}
 
 
-# transformers 5.24 reads none of these GGUF files (or reads llama-with-experts as a dense Llama)
-NOT_IN_TRANSFORMERS_GGUF = {"mixtral", "granite", "olmo2"}
+# transformers 5.24 reads none of these GGUF files (or reads a llama file with experts or a sliding
+# window as a plain Llama)
+NOT_IN_TRANSFORMERS_GGUF = {"mixtral", "mistral", "granite", "olmo2"}
 CASES = {
     "gemma2": _gemma2,
     "gemma3": _gemma3,
@@ -101,6 +108,7 @@ CASES = {
     "phi3-longrope": _phi3_longrope,
     "qwen3moe": _qwen3_moe,
     "mixtral": _mixtral,
+    "mistral": _mistral,  # llama with a sliding window in its metadata
     "granite": _granite,
     "olmo2": _olmo2,
 }
