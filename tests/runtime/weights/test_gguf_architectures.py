@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from radixlm.runtime.weights.gguf_source import GGUFSource
-from tests.helpers.model_conformance import Reference, check_all_logits, tokens
+from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
 from tests.helpers.model_helpers import _tiny_kwargs, save_tiny_gguf, save_tiny_model
 
 
@@ -150,6 +150,16 @@ def test_gguf_logits_match_transformers(case) -> None:
     # transformers builds a GGUF file's tokenizer only for the architectures its GGUF reader knows
     tokenizer = str(hf_dir) if name in ("granite", "olmo2") else None
     check_all_logits(Reference(hf_dir, served=gguf_path, tokenizer=tokenizer))
+
+
+@pytest.mark.parametrize("name", ["gemma2", "qwen3moe"])
+def test_engine_greedy_on_gguf_matches_transformers(name, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    config, _ = CASES[name]()
+    hf_dir = save_tiny_model(config, tmp_path / "hf", seed=8)
+    state = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).state_dict()
+    check_engine_greedy(hf_dir, max_new_tokens=8, served=save_tiny_gguf(config, state, tmp_path / "m.gguf"))
 
 
 def test_gguf_config_names_the_architecture(case) -> None:
