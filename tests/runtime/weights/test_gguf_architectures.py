@@ -191,10 +191,12 @@ def test_phi3_rope_factor_tensors_become_longrope(tmp_path) -> None:
 def test_q8_0_gguf_loads_and_serves_the_files_blocks(name, tmp_path) -> None:
     """Linear weights stored as Q8_0 (Phi-3's fused ones cut into row views, Qwen3-MoE's stacked
     experts): dequantized, the model matches transformers' reading of the same file; served as the
-    file's blocks (auto), each layer holds exactly those values."""
+    file's blocks (auto: GGUFLinear, GGUFExperts), each layer holds exactly those values (the logits
+    then differ by the kernel's int8 activations)."""
     from transformers import AutoModelForCausalLM
 
     from radixlm.kernels.cpu import gguf_blocks
+    from radixlm.runtime.layers.moe import GGUFExperts
     from radixlm.runtime.layers.quantized_linear import GGUFLinear
     from tests.helpers.model_helpers import assert_logits_close, make_runner, prefill_then_decode_logits
 
@@ -221,3 +223,11 @@ def test_q8_0_gguf_loads_and_serves_the_files_blocks(name, tmp_path) -> None:
         assert module.fmt == "q8_0"
         want_rows = float_params[f"{module_name}.weight"]
         assert torch.equal(gguf_blocks.dequantize(module.blocks, "q8_0"), want_rows)
+    experts = [m for m in native.model.modules() if isinstance(m, GGUFExperts)]
+    assert len(experts) == (config.num_hidden_layers if name == "qwen3moe" else 0)
+    for module_name, module in native.model.named_modules():
+        if isinstance(module, GGUFExperts):  # the file's blocks, served as stored
+            assert torch.equal(module.dequantized().gate_up_proj, float_params[f"{module_name}.gate_up_proj"])
+            assert torch.equal(module.dequantized().down_proj, float_params[f"{module_name}.down_proj"])
+    outs = prefill_then_decode_logits(native, seq)
+    assert_logits_close(torch.cat([outs[0], *(o[None] for o in outs[1:])]), want, rtol=0.1)
