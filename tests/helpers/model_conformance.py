@@ -20,12 +20,15 @@ from tests.helpers.model_helpers import PagedSession, assert_logits_close, make_
 class Reference:
     """Our runner and the transformers model on the same tiny checkpoint."""
 
-    def __init__(self, model_dir: str | Path, rtol: float = 1e-4, **runner_overrides) -> None:
+    def __init__(
+        self, model_dir: str | Path, rtol: float = 1e-4, served: str | Path | None = None, **runner_overrides
+    ) -> None:
+        """``served``: what our runner loads instead of ``model_dir`` (e.g. the same weights as GGUF)."""
         from transformers import AutoModelForCausalLM
 
         self.model_dir = Path(model_dir)
         self.rtol = rtol
-        self.runner = make_runner(model_dir, **runner_overrides)
+        self.runner = make_runner(served or model_dir, **runner_overrides)
         self.hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
         self.session = PagedSession(self.runner)
 
@@ -103,9 +106,12 @@ def check_all_logits(ref: Reference) -> None:
     )
 
 
-def check_engine_greedy(model_dir: str | Path, max_new_tokens: int = 16, **engine_overrides) -> None:
+def check_engine_greedy(
+    model_dir: str | Path, max_new_tokens: int = 16, served: str | Path | None = None, **engine_overrides
+) -> None:
     """Greedy tokens through an Engine (chunks of 8, radix reuse, a 160-slot pool)
-    equal transformers' greedy ``generate`` on the same prompts."""
+    equal transformers' greedy ``generate`` on the same prompts. ``served``: what the engine loads
+    instead of ``model_dir`` (e.g. the same weights as GGUF)."""
     from transformers import AutoModelForCausalLM
 
     from tests.helpers.engines import make_engine
@@ -135,7 +141,7 @@ def check_engine_greedy(model_dir: str | Path, max_new_tokens: int = 16, **engin
         attention_backend="torch",
     )
     args.update(engine_overrides)
-    engine = make_engine(str(model_dir), **args)
+    engine = make_engine(str(served or model_dir), **args)
     try:
         params = {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True}
         first = engine.generate(input_ids=prompts[0], sampling_params=params)["output_ids"]

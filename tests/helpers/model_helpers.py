@@ -16,6 +16,7 @@ import torch
 from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.server_args import ServerArgs
+from tests.helpers.gguf_writer import llamacpp_permute, save_tiny_gguf  # noqa: F401 - re-exported
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
@@ -255,90 +256,3 @@ def assert_logits_close(ours: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-
     err = (ours.float() - ref.float()).abs().max().item()
     scale = ref.float().abs().max().item()
     assert err <= rtol * scale, f"max abs diff {err:.3e} > {rtol:g} * max|ref| {scale:.3e}"
-
-
-_GGUF_LAYER_NAMES = {
-    "input_layernorm": "attn_norm",
-    "post_attention_layernorm": "ffn_norm",
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
-_GGUF_GLOBAL_NAMES = {
-    "model.embed_tokens.weight": "token_embd.weight",
-    "model.norm.weight": "output_norm.weight",
-    "lm_head.weight": "output.weight",
-}
-
-
-def llamacpp_permute(w, num_heads: int):
-    """llama.cpp's converter layout for Q/K rows (pairs interleaved per head)."""
-    return w.reshape(num_heads, 2, w.shape[0] // num_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def save_tiny_gguf(
-    config, state_dict: dict[str, torch.Tensor], path: str | Path, block_types: dict[str, str] | None = None
-) -> Path:
-    """Write a llama/qwen2 model as an fp32 GGUF file the way llama.cpp's converter lays it out:
-    GGUF names, Q/K rows permuted (llama), metadata, and a tiny byte-level gpt2 tokenizer.
-
-    ``block_types`` maps a substring of HF tensor names to a GGML type name (e.g.
-    ``{"proj": "Q4_0", "embed_tokens": "Q8_0"}``): matching 2-D weights are stored in that type."""
-    import gguf
-    import numpy as np
-    from tokenizers import pre_tokenizers
-
-    arch = config.model_type
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_head_count_kv(config.num_key_value_heads)
-    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    tokens = SPECIAL_TOKENS + pre_tokenizers.ByteLevel.alphabet() + ["Ġt"]
-    tokens += [f"<extra_{i}>" for i in range(config.vocab_size - len(tokens))]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3] * len(SPECIAL_TOKENS) + [1] * (len(tokens) - len(SPECIAL_TOKENS)))
-    writer.add_token_merges(["Ġ t"])
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_chat_template(CHATML_TEMPLATE)
-    heads = {"self_attn.q_proj": config.num_attention_heads, "self_attn.k_proj": config.num_key_value_heads}
-    for name, tensor in state_dict.items():
-        if name == "lm_head.weight" and config.tie_word_embeddings:
-            continue
-        array = tensor.float().numpy()
-        if name in _GGUF_GLOBAL_NAMES:
-            gguf_name = _GGUF_GLOBAL_NAMES[name]
-        else:
-            parts = name.split(".")
-            module = ".".join(parts[3:-1])
-            gguf_name = f"blk.{parts[2]}.{_GGUF_LAYER_NAMES[module]}.{parts[-1]}"
-            if arch == "llama" and module in heads:
-                array = llamacpp_permute(array, heads[module])
-        block_type = next((t for key, t in (block_types or {}).items() if key in name), None)
-        if block_type is not None and array.ndim == 2:
-            qtype = gguf.GGMLQuantizationType[block_type]
-            if block_type in ("Q4_K", "Q6_K"):  # gguf-py only dequantizes these; ours writes them
-                from radixlm.kernels.cpu import gguf_blocks
-
-                data = gguf_blocks.quantize(torch.from_numpy(array), block_type.lower()).numpy()
-            else:
-                data = gguf.quants.quantize(np.ascontiguousarray(array), qtype)
-            writer.add_tensor(gguf_name, data, raw_dtype=qtype)
-            continue
-        writer.add_tensor(gguf_name, np.ascontiguousarray(array))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return Path(path)

@@ -36,6 +36,7 @@ from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.llama import LlamaAttention
 from radixlm.runtime.models.sliding_window import FULL, SLIDING, layer_types
 from radixlm.runtime.models.weight_loading import load_checkpoint
+from radixlm.runtime.weights.source import StoredTensor, as_float
 
 GELU_APPROXIMATION = {"gelu_pytorch_tanh": "tanh", "gelu_tanh": "tanh", "gelu": "none"}
 
@@ -158,15 +159,15 @@ class GemmaForCausalLM(Module):
         tied = self.config.tie_word_embeddings
         load_checkpoint(
             self,
-            weights,
+            ((name, _gemma_norm_weight(name, tensor)) for name, tensor in weights),
             skip=lambda name: "rotary_emb" in name or (tied and name == "lm_head.weight"),
-            transform=_gemma_norm_weight,
         )
 
 
-def _gemma_norm_weight(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """Gemma stores a norm's scale as ``w`` and applies ``1 + w`` (added in fp32, as transformers)."""
-    return tensor.float() + 1.0 if name.endswith("norm.weight") else tensor
+def _gemma_norm_weight(name: str, tensor: StoredTensor) -> StoredTensor:
+    """Gemma stores a norm's scale as ``w`` and applies ``1 + w`` (added in fp32, as transformers);
+    other tensors pass as stored (GGUF blocks stay blocks)."""
+    return as_float(tensor).float() + 1.0 if name.endswith("norm.weight") else tensor
 
 
 def _rope_per_kind(cfg: ModelConfig) -> dict[str, tuple[float, dict[str, Any] | None]]:

@@ -7,11 +7,19 @@ from typing import Any
 import numpy as np
 from gguf import GGUFReader
 
+from radixlm.runtime.weights.gguf_families import add_family_fields
+
 # GGUF architecture -> (HF architectures entry, HF model_type, llama.cpp permuted Q/K rows)
 GGUF_ARCHITECTURES: dict[str, tuple[str, str, bool]] = {
     "llama": ("LlamaForCausalLM", "llama", True),
     "qwen2": ("Qwen2ForCausalLM", "qwen2", False),
     "qwen3": ("Qwen3ForCausalLM", "qwen3", False),
+    "gemma2": ("Gemma2ForCausalLM", "gemma2", False),
+    "gemma3": ("Gemma3ForCausalLM", "gemma3_text", False),
+    "phi3": ("Phi3ForCausalLM", "phi3", False),
+    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe", False),
+    "granite": ("GraniteForCausalLM", "granite", True),
+    "olmo2": ("Olmo2ForCausalLM", "olmo2", False),
 }
 
 
@@ -49,7 +57,7 @@ def hf_config_from_gguf(reader: GGUFReader) -> dict[str, Any]:
         "architectures": [hf_arch],
         "model_type": model_type,
         "hidden_size": hidden,
-        "intermediate_size": int(meta("feed_forward_length")),
+        "intermediate_size": int(meta("feed_forward_length", meta("expert_feed_forward_length", 0))),
         "num_hidden_layers": int(meta("block_count")),
         "num_attention_heads": num_heads,
         "num_key_value_heads": int(meta("attention.head_count_kv", num_heads)),
@@ -77,6 +85,7 @@ def hf_config_from_gguf(reader: GGUFReader) -> dict[str, Any]:
             "rope_theta": rope_theta,
             "factors": factors,
         }
+    add_family_fields(arch, meta, reader, config)
     for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
         value = gguf_field(reader, f"tokenizer.ggml.{key}")
         if value is not None:

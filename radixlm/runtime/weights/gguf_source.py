@@ -20,7 +20,13 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, ReaderTensor
 from gguf.quants import _type_traits, dequantize
 
 from radixlm.runtime.weights.gguf_config import GGUF_ARCHITECTURES, gguf_architecture, hf_config_from_gguf
-from radixlm.runtime.weights.gguf_mapping import hf_tensor_name, unpermute_rope
+from radixlm.runtime.weights.gguf_mapping import (
+    expert_name,
+    fused_parts,
+    hf_tensor_name,
+    norm_offset,
+    unpermute_rope,
+)
 from radixlm.runtime.weights.source import BlockTensor, StoredTensor
 
 # GGML type names our CPU kernel reads
@@ -84,6 +90,7 @@ class GGUFSource:
         self.reader = open_gguf(path)
         arch = gguf_architecture(self.reader)
         self._config = hf_config_from_gguf(self.reader)
+        self._norm_offset = norm_offset(arch)
         self._permuted = GGUF_ARCHITECTURES[arch][2]
         self._heads = {
             "q_proj": self._config["num_attention_heads"],
@@ -91,7 +98,7 @@ class GGUFSource:
         }
         self._tensors: dict[str, ReaderTensor] = {}
         for t in self.reader.tensors:
-            name = hf_tensor_name(t.name)
+            name = hf_tensor_name(t.name, arch)
             if name is None:
                 continue
             if t.tensor_type not in _READABLE_TYPES:
@@ -116,23 +123,42 @@ class GGUFSource:
 
     def tensors(self) -> Iterator[tuple[str, StoredTensor]]:
         for name, t in self._tensors.items():
-            yield name, self._tensor(name, t)
+            if t.data.ndim == 3:  # stacked experts: each expert's [rows, in] a view of the file
+                for e in range(t.data.shape[0]):
+                    yield expert_name(name, e), self._tensor(name, t, t.data[e])
+                continue
+            stored = self._tensor(name, t, t.data)
+            parts = fused_parts(name, self._config)
+            if parts is None:
+                yield name, stored
+                continue
+            if stored.shape[0] != sum(rows for _, rows in parts):
+                raise ValueError(
+                    f"{self.path}: fused tensor {t.name!r} has {stored.shape[0]} rows; the "
+                    f"metadata needs {sum(rows for _, rows in parts)}"
+                )
+            start = 0
+            for part, rows in parts:  # row blocks: whole rows of blocks, still views
+                yield part, _rows(stored, start, rows)
+                start += rows
 
-    def _tensor(self, name: str, t: ReaderTensor) -> StoredTensor:
+    def _tensor(self, name: str, t: ReaderTensor, data: np.ndarray) -> StoredTensor:
         proj = name.split(".")[-2]
         heads = self._heads.get(proj) if self._permuted else None
         fmt = NATIVE_TYPES.get(t.tensor_type.name)
-        if fmt is not None and t.data.ndim == 2:
+        if fmt is not None and data.ndim == 2:
             in_features = int(t.shape[0])  # GGUF shapes are innermost-first
             if heads is None:
-                return BlockTensor(fmt, _to_torch(t.data), in_features, lambda: self._release(t))
+                return BlockTensor(fmt, _to_torch(data), in_features, lambda: self._release(t))
             # rows are output features and blocks run along the input: unpermuting moves whole rows
-            repacked = BlockTensor(fmt, torch.from_numpy(unpermute_rope(t.data, heads)), in_features)
+            repacked = BlockTensor(fmt, torch.from_numpy(unpermute_rope(data, heads)), in_features)
             self._release(t)
             return repacked
+        if self._norm_offset and name.endswith("norm.weight"):
+            return torch.from_numpy(dequantize(data, t.tensor_type).astype(np.float32) - self._norm_offset)
         if t.tensor_type in _VIEW_TYPES and heads is None:
-            return _to_torch(t.data)
-        array = dequantize(t.data, t.tensor_type)
+            return _to_torch(data)
+        array = dequantize(data, t.tensor_type)
         if heads is not None:
             array = unpermute_rope(array, heads)
         self._release(t)
@@ -147,3 +173,12 @@ class GGUFSource:
         end = (t.data_offset + t.n_bytes) // page * page
         if end > start:
             self._mmap.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+def _rows(stored: StoredTensor, start: int, rows: int) -> StoredTensor:
+    """Rows ``start:start+rows`` of a weight (a view)."""
+    if isinstance(stored, BlockTensor):
+        return BlockTensor(
+            stored.fmt, stored.blocks[start : start + rows], stored.in_features, stored.release
+        )
+    return stored[start : start + rows]

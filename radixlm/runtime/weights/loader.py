@@ -17,6 +17,7 @@ from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.model_impl import ModelDims, choose_model_impl
 from radixlm.runtime.models.weight_loading import loading_into
 from radixlm.runtime.quantization.apply import ServingPlan
+from radixlm.runtime.weights.gguf_experts import build_with_file_experts
 from radixlm.runtime.weights.gguf_source import GGUFSource
 from radixlm.runtime.weights.materialize import ModuleAssembler, parameters_on_meta, unloaded_parameters
 from radixlm.runtime.weights.model_registry import resolve_model
@@ -76,7 +77,7 @@ def load_model(
     with _default_dtype(dtype), torch.device(device), parameters_on_meta():
         net = get_model_class(cfg.architecture)(cfg, max_positions=context)
     plan.check(net)
-    with loading_into(ModuleAssembler(plan.build)):
+    with loading_into(ModuleAssembler(build_with_file_experts(plan))):
         net.load_weights(source.tensors())
     unloaded = unloaded_parameters(net)
     if unloaded:

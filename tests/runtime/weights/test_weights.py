@@ -57,8 +57,13 @@ def test_gguf_tensor_names_map_to_hf_names() -> None:
     assert hf_tensor_name("blk.7.attn_k.bias") == "model.layers.7.self_attn.k_proj.bias"
     assert hf_tensor_name("output.weight") == "lm_head.weight"
     assert hf_tensor_name("rope_freqs.weight") is None
-    with pytest.raises(ValueError, match="unsupported GGUF tensor"):
-        hf_tensor_name("blk.0.ffn_gate_exps.weight")
+    assert hf_tensor_name("blk.0.ffn_gate_exps.weight") == "model.layers.0.mlp.experts.gate_proj.weight"
+    assert (
+        hf_tensor_name("blk.2.ffn_norm.weight", "gemma2") == "model.layers.2.pre_feedforward_layernorm.weight"
+    )
+    assert hf_tensor_name("blk.0.attn_qkv.weight", "phi3") == "model.layers.0.self_attn.qkv_proj.weight"
+    with pytest.raises(ValueError, match="unsupported GGUF tensor 'blk.0.attn_qkv.weight' for architecture"):
+        hf_tensor_name("blk.0.attn_qkv.weight", "qwen2")
 
 
 @pytest.mark.parametrize(
