@@ -33,7 +33,7 @@ from radixlm.runtime.layers.module import Module
 from radixlm.runtime.layers.rmsnorm import RMSNorm
 from radixlm.runtime.layers.rotary import RotaryEmbedding
 from radixlm.runtime.models.config import ModelConfig
-from radixlm.runtime.models.llama import LlamaAttention
+from radixlm.runtime.models.llama import LlamaAttention, LlamaForCausalLM
 from radixlm.runtime.models.sliding_window import FULL, SLIDING, layer_types
 from radixlm.runtime.models.weight_loading import load_checkpoint
 from radixlm.runtime.weights.source import StoredTensor, as_float
@@ -123,26 +123,20 @@ class GemmaModel(Module):
         return h, residual
 
 
-class GemmaForCausalLM(Module):
+class GemmaForCausalLM(LlamaForCausalLM):
     """Gemma 2 / Gemma 3 text; ``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab]``."""
 
+    model_cls = GemmaModel  # type: ignore[assignment]  # same interface as LlamaModel
+    supports_tensor_parallel = False  # not yet tried: shard_llama refuses it
+
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
-        super().__init__()
         if cfg.hf.get("use_bidirectional_attention"):
             raise ValueError(f"{cfg.architecture} with use_bidirectional_attention is not supported")
         if cfg.architecture == "Gemma3ForCausalLM":
             cfg = replace(cfg, qk_norm=True)
-        self.config = cfg
+        super().__init__(cfg, max_positions)
         cap = cfg.hf.get("final_logit_softcapping")
         self.final_logit_softcap = None if cap is None else float(cap)
-        self.model = GemmaModel(cfg, max_positions or cfg.max_position_embeddings)
-        self.lm_head = (
-            self.model.embed_tokens if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size)
-        )
-
-    def forward(self, fb: ForwardBatch) -> torch.Tensor:
-        h, residual = self.model(fb)
-        return self.compute_logits(h[fb.logits_indices], residual[fb.logits_indices])
 
     def compute_logits(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """The last residual add and the final norm, the LM head, then the final soft-cap (in the
