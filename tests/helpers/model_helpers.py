@@ -27,7 +27,9 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1 (bo
 TINY_VOCAB = 320  # > 3 specials + 256 bytes of the tiny tokenizer
 
 
-def _tiny_kwargs(**overrides) -> dict:
+def tiny_kwargs(**overrides) -> dict:
+    """The tiny shape every test family shares (2 layers, hidden 64, 4 heads, 2 KV heads, the tiny
+    vocabulary), with ``overrides``: keyword arguments for any transformers config class."""
     kwargs = dict(
         vocab_size=TINY_VOCAB,
         hidden_size=64,
@@ -51,21 +53,21 @@ def tiny_llama_config(**overrides):
     """A 2-layer Llama with GQA (4 query heads, 2 KV heads, head_dim 16)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(**_tiny_kwargs(**overrides))
+    return LlamaConfig(**tiny_kwargs(**overrides))
 
 
 def tiny_qwen2_config(**overrides):
     """A 2-layer Qwen2 (q/k/v biases), GQA."""
     from transformers import Qwen2Config
 
-    return Qwen2Config(**_tiny_kwargs(**overrides))
+    return Qwen2Config(**tiny_kwargs(**overrides))
 
 
 def tiny_qwen3_config(**overrides):
     """A 2-layer Qwen3 (per-head q/k RMSNorm), GQA, head_dim 32 (not hidden/heads)."""
     from transformers import Qwen3Config
 
-    return Qwen3Config(**_tiny_kwargs(head_dim=32, **overrides))
+    return Qwen3Config(**tiny_kwargs(head_dim=32, **overrides))
 
 
 def save_tiny_tokenizer(path: str | Path) -> None:

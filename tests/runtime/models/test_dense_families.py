@@ -17,8 +17,8 @@ from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
 from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
 from tests.helpers.model_helpers import (
-    _tiny_kwargs,
     save_tiny_model,
+    tiny_kwargs,
     tiny_llama_config,
     tiny_qwen2_config,
     tiny_qwen3_config,
@@ -39,7 +39,7 @@ LONG = [1.0, 1.6, 2.7, 4.5, 7.4, 12.2, 20.1, 33.0]
 def _config(model_type: str, **overrides):
     from transformers import AutoConfig
 
-    return AutoConfig.for_model(model_type, **_tiny_kwargs(**overrides))
+    return AutoConfig.for_model(model_type, **tiny_kwargs(**overrides))
 
 
 def _longrope(n: int, theta: float = 10000.0) -> dict:

@@ -16,24 +16,15 @@ from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.gemma import GemmaForCausalLM
 from radixlm.runtime.models.sliding_window import layer_windows
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy
-from tests.helpers.model_helpers import TINY_VOCAB, save_tiny_model, tiny_qwen2_config
+from tests.helpers.model_helpers import save_tiny_model, tiny_kwargs, tiny_qwen2_config
 
 WINDOW = 8
-SMALL = dict(
-    vocab_size=TINY_VOCAB,
-    hidden_size=64,
-    intermediate_size=128,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    max_position_embeddings=512,
-    rms_norm_eps=1e-6,
-    initializer_range=0.1,
-    bos_token_id=1,
-    eos_token_id=2,
-    pad_token_id=2,
-    sliding_window=WINDOW,
-)
+# the shared tiny shape with head_dim 16 and a window of 8; each config sets its own depth and tying
+SMALL = {
+    k: v
+    for k, v in tiny_kwargs(head_dim=16, sliding_window=WINDOW).items()
+    if k not in ("num_hidden_layers", "tie_word_embeddings")
+}
 
 
 def tiny_gemma2_config():

@@ -16,7 +16,7 @@ from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.weights.checkpoint import iter_safetensors
 from tests.helpers.built_kernels import needs_cpu_kernels
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy
-from tests.helpers.model_helpers import _tiny_kwargs, assert_logits_close, save_tiny_model
+from tests.helpers.model_helpers import assert_logits_close, save_tiny_model, tiny_kwargs
 
 MOE = dict(num_experts_per_tok=2, hidden_size=64)
 
@@ -28,21 +28,21 @@ def tiny_qwen3_moe_config(**overrides):
 
     kwargs = dict(num_experts=8, moe_intermediate_size=32, norm_topk_prob=True, head_dim=32, **MOE)
     kwargs.update(overrides)
-    return Qwen3MoeConfig(**_tiny_kwargs(**kwargs))
+    return Qwen3MoeConfig(**tiny_kwargs(**kwargs))
 
 
 def tiny_mixtral_config(**overrides):
     from transformers import MixtralConfig
 
     return MixtralConfig(
-        **_tiny_kwargs(**{**MOE, "num_local_experts": 8, "intermediate_size": 32, **overrides})
+        **tiny_kwargs(**{**MOE, "num_local_experts": 8, "intermediate_size": 32, **overrides})
     )
 
 
 def tiny_olmoe_config(**overrides):
     from transformers import OlmoeConfig
 
-    return OlmoeConfig(**_tiny_kwargs(**{**MOE, "num_experts": 8, "intermediate_size": 32, **overrides}))
+    return OlmoeConfig(**tiny_kwargs(**{**MOE, "num_experts": 8, "intermediate_size": 32, **overrides}))
 
 
 CONFIGS = {

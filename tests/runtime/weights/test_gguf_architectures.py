@@ -14,7 +14,7 @@ import torch
 
 from radixlm.runtime.weights.gguf_source import GGUFSource
 from tests.helpers.model_conformance import Reference, check_all_logits, check_engine_greedy, tokens
-from tests.helpers.model_helpers import _tiny_kwargs, save_tiny_gguf, save_tiny_model
+from tests.helpers.model_helpers import save_tiny_gguf, save_tiny_model, tiny_kwargs
 
 
 def _gemma2():
@@ -22,7 +22,7 @@ def _gemma2():
 
     # query_pre_attn_scalar = head_dim: what llama.cpp (and so a GGUF file) assumes
     # llama.cpp ties Gemma 2's LM head to the embedding (its gemma2 has no output tensor)
-    kwargs = _tiny_kwargs(head_dim=32, sliding_window=8, query_pre_attn_scalar=32, tie_word_embeddings=True)
+    kwargs = tiny_kwargs(head_dim=32, sliding_window=8, query_pre_attn_scalar=32, tie_word_embeddings=True)
     config = Gemma2Config(**kwargs)
     return config, {"query_pre_attn_scalar": 32}
 
@@ -36,7 +36,7 @@ def _gemma3():
     }
     # six layers: llama.cpp makes every sixth global, the rest sliding
     config = Gemma3TextConfig(
-        **_tiny_kwargs(num_hidden_layers=6, head_dim=32, sliding_window=8, query_pre_attn_scalar=32),
+        **tiny_kwargs(num_hidden_layers=6, head_dim=32, sliding_window=8, query_pre_attn_scalar=32),
         rope_parameters=rope,
     )
     return config, {"rope_parameters": rope, "query_pre_attn_scalar": 32}
@@ -45,7 +45,7 @@ def _gemma3():
 def _phi3():
     from transformers import Phi3Config
 
-    return Phi3Config(**_tiny_kwargs(num_key_value_heads=4)), {"pad_token_id": 2}
+    return Phi3Config(**tiny_kwargs(num_key_value_heads=4)), {"pad_token_id": 2}
 
 
 def _phi3_longrope():
@@ -58,14 +58,14 @@ def _phi3_longrope():
         "long_factor": [1.0 + 0.5 * i for i in range(half)],
         "short_factor": [1.0 + 0.1 * i for i in range(half)],
     }
-    kwargs = _tiny_kwargs(num_key_value_heads=4, max_position_embeddings=256)
+    kwargs = tiny_kwargs(num_key_value_heads=4, max_position_embeddings=256)
     return Phi3Config(**kwargs, original_max_position_embeddings=64, rope_parameters=rope), {}
 
 
 def _qwen3_moe():
     from transformers import Qwen3MoeConfig
 
-    kwargs = _tiny_kwargs(head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    kwargs = tiny_kwargs(head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
     # transformers' GGUF reader leaves out expert_feed_forward_length
     return Qwen3MoeConfig(**kwargs, norm_topk_prob=True), {
         "moe_intermediate_size": 32,
@@ -76,26 +76,26 @@ def _qwen3_moe():
 def _mixtral():
     from transformers import MixtralConfig
 
-    return MixtralConfig(**_tiny_kwargs(intermediate_size=32, num_local_experts=4, num_experts_per_tok=2)), {}
+    return MixtralConfig(**tiny_kwargs(intermediate_size=32, num_local_experts=4, num_experts_per_tok=2)), {}
 
 
 def _mistral():
     from transformers import MistralConfig
 
-    return MistralConfig(**_tiny_kwargs(sliding_window=8)), {}
+    return MistralConfig(**tiny_kwargs(sliding_window=8)), {}
 
 
 def _granite():
     from transformers import GraniteConfig
 
     multipliers = dict(embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.2)
-    return GraniteConfig(**_tiny_kwargs(**multipliers, logits_scaling=2.0)), {}
+    return GraniteConfig(**tiny_kwargs(**multipliers, logits_scaling=2.0)), {}
 
 
 def _olmo2():
     from transformers import Olmo2Config
 
-    return Olmo2Config(**_tiny_kwargs()), {}
+    return Olmo2Config(**tiny_kwargs()), {}
 
 
 # transformers 5.24 reads none of these GGUF files (or reads a llama file with experts or a sliding
