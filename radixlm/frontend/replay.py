@@ -40,7 +40,10 @@ def replay(
 
 
 def run_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
-    """The backend's result for ``graph`` (``None``: it runs no graphs); failures as ``ProgramError``."""
+    """The backend's result for ``graph`` (``None``: it runs no graphs); failures as ``ProgramError``.
+    A graph without nodes (a program that only appends text) needs no request."""
+    if not graph["nodes"]:
+        return {"results": []}
     try:
         return backend.run_graph(graph)
     except Exception as exc:
@@ -49,6 +52,8 @@ def run_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
 
 async def arun_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
     """``run_graph`` on asyncio."""
+    if not graph["nodes"]:
+        return {"results": []}
     try:
         return await backend.arun_graph(graph)
     except Exception as exc:
