@@ -106,6 +106,9 @@ class _Placeholder:
     def __float__(self) -> float:
         return self._dynamic("float()")
 
+    def __index__(self) -> int:
+        return self._dynamic("use as an integer (range(), an index)")
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
