@@ -16,7 +16,7 @@ from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.compiler import compile_program
 from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.global_config import global_config
-from radixlm.frontend.program_ir import ProgramIR
+from radixlm.frontend.program_ir import ProgramIR, TraceNode
 from radixlm.frontend.replay import replay, run_graph
 from radixlm.frontend.state import ProgramState
 from radixlm.program.graph_executor import bind_arguments
@@ -64,6 +64,11 @@ class CompiledFunction:
         ``radixlm.program.graph_executor.bind_arguments``). ``DynamicProgramError`` if dynamic."""
         be = resolve_backend(backend if backend is not None else self._backend)
         return compile_program(self.ir, be.chat_template, run_defaults(self._sampling))
+
+    @property
+    def last_node(self) -> TraceNode | None:
+        """The traced program's last node (``last_node.print_graph_dfs()``)."""
+        return self.ir.last_node
 
     def print_graph(self) -> None:
         """Print the traced program's nodes, dependencies first."""

@@ -56,7 +56,10 @@ class SglFunction:
         self.func = func
         self.num_api_spec_tokens = num_api_spec_tokens
         self.bind_arguments = dict(bind_arguments or {})
-        self.arg_names = list(inspect.signature(func).parameters)[1:]
+        params = list(inspect.signature(func).parameters.values())[1:]
+        self.arg_names = [p.name for p in params]
+        #: Default values of the trailing arguments that have one (SGLang's ``arg_defaults``).
+        self.arg_defaults = [p.default for p in params if p.default is not p.empty]
         functools.update_wrapper(self, func)
 
     def bind(self, **kwargs: Any) -> SglFunction:

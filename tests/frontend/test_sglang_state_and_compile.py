@@ -170,3 +170,17 @@ def test_compat_import_paths():
         output_token_logprobs=[[], []],
     )
     assert decision == ChoicesDecision("b", decision.meta_info)
+
+
+def test_copy_is_a_fork_joined_back(fake):
+    @sgl.function
+    def aside(s):
+        s += "Main."
+        with s.copy() as c:
+            c += " Aside:" + sgl.gen("note", max_tokens=2)
+        s += " Back."
+
+    for execution in ("graph", "interpreter"):
+        state = aside.run(backend=fake, temperature=0, execution=execution)
+        assert state.text() == "Main. Back." and len(state["note"]) == 1 and state["note"][0]
+    assert aside.arg_defaults == [] and outline.arg_names == ["topic"]
