@@ -55,6 +55,7 @@ out["global_config"] = {
     "default_backend_is_set": sgl.global_config.default_backend is backend,
     "precache": sgl.global_config.enable_precache_with_tracing,
 }
+out["model_name"] = sgl.global_config.default_backend.get_model_name()
 
 
 @sgl.function

@@ -127,6 +127,7 @@ def test_compiled_first_generation_agrees_across_clients(results):
     ours, theirs = results["radixlm"]["compiled"]["vars"], results["sglang"]["compiled"]["vars"]
     assert ours["point_1"] == theirs["point_1"]
     assert results["radixlm"]["card"]["label"] == results["sglang"]["card"]["label"]
+    assert results["radixlm"]["model_name"] == results["sglang"]["model_name"] != ""
 
 
 @pytest.mark.parametrize("client", CLIENTS)

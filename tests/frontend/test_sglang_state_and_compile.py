@@ -184,3 +184,7 @@ def test_copy_is_a_fork_joined_back(fake):
         state = aside.run(backend=fake, temperature=0, execution=execution)
         assert state.text() == "Main. Back." and len(state["note"]) == 1 and state["note"][0]
     assert aside.arg_defaults == [] and outline.arg_names == ["topic"]
+
+
+def test_backend_model_name_and_template(fake):
+    assert fake.get_model_name() == "fake" and fake.get_chat_template() is fake.chat_template
