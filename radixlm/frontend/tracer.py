@@ -124,7 +124,6 @@ class _Trace:
     """What all stand-in states of one trace share."""
 
     ir: ProgramIR
-    placeholders: bool
     versions: VarVersions = field(default_factory=VarVersions)
     state_count: int = 0
 
@@ -217,10 +216,12 @@ def trace_program(
     default or not) become argument placeholders. The program's own errors mark the IR dynamic,
     except ``ArgumentFormatError``, which is raised."""
     ir = ProgramIR(name=getattr(func, "__name__", "program"))
-    trace = _Trace(ir, placeholders)
+    trace = _Trace(ir)
     token = _current.set(trace)
     try:
-        if _body(trace, TracerState(trace), func, args, kwargs) is not None:
+        if placeholders:
+            kwargs = {**_placeholders(func, args, kwargs), **kwargs}
+        if func(TracerState(trace), *args, **kwargs) is not None:
             ir.dynamic_reason = "the program returns a value"
     except ArgumentFormatError:
         raise
@@ -235,27 +236,21 @@ def trace_program(
 
 def trace_call(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> TracerState:
     """Trace a ``@function`` called by the program being traced into the same IR; returns its state
-    (what the call returns while tracing, as in SGLang)."""
+    (what the call returns while tracing, as in SGLang). Its arguments are the caller's, as in any
+    Python call: none become placeholders."""
     trace = _current.get()
     if trace is None:
         raise RuntimeError("trace_call() outside a trace")
     state = TracerState(trace)
     trace.ir.statements.append(Call(state.state_id, getattr(func, "__name__", "program")))
-    if _body(trace, state, func, args, kwargs) is not None:
+    if func(state, *args, **kwargs) is not None:
         raise DynamicProgramError(f"the called program {getattr(func, '__name__', '?')} returns a value")
     return state
 
 
-def _body(
-    trace: _Trace, state: TracerState, func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
-) -> Any:
-    if trace.placeholders:
-        params = list(inspect.signature(func).parameters.values())[1:]
-        given = {p.name for p in params[: len(args)]} | set(kwargs)
-        missing = [
-            p.name
-            for p in params
-            if p.name not in given and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        ]
-        kwargs = {**{name: _Placeholder("arg", name) for name in missing}, **kwargs}
-    return func(state, *args, **kwargs)
+def _placeholders(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An argument placeholder for each named parameter of ``func`` not given."""
+    params = list(inspect.signature(func).parameters.values())[1:]
+    given = {p.name for p in params[: len(args)]} | set(kwargs)
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name: _Placeholder("arg", p.name) for p in params if p.name not in given and p.kind in named}

@@ -188,3 +188,18 @@ def test_copy_is_a_fork_joined_back(fake):
 
 def test_backend_model_name_and_template(fake):
     assert fake.get_model_name() == "fake" and fake.get_chat_template() is fake.chat_template
+
+
+def test_a_called_function_takes_only_the_callers_arguments(fake):
+    @sgl.function
+    def styled(s, text, style=" (plain)"):
+        s += text + style + sgl.gen("out", max_tokens=1)
+
+    @sgl.function
+    def caller(s, topic):
+        s += "T " + topic + ":" + sgl.gen("t", max_tokens=1)
+        styled(text=s["t"])
+
+    compiled = caller.compile()
+    assert compiled.graph_for(fake)["arguments"] == ["topic"]  # not the callee's `style`
+    assert "' (plain)'" in str(compiled.ir)
