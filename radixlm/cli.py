@@ -85,7 +85,8 @@ def _add_serve(sub) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from radixlm.runtime.server.serve_cli import run_serve
 
-    return run_serve(args) or 0
+    run_serve(args)
+    return 0
 
 
 def _add_demo(sub) -> None:
@@ -126,7 +127,10 @@ def _run_build_kernels(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from radixlm.version import __version__
+
     parser = argparse.ArgumentParser(prog="radixlm", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"radixlm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_demo(sub)
