@@ -76,7 +76,7 @@ def _translate_value(flag: SGLangFlag, args: argparse.Namespace) -> str | None:
         return None
     outcome = flag.values[value]
     if isinstance(outcome, Refuse):
-        raise ValueError(outcome.why)
+        raise ValueError(f"{flag.name} {value} is not supported: {outcome.why}")
     if isinstance(outcome, Nearest):
         setattr(args, flag.field, outcome.value)
         return f"{flag.name} {value}: {outcome.why}."

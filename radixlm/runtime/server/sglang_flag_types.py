@@ -60,3 +60,19 @@ class SGLangFlag:
         """The warning or error a launch line with this flag gets."""
         verb = "is ignored" if self.status == "warned" else "is not supported"
         return f"{self.name} {verb}. In SGLang it {self.sglang}. Here: {self.here}."
+
+
+def flag_group(
+    status: Status, sglang: str, here: str, spec: str, accepts: tuple[str, ...] = ()
+) -> list[SGLangFlag]:
+    """Flags sharing one explanation. ``spec``: flags separated by spaces, each ``--x`` (a switch),
+    ``--x=`` (one value) or ``--x=+`` (argparse's nargs); ``--x|--y=`` gives an alias."""
+    flags = []
+    for item in spec.split():
+        names, eq, arity = item.partition("=")
+        name, *aliases = names.split("|")
+        kind: Arity = (arity or "1") if eq else ""  # type: ignore[assignment]
+        flags.append(
+            SGLangFlag(name, status, sglang, here, arity=kind, accepts=accepts, aliases=tuple(aliases))
+        )
+    return flags
