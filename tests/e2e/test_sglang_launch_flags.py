@@ -144,12 +144,11 @@ def test_values_that_ask_for_what_we_do_are_accepted_silently(argv):
 
 
 def test_a_common_sglang_launch_line():
+    """SGLang's docs abbreviate (``--tp 2``); argparse takes unique prefixes on both sides."""
     args, warnings = parse(
         "--model-path Qwen/Qwen2.5-0.5B-Instruct --port 30001 --host 0.0.0.0 --trust-remote-code "
         "--tp 1 --dtype half --mem-fraction-static 0.7 --random-seed 42 --disable-overlap-schedule "
-        "--grammar-backend xgrammar --enable-torch-compile --cuda-graph-max-bs 16".replace(
-            "--tp ", "--tp-size "
-        ).split()
+        "--grammar-backend xgrammar --enable-torch-compile --cuda-graph-max-bs 16".split()
     )
     assert (args.model, args.port, args.host, args.tp_size, args.dtype) == (
         "Qwen/Qwen2.5-0.5B-Instruct",
