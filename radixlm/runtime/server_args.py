@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
 # auto: fp32 on CPU (bf16 matmuls are slow there), bf16 on CUDA
@@ -158,7 +161,9 @@ class ServerArgs:
         """Like the constructor, with a ValueError naming unknown options.
 
         SGLang's spellings are accepted: ``model_path`` for ``model``, ``tokenizer_path`` for
-        ``tokenizer``; a ``None`` model means the default one.
+        ``tokenizer``; a ``None`` model means the default one. SGLang's other options (its
+        ``ServerArgs`` names) are translated, ignored with a logged warning, or refused with a
+        ``ValueError``, as on the launch line (``translate_sglang_kwargs``).
         """
         for alias, name in SGLANG_ALIASES.items():
             if alias in kwargs:
@@ -169,6 +174,10 @@ class ServerArgs:
         if kwargs.get("model", "") is None:
             kwargs.pop("model")
         names = {f.name for f in dataclasses.fields(cls)}
+        from radixlm.runtime.server.sglang_flag_parsing import translate_sglang_kwargs
+
+        for warning in translate_sglang_kwargs(kwargs, names):
+            logger.warning(warning)
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise ValueError(f"unknown runtime option(s): {', '.join(unknown)}")

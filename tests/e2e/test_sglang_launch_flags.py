@@ -205,3 +205,24 @@ def test_flag_table_document_is_current():
     assert doc == render(), (
         "regenerate: python -m radixlm.runtime.server.sglang_flags_doc > docs/sglang-launch-flags.md"
     )
+
+
+def test_sglang_keyword_arguments(caplog):
+    """``Runtime(...)`` / ``Engine(...)`` take SGLang's ``ServerArgs`` names like the launch line."""
+    args = ServerArgs.from_kwargs(
+        model_path="m",
+        random_seed=3,
+        dtype="half",
+        tp_size=1,
+        pp_size=1,
+        trust_remote_code=True,
+        is_embedding=False,
+    )
+    assert (args.model, args.seed, args.dtype, args.tp_size) == ("m", 3, "float16", 1)
+    assert [r.getMessage() for r in caplog.records] == [SGLANG_FLAGS["--trust-remote-code"].message()]
+    with pytest.raises(ValueError, match="--enable-lora is not supported"):
+        ServerArgs.from_kwargs(enable_lora=True)
+    with pytest.raises(ValueError, match="random_seed=3 and seed=4 disagree"):
+        ServerArgs.from_kwargs(random_seed=3, seed=4)
+    with pytest.raises(ValueError, match="unknown runtime option"):
+        ServerArgs.from_kwargs(no_such_option=1)

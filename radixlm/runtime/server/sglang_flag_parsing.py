@@ -69,19 +69,49 @@ def apply_sglang_flags(args: argparse.Namespace) -> list[str]:
     return warnings
 
 
+def translate_sglang_kwargs(kwargs: dict[str, Any], fields: set[str]) -> list[str]:
+    """``apply_sglang_flags`` for keyword arguments (``Runtime(random_seed=1, trust_remote_code=True)``,
+    SGLang's ``ServerArgs`` field names), in place: SGLang's names and values become ours, options we
+    do not implement are dropped (a warning unless unset: None or False). ``fields``: our options."""
+    by_key = {n.lstrip("-").replace("-", "_"): f for f in SGLANG_FLAGS.values() for n in (f.name, *f.aliases)}
+    warnings: list[str] = []
+    for key in list(kwargs):
+        flag = by_key.get(key)
+        if flag is None or (key in fields and flag.field != key):
+            continue
+        value = kwargs.pop(key)
+        if flag.field is not None:
+            if flag.field in kwargs and kwargs[flag.field] != value:
+                raise ValueError(
+                    f"{key}={value!r} and {flag.field}={kwargs[flag.field]!r} disagree: give one"
+                )
+            kwargs[flag.field], warning = _translated(flag, value)
+        elif value is None or value is False:
+            continue
+        else:
+            warning = _check_unimplemented(flag, value)
+        if warning:
+            warnings.append(warning)
+    return warnings
+
+
 def _translate_value(flag: SGLangFlag, args: argparse.Namespace) -> str | None:
     assert flag.field is not None
-    value = getattr(args, flag.field, None)
+    value, warning = _translated(flag, getattr(args, flag.field, None))
+    setattr(args, flag.field, value)
+    return warning
+
+
+def _translated(flag: SGLangFlag, value: Any) -> tuple[Any, str | None]:
+    """Our value for SGLang's ``value`` of an implemented flag, and the warning it earns."""
     if not isinstance(value, str) or value not in flag.values:
-        return None
+        return value, None
     outcome = flag.values[value]
     if isinstance(outcome, Refuse):
         raise ValueError(f"{flag.name} {value} is not supported: {outcome.why}")
     if isinstance(outcome, Nearest):
-        setattr(args, flag.field, outcome.value)
-        return f"{flag.name} {value}: {outcome.why}."
-    setattr(args, flag.field, outcome)
-    return None
+        return outcome.value, f"{flag.name} {value}: {outcome.why}."
+    return outcome, None
 
 
 def _check_unimplemented(flag: SGLangFlag, value: Any) -> str | None:
