@@ -136,6 +136,8 @@ class ServerArgs:
     num_threads: int | None = None  # torch threads in the scheduler process
     enable_deterministic_inference: bool = False  # batch-invariant (runtime/executor/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
+    log_requests: bool = False  # a line per request received and finished (runtime/server/request_log.py)
+    log_requests_level: int = 2  # SGLang's: 0 metadata, 1 + sampling params, 2 + text cut, 3 in full
     log_level: LogLevel = "warning"
 
     def __post_init__(self) -> None:
@@ -145,6 +147,8 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.log_requests_level not in (0, 1, 2, 3):
+            raise ValueError(f"log_requests_level must be 0, 1, 2 or 3, got {self.log_requests_level}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
         for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):

@@ -71,12 +71,13 @@ def test_sglang_launch_line_serves_with_one_warning_per_ignored_flag(tiny_llama_
         "--trust-remote-code",
         "--disable-overlap-schedule",
         "--enable-torch-compile",
-        "--log-requests",
+        "--enable-p2p-check",
     ]
     flags = [
         *("--model-path", tiny_llama_dir, "--random-seed", "42", "--mem-fraction-static", "0.8"),
         *("--max-total-tokens", "2048", "--context-length", "512", "--dtype", "float", "--tp", "1"),
         *("--grammar-backend", "xgrammar", "--stream-interval", "4", "--chat-template", "chatml"),
+        *("--log-requests", "--log-requests-level", "3"),
         *ignored,
     ]
     with _launch(["-m", "radixlm.launch_server"], flags) as server:
@@ -93,6 +94,11 @@ def test_sglang_launch_line_serves_with_one_warning_per_ignored_flag(tiny_llama_
         log = server.log()
     for flag in [*ignored, "--stream-interval", "--grammar-backend"]:
         assert log.count(f"radixlm serve: warning: {flag} ") == 1, (flag, log[-3000:])
+    received = [line for line in log.splitlines() if "radixlm.requests: Receive: " in line]
+    finished = [line for line in log.splitlines() if "radixlm.requests: Finish: " in line]
+    assert len(received) == len(finished) == 1, log[-3000:]
+    assert "'text': 'Digits:'" in received[0] and "'regex': '[0-9]{3}-[0-9]{2}'" in received[0]
+    assert f"'text': {out['text']!r}" in finished[0] and "'completion_tokens'" in finished[0]
 
 
 def test_radixlm_serve_takes_an_sglang_launch_line(tiny_llama_dir):

@@ -84,6 +84,8 @@ IMPLEMENTED = [
     _impl("--random-seed", "seed"),
     _impl("--constrained-json-whitespace-pattern", "json_whitespace_pattern", "both grammar backends"),
     _impl("--log-level", "log_level"),
+    _impl("--log-requests", "log_requests", "a line per prompt received and per sample finished"),
+    _impl("--log-requests-level", "log_requests_level", "SGLang's levels 0-3"),
     _impl("--enable-metrics", "enable_metrics"),
     _impl("--api-key", "api_key"),
     _impl("--served-model-name", "served_model_name"),

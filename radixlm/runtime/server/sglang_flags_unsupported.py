@@ -105,11 +105,6 @@ NOT_IMPLEMENTED = [
         "--log-level-http=",
     ),
     *_warn(
-        "logs every request's metadata, inputs and outputs",
-        "not implemented; use --log-level debug or the /metrics endpoint",
-        "--log-requests --log-requests-level=",
-    ),
-    *_warn(
         "dumps the last requests to a folder after a crash",
         "a crash logs the scheduler's traceback",
         "--crash-dump-folder=",

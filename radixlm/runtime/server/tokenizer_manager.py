@@ -107,6 +107,7 @@ class TokenizerManager:
         self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
         self.finish_hooks: list[Callable[[SampleState, ReqTextOut], None]] = []
+        self.submit_hooks: list[Callable[[list[GenerateItem], list[str]], None]] = []  # sent: items, rids
 
     def start(self) -> None:
         """Start reading outputs (call inside the running event loop). Should the reader fail, the
@@ -226,6 +227,8 @@ class TokenizerManager:
         for _, _, sample_reqs in requests:
             for sample_req in sample_reqs:
                 await self._push.send_pyobj(sample_req)
+        for hook in self.submit_hooks:
+            hook(items, rids)
         return group
 
     def _build_all(
