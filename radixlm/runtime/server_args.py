@@ -97,6 +97,7 @@ class ServerArgs:
     served_model_name: str | None = None
     chat_template: str | None = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
+    stream_interval: int = 1  # a stream sends the first token, then a chunk every this many tokens
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"
     # Front door (runtime/server/front_door.py): limits and security checks in the HTTP process
@@ -147,6 +148,8 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.stream_interval < 1:
+            raise ValueError(f"stream_interval must be >= 1, got {self.stream_interval}")
         if self.log_requests_level not in (0, 1, 2, 3):
             raise ValueError(f"log_requests_level must be 0, 1, 2 or 3, got {self.log_requests_level}")
         if self.max_connections < 1:

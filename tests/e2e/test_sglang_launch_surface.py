@@ -4,6 +4,7 @@ lines (``python -m radixlm.launch_server`` / ``radixlm serve`` with SGLang's fla
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -91,12 +92,23 @@ def test_sglang_launch_line_serves_with_one_warning_per_ignored_flag(tiny_llama_
         body = {"text": "Digits:", "sampling_params": {"max_new_tokens": 8, "regex": "[0-9]{3}-[0-9]{2}"}}
         out = requests.post(server.url + "/generate", json=body, timeout=120).json()
         assert re.fullmatch("[0-9]{3}-[0-9]{2}", out["text"]), out
+        params = {"max_new_tokens": 9, "ignore_eos": True, "temperature": 0}
+        whole = requests.post(server.url + "/generate", json={"text": "Hi", "sampling_params": params}).json()
+        body = {"text": "Hi", "sampling_params": params, "stream": True}
+        with requests.post(server.url + "/generate", json=body, stream=True, timeout=120) as resp:
+            lines = [line for line in resp.iter_lines() if line.startswith(b"data: {")]
+        chunks = [json.loads(line[6:]) for line in lines]
+        # --stream-interval 4: the first token, then 4 tokens later, then the end (9 tokens); a slow
+        # reader may see fewer (it is sent the newest state), never one in between
+        counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+        assert counts[-1] == 9 and set(counts) <= {1, 5, 9} and counts == sorted(set(counts)), counts
+        assert chunks[-1]["text"] == whole["text"]
         log = server.log()
-    for flag in [*ignored, "--stream-interval", "--grammar-backend"]:
+    for flag in [*ignored, "--grammar-backend"]:
         assert log.count(f"radixlm serve: warning: {flag} ") == 1, (flag, log[-3000:])
     received = [line for line in log.splitlines() if "radixlm.requests: Receive: " in line]
     finished = [line for line in log.splitlines() if "radixlm.requests: Finish: " in line]
-    assert len(received) == len(finished) == 1, log[-3000:]
+    assert len(received) == len(finished) == 3, log[-3000:]
     assert "'text': 'Digits:'" in received[0] and "'regex': '[0-9]{3}-[0-9]{2}'" in received[0]
     assert f"'text': {out['text']!r}" in finished[0] and "'completion_tokens'" in finished[0]
 

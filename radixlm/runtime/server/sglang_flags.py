@@ -84,6 +84,9 @@ IMPLEMENTED = [
     _impl("--random-seed", "seed"),
     _impl("--constrained-json-whitespace-pattern", "json_whitespace_pattern", "both grammar backends"),
     _impl("--log-level", "log_level"),
+    _impl(
+        "--stream-interval", "stream_interval", "the first token at once, then every N tokens, and the end"
+    ),
     _impl("--log-requests", "log_requests", "a line per prompt received and per sample finished"),
     _impl("--log-requests-level", "log_requests_level", "SGLang's levels 0-3"),
     _impl("--enable-metrics", "enable_metrics"),

@@ -155,11 +155,6 @@ NOT_IMPLEMENTED = [
         "a native /generate stream sends the text so far, as SGLang does by default",
         "--stream-output",
     ),
-    *_warn(
-        "sends a streamed chunk every N tokens",
-        "a chunk is sent for every decoded token; the text is the same",
-        "--stream-interval=",
-    ),
     *_refuse(
         "truncates prompts longer than the context instead of failing",
         "such a prompt gets a 400 naming its length",
