@@ -176,6 +176,7 @@ def test_help_describes_every_flag():
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for command, sub in [("radixlm", parser), *subparsers.choices.items()]:
+        assert sub.format_help()  # renders (a stray % in a help text would raise)
         for action in sub._actions:
             if action.option_strings or action.dest not in ("help", "command"):
                 assert action.help and action.help.strip(), f"{command} {action.option_strings} has no help"

@@ -30,7 +30,7 @@ SGLang's whole list against it.
 
 def render(version: str = "0.5.2") -> str:
     """The whole document."""
-    counts = Counter(f.status for f in SGLANG_FLAGS.values())
+    counts: Counter[str] = Counter(f.status for f in SGLANG_FLAGS.values())
     out = [_HEADER.format(version=version, total=len(SGLANG_FLAGS), **counts)]
     for status, title in (("implemented", "Implemented"), ("warned", "Warned"), ("refused", "Refused")):
         out.append(f"\n## {title}\n")
