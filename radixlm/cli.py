@@ -20,10 +20,10 @@ def _add_generate(sub) -> None:
         default="smollm2-135m",
         help="registry name, HF directory, .gguf path or Hugging Face hub id",
     )
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep this probability mass")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
     p.add_argument("--stop", action="append", default=None, help="a stop string (repeatable)")
     p.add_argument("--regex", default=None, help="constrain the output to this regular expression")
     p.add_argument("--json-schema", default=None, help="constrain the output to this JSON schema")
@@ -85,12 +85,13 @@ def _add_serve(sub) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from radixlm.runtime.server.serve_cli import run_serve
 
-    return run_serve(args) or 0
+    run_serve(args)
+    return 0
 
 
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="run the demo program (a radixlm language program) on the default model")
-    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--model", default="smollm2-135m", help="registry name, HF directory or .gguf path")
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -125,8 +126,12 @@ def _run_build_kernels(args: argparse.Namespace) -> int:
     return build_kernels(sys.stdout)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``radixlm`` parser with its subcommands."""
+    from radixlm.version import __version__
+
     parser = argparse.ArgumentParser(prog="radixlm", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"radixlm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     _add_demo(sub)
@@ -136,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         _add_serve(sub)
     except ImportError:  # the server package is optional at import time
         pass
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     runners = {
         "generate": _run_generate,
         "serve": _run_serve,

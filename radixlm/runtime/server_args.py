@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
 # auto: fp32 on CPU (bf16 matmuls are slow there), bf16 on CUDA
@@ -94,6 +97,7 @@ class ServerArgs:
     served_model_name: str | None = None
     chat_template: str | None = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
+    stream_interval: int = 1  # a stream sends the first token, then a chunk every this many tokens
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"
     # Front door (runtime/server/front_door.py): limits and security checks in the HTTP process
@@ -133,6 +137,8 @@ class ServerArgs:
     num_threads: int | None = None  # torch threads in the scheduler process
     enable_deterministic_inference: bool = False  # batch-invariant (runtime/executor/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
+    log_requests: bool = False  # a line per request received and finished (runtime/server/request_log.py)
+    log_requests_level: int = 2  # SGLang's: 0 metadata, 1 + sampling params, 2 + text cut, 3 in full
     log_level: LogLevel = "warning"
 
     def __post_init__(self) -> None:
@@ -142,6 +148,10 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.stream_interval < 1:
+            raise ValueError(f"stream_interval must be >= 1, got {self.stream_interval}")
+        if self.log_requests_level not in (0, 1, 2, 3):
+            raise ValueError(f"log_requests_level must be 0, 1, 2 or 3, got {self.log_requests_level}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
         for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):
@@ -158,7 +168,9 @@ class ServerArgs:
         """Like the constructor, with a ValueError naming unknown options.
 
         SGLang's spellings are accepted: ``model_path`` for ``model``, ``tokenizer_path`` for
-        ``tokenizer``; a ``None`` model means the default one.
+        ``tokenizer``; a ``None`` model means the default one. SGLang's other options (its
+        ``ServerArgs`` names) are translated, ignored with a logged warning, or refused with a
+        ``ValueError``, as on the launch line (``translate_sglang_kwargs``).
         """
         for alias, name in SGLANG_ALIASES.items():
             if alias in kwargs:
@@ -169,6 +181,10 @@ class ServerArgs:
         if kwargs.get("model", "") is None:
             kwargs.pop("model")
         names = {f.name for f in dataclasses.fields(cls)}
+        from radixlm.runtime.server.sglang_flag_parsing import translate_sglang_kwargs
+
+        for warning in translate_sglang_kwargs(kwargs, names):
+            logger.warning(warning)
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise ValueError(f"unknown runtime option(s): {', '.join(unknown)}")

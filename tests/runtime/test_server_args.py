@@ -43,5 +43,7 @@ def test_cli_flags_round_trip():
     args = ServerArgs(model="m", device="cpu", dtype="bf16", kv_cache_gb=0.5, disable_radix_cache=True)
     parsed = vars(parser.parse_args(server_flags(args)))
     assert ServerArgs(**parsed) == args
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--schedule-policy", "random"])
+    with pytest.raises(
+        SystemExit
+    ):  # SGLang's random is served as lpm (tests/e2e/test_sglang_launch_flags.py)
+        parser.parse_args(["--schedule-policy", "sideways"])

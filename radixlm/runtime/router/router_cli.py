@@ -10,9 +10,9 @@ from radixlm.runtime.router.policy import POLICIES
 
 def add_router_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-urls", nargs="+", required=True, help="the servers to route to")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--policy", choices=POLICIES, default="cache_aware")
+    p.add_argument("--host", default="127.0.0.1", help="address the router listens on")
+    p.add_argument("--port", type=int, default=30000, help="port the router listens on")
+    p.add_argument("--policy", choices=POLICIES, default="cache_aware", help="how requests pick a server")
     p.add_argument(
         "--balance-abs-threshold",
         type=int,
@@ -21,7 +21,7 @@ def add_router_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--balance-rel-threshold", type=float, default=1.5, help="... and max > this x min")
     p.add_argument("--health-check-interval", type=float, default=2.0, help="seconds between checks")
-    p.add_argument("--log-level", default="warning")
+    p.add_argument("--log-level", default="warning", help="logging level")
 
 
 def run_router_command(args: argparse.Namespace) -> int:

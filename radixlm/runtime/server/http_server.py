@@ -123,7 +123,14 @@ def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
     from radixlm.runtime.server.chat_template_names import resolve_chat_template
 
     chat_template = resolve_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
-    return TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template, server_args)
+    manager = TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template, server_args)
+    if server_args.log_requests:
+        from radixlm.runtime.server.request_log import RequestLog
+
+        request_log = RequestLog(server_args.log_requests_level)
+        manager.submit_hooks.append(request_log.received)
+        manager.finish_hooks.append(request_log.finished)
+    return manager
 
 
 async def _serve(server_args: Any, tokenizer_manager: Any, procs: Any) -> None:

@@ -72,14 +72,30 @@ def launch_server(
     ``RuntimeError`` with the end of the server's log when it exits or does not become healthy.
     """
     args = ServerArgs.from_kwargs(model=model, port=port or free_port(), **server_args)
+    api_key = resolve_api_key(args, {**os.environ, **(env or {})}).api_key  # for the health checks
+    argv = ["-m", "radixlm.runtime.server.serve_cli", *server_flags(args)]
+    return launch_command(argv, f"http://{args.host}:{args.port}", api_key, timeout, env)
+
+
+def launch_command(
+    argv: list[str],
+    url: str,
+    api_key: str | None = None,
+    timeout: float = 600.0,
+    env: dict[str, str] | None = None,
+) -> ServerHandle:
+    """Run ``python *argv`` (a launch line such as ``-m radixlm.launch_server --model-path ...``)
+    and wait until ``url``'s ``/health`` answers; raises ``RuntimeError`` like ``launch_server``."""
     log = tempfile.NamedTemporaryFile(prefix="radixlm-server-", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "radixlm.runtime.server.serve_cli", *server_flags(args)]
     process = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        [sys.executable, *argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     log.close()
-    api_key = resolve_api_key(args, {**os.environ, **(env or {})}).api_key  # for the health checks
-    handle = ServerHandle(process, f"http://{args.host}:{args.port}", log.name, api_key)
+    handle = ServerHandle(process, url, log.name, api_key)
     deadline = time.monotonic() + timeout
     while not _healthy(handle):
         if process.poll() is not None or time.monotonic() > deadline:

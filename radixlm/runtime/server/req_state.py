@@ -44,6 +44,7 @@ class SampleState:
         )
         self.error: ApiError | None = None
         self.dirty = False
+        self._shown_tokens = 0  # output tokens when the caller was last told of a change
 
     @property
     def text(self) -> str:
@@ -70,7 +71,11 @@ class SampleState:
             status = reason.get("status_code") if reason.get("type") == "abort" else None
             if status is not None and status != CLIENT_ABORT_STATUS:  # rejected, not aborted by a client
                 self.error = ApiError(reason.get("message", "request rejected"), int(status))
-        self._mark_dirty()
+        tokens, interval = len(out.output_ids), self.group.stream_interval
+        # --stream-interval: the first token at once, then every `interval` tokens, and the end
+        if interval == 1 or out.finished or not self._shown_tokens or tokens - self._shown_tokens >= interval:
+            self._shown_tokens = max(tokens, 1)
+            self._mark_dirty()
 
     def fail(self, error: ApiError) -> None:
         """End the sample with an error (server failure)."""
@@ -91,9 +96,10 @@ class SampleState:
 class ReqGroup:
     """The samples of one HTTP request, in response order (prompt ``i``, sample ``j`` at ``i*n+j``)."""
 
-    def __init__(self, rid: str, return_logprob: bool) -> None:
+    def __init__(self, rid: str, return_logprob: bool, stream_interval: int = 1) -> None:
         self.rid = rid
         self.return_logprob = return_logprob
+        self.stream_interval = stream_interval  # output tokens between the changes a caller sees
         self.samples: list[SampleState] = []
         self.changed = asyncio.Event()
         self.created_at = time.perf_counter()

@@ -92,6 +92,7 @@ class TokenizerManager:
         self.limits = ModelLimits.from_model_info(model_info, server_args)
         self.admission = Admission(server_args, self.limits.context_length, max_token_chars(tokenizer))
         self.context_length = self.limits.context_length
+        self.stream_interval = server_args.stream_interval
         self.chat_template = chat_template
         ctx = zmq.asyncio.Context()
         self._push = zmq_socket(ctx, zmq.PUSH, addrs.scheduler, bind=False)
@@ -107,6 +108,7 @@ class TokenizerManager:
         self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
         self.finish_hooks: list[Callable[[SampleState, ReqTextOut], None]] = []
+        self.submit_hooks: list[Callable[[list[GenerateItem], list[str]], None]] = []  # sent: items, rids
 
     def start(self) -> None:
         """Start reading outputs (call inside the running event loop). Should the reader fail, the
@@ -192,7 +194,9 @@ class TokenizerManager:
         """Validate, tokenize and send every prompt (``n`` samples each); raises ``ApiError``."""
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
-        group = ReqGroup(items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items))
+        group = ReqGroup(
+            items[0].rid or uuid.uuid4().hex, any(it.return_logprob for it in items), self.stream_interval
+        )
         requests: list[tuple[str, TokenizedGenerateReq, list[TokenizedGenerateReq]]] = []
         try:
             # admitted before any tokenization: a batch that cannot run costs nothing
@@ -226,6 +230,8 @@ class TokenizerManager:
         for _, _, sample_reqs in requests:
             for sample_req in sample_reqs:
                 await self._push.send_pyobj(sample_req)
+        for hook in self.submit_hooks:
+            hook(items, rids)
         return group
 
     def _build_all(

@@ -1,0 +1,134 @@
+"""Every flag of SGLang 0.5.2's ``server_args.py`` and what it does on a radixlm launch line.
+
+Data only (``sglang_flag_parsing.py`` applies it; the flags we do not implement are in
+``sglang_flags_unsupported.py``). Flags that change what the model outputs and that
+we cannot honour are refused; flags about speed, memory layout, hardware or SGLang's own machinery
+are accepted with one warning; the rest reach ``ServerArgs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from radixlm.runtime.server.sglang_flag_types import Nearest, Refuse, SGLangFlag, ValueOutcome
+from radixlm.runtime.server.sglang_flags_unsupported import GPU_QUANT_REASON, NOT_IMPLEMENTED
+
+
+def _impl(
+    name: str, field: str, here: str = "", values: Mapping[str, ValueOutcome] | None = None
+) -> SGLangFlag:
+    return SGLangFlag(name, "implemented", here=here, field=field, values=values or {})
+
+
+IMPLEMENTED = [
+    SGLangFlag("--model-path", "implemented", field="model", aliases=("--model",)),
+    _impl("--tokenizer-path", "tokenizer"),
+    _impl("--context-length", "context_length"),
+    _impl("--model-impl", "model_impl", values={"sglang": "native"}),
+    _impl("--host", "host"),
+    _impl("--port", "port"),
+    _impl("--dtype", "dtype", values={"half": "float16", "float": "float32"}),
+    _impl(
+        "--quantization",
+        "quantization",
+        "a GGUF file is served in its own block formats (auto)",
+        values={"gguf": "auto"}
+        | {
+            q: Refuse(GPU_QUANT_REASON)
+            for q in "awq fp8 gptq marlin gptq_marlin awq_marlin bitsandbytes modelopt modelopt_fp4 "
+            "petit_nvfp4 w8a8_int8 w8a8_fp8 moe_wna16 qoq w4afp8 mxfp4".split()
+        },
+    ),
+    _impl(
+        "--kv-cache-dtype",
+        "kv_cache_dtype",
+        "also float32, bfloat16, float16 here",
+        values={
+            k: Refuse("no fp8 KV cache here (float16/bfloat16 halve it)") for k in ("fp8_e5m2", "fp8_e4m3")
+        },
+    ),
+    _impl("--mem-fraction-static", "mem_fraction_static", "GPU only; on the CPU see --kv-cache-gb"),
+    _impl("--max-running-requests", "max_running_requests"),
+    _impl("--max-queued-requests", "max_queued_requests"),
+    _impl("--max-total-tokens", "max_total_tokens"),
+    _impl("--chunked-prefill-size", "chunked_prefill_size", "-1 (any value <= 0) disables chunking"),
+    _impl("--max-prefill-tokens", "max_prefill_tokens"),
+    _impl(
+        "--schedule-policy",
+        "schedule_policy",
+        values={
+            p: Nearest("lpm", "not implemented; longest-prefix-match (lpm) serves")
+            for p in ("random", "dfs-weight", "lof")
+        },
+    ),
+    _impl(
+        "--device",
+        "device",
+        values={d: Refuse("radixlm runs on cpu and cuda only") for d in ("xpu", "hpu", "npu")},
+    ),
+    SGLangFlag("--tensor-parallel-size", "implemented", field="tp_size", aliases=("--tp-size",)),
+    SGLangFlag("--data-parallel-size", "implemented", field="dp_size", aliases=("--dp-size",)),
+    SGLangFlag("--dist-init-addr", "implemented", field="dist_init_addr", aliases=("--nccl-init-addr",)),
+    _impl("--nnodes", "nnodes"),
+    _impl("--node-rank", "node_rank"),
+    _impl(
+        "--load-balance-method",
+        "load_balance_method",
+        "also cache_aware (default) and random",
+        values={
+            "minimum_tokens": Nearest(
+                "shortest_queue", "not implemented; shortest_queue (fewest requests in flight) serves"
+            )
+        },
+    ),
+    _impl("--random-seed", "seed"),
+    _impl("--constrained-json-whitespace-pattern", "json_whitespace_pattern", "both grammar backends"),
+    _impl("--log-level", "log_level"),
+    _impl(
+        "--stream-interval", "stream_interval", "the first token at once, then every N tokens, and the end"
+    ),
+    _impl("--log-requests", "log_requests", "a line per prompt received and per sample finished"),
+    _impl("--log-requests-level", "log_requests_level", "SGLang's levels 0-3"),
+    _impl("--enable-metrics", "enable_metrics"),
+    _impl("--api-key", "api_key"),
+    _impl("--served-model-name", "served_model_name"),
+    _impl("--chat-template", "chat_template"),
+    _impl("--reasoning-parser", "reasoning_parser", "ours: deepseek-r1, qwen3 (other names are an error)"),
+    _impl(
+        "--tool-call-parser",
+        "tool_call_parser",
+        "ours: hermes, qwen, qwen25, llama3, mistral, pythonic, auto (from the chat template); "
+        "other names are an error",
+    ),
+    _impl(
+        "--attention-backend",
+        "attention_backend",
+        values={"torch_native": "torch"}
+        | {
+            b: Nearest("auto", "not implemented; auto picks triton on CUDA, our CPU kernels on the CPU")
+            for b in "cutlass_mla fa3 flashinfer flashmla trtllm_mla trtllm_mha dual_chunk_flash_attn "
+            "hybrid_linear_attn aiter wave intel_amx ascend".split()
+        },
+    ),
+    _impl(
+        "--grammar-backend",
+        "grammar_backend",
+        values={
+            "xgrammar": Nearest(
+                "llguidance",
+                "not installed here; llguidance (the nearest: "
+                "the same JSON schema / regex / EBNF constraints, token masks) serves",
+            ),
+            "none": Nearest(
+                "llguidance",
+                "SGLang's none fails constrained requests; here they stay constrained (llguidance)",
+            ),
+        },
+    ),
+    _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
+    _impl("--disable-radix-cache", "disable_radix_cache"),
+    _impl("--cuda-graph-max-bs", "cuda_graph_max_bs"),
+    _impl("--disable-cuda-graph", "disable_cuda_graph"),
+]
+
+SGLANG_FLAGS: dict[str, SGLangFlag] = {f.name: f for f in IMPLEMENTED + NOT_IMPLEMENTED}
