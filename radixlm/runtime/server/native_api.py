@@ -48,13 +48,7 @@ async def health(request: Request) -> Response:
 async def get_model_info(request: Request) -> dict[str, Any]:
     tm = _tm(request)
     info = tm.model_info
-    return {
-        **info,
-        "model_path": info.get("model_path"),
-        "tokenizer_path": info.get("tokenizer_path"),
-        "is_generation": True,
-        "chat_template": tm.chat_template or info.get("chat_template"),
-    }
+    return {**info, "is_generation": True, "chat_template": tm.chat_template or info.get("chat_template")}
 
 
 @router.get("/get_server_info")

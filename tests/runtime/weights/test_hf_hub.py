@@ -69,7 +69,8 @@ def test_engine_takes_model_path_hub_id(hf_cache, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     engine = make_engine(model=None, model_path="test-org/tiny-llama", device="cpu", num_threads=1)
     try:
-        assert engine.model_info()["model_path"].endswith(REVISION)
+        info = engine.model_info()
+        assert info["model_path"] == "test-org/tiny-llama" and info["local_model_path"].endswith(REVISION)
         out = engine.generate("Hi", {"max_new_tokens": 3, "temperature": 0})
         assert out["meta_info"]["completion_tokens"] == 3
     finally:
