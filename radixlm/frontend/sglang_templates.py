@@ -48,7 +48,10 @@ _YI_VL_SYSTEM = (
     "这是一个好奇的人类和一个人工智能助手之间的对话。假设你扮演这个AI助手的角色。仔细阅读所有的图像，"
     "并对人类的问题做出信息丰富、有帮助、详细的和礼貌的回答。"
 )
-_INTERNVL_SYSTEM = "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的多模态大语言模型。"
+_INTERNVL_SYSTEM = (
+    "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、"
+    "清华大学及多家合作单位联合开发的多模态大语言模型。"
+)
 _INTERNS1_SYSTEM = (
     "You are an AI assistant whose name is Intern-S1 (书生大模型).\n- Intern-S1 (书生大模型) is a "
     "vision-language model that is developed by Shanghai AI Laboratory (上海人工智能实验室).  It is "

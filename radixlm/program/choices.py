@@ -44,14 +44,21 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("-inf")
 
 
+def greedy_matrix(token_logprobs: list[list[float]]) -> list[list[float]]:
+    """One row per choice, as wide as the longest: its logprobs, then its own mean (SGLang's
+    ``greedy_logprob_matrix``)."""
+    width = max(len(lps) for lps in token_logprobs)
+    return [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+
+
 def _greedy(token_logprobs: list[list[float]]) -> int:
     """Keep the choices with the best logprob at each position in turn until one remains.
 
     A choice shorter than the position being compared continues with its own mean logprob, so a
     choice that is a prefix of a longer one is compared fairly.
     """
-    width = max(len(lps) for lps in token_logprobs)
-    padded = [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+    padded = greedy_matrix(token_logprobs)
+    width = len(padded[0])
     remaining = list(range(len(padded)))
     for j in range(width):
         best = max(padded[i][j] for i in remaining)

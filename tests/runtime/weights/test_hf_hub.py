@@ -52,8 +52,9 @@ def test_missing_model_unreachable_hub_says_so(hf_cache, monkeypatch):
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    with pytest.raises(RuntimeError, match=r"not in the Hugging Face cache.*could not be downloaded from"):
+    with pytest.raises(ValueError, match=r"not in the Hugging Face cache.*could not be downloaded from") as e:
         resolve_model("test-org/not-cached")
+    assert "\n" not in str(e.value) and "huggingface-cli download test-org/not-cached" in str(e.value)
 
 
 def test_local_paths_and_names_are_not_hub_ids(tmp_path, tiny_llama_dir):
