@@ -101,6 +101,15 @@ def test_prefill_only_answers_the_next_token_top_logprobs(client, reference):
     assert meta["input_top_logprobs"] == [None]
 
 
+def test_openai_completions_keep_logprobs_to_the_tokens_of_the_text(client):
+    """SGLang's next-token entry of a max_tokens=0 request is no token of an OpenAI completion."""
+    body = {"model": "m", "prompt": "abc", "max_tokens": 0, "logprobs": 2}
+    r = client.post("/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["text"] == "" and choice["logprobs"]["tokens"] == []
+
+
 def test_default_logprob_start_gives_one_input_entry_and_every_output_entry(client, reference):
     """What SGLang's client sends for ``unconditional_likelihood_normalized``: ``input_ids``, no
     ``logprob_start_len``, no text in logprobs."""

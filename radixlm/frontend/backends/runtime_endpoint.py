@@ -47,6 +47,7 @@ class RuntimeEndpoint(Backend):
         self.api_key = api_key
         self.timeout = timeout
         self._session = requests.Session()
+        self._verify = verify
         if verify is not None:
             self._session.verify = verify
         self._model_info: dict[str, Any] | None = None
@@ -121,12 +122,22 @@ class RuntimeEndpoint(Backend):
         import aiohttp
 
         async with aiohttp.ClientSession(headers=self._headers()) as session:
-            async with session.post(self.base_url + path, json=body) as resp:
+            async with session.post(self.base_url + path, json=body, ssl=self._ssl()) as resp:
                 text = await resp.text()
                 if resp.status in (404, 405) and path == "/program":
                     raise _NotFound(path)
                 _raise_for_status(resp.status, text, path)
                 return json.loads(text)
+
+    def _ssl(self) -> Any:
+        """``verify`` for aiohttp: None (its default checks), False (no checks) or a CA bundle."""
+        if self._verify is None or self._verify is True:
+            return None
+        if self._verify is False:
+            return False
+        import ssl
+
+        return ssl.create_default_context(cafile=self._verify)
 
     def model_info(self) -> dict[str, Any]:
         if self._model_info is None:

@@ -268,8 +268,10 @@ def _usage(group: ReqGroup) -> dict[str, Any]:
 
 
 def _token_entries(sample: SampleState, start: int) -> tuple[list[list], list[list[list] | None]]:
-    tokens = sample.logprobs.get("output_token_logprobs", [])[start:]
-    tops = sample.logprobs.get("output_top_logprobs", [])[start:]
+    # NOTE: a max_tokens=0 request has SGLang's one next-token entry but no token in its text
+    end = len(sample.response.output_ids)
+    tokens = sample.logprobs.get("output_token_logprobs", [])[start:end]
+    tops = sample.logprobs.get("output_top_logprobs", [])[start:end]
     return tokens, tops + [None] * (len(tokens) - len(tops))
 
 
