@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from radixlm.frontend.sglang_templates import SGLANG_TEMPLATES, Spec, template_name_for_model_path
+
 ROLES = ("system", "user", "assistant")
 _MARK = "<<<radixlm-content>>>"
 
@@ -22,17 +24,25 @@ class ChatTemplate:
 
     ``default_system`` is text the model's template puts before the first turn when the
     conversation has no system message (for example SmolLM2's built-in system prompt); it is
-    emitted when a program's first role is not ``system``.
+    emitted when a program's first role is not ``system``. ``style`` ``"llama2"`` (SGLang's
+    Llama 2 chat style) opens a first system turn with the user prefix and a second user turn
+    with nothing, so the system prompt sits inside the first ``[INST]``.
     """
 
     name: str
     roles: dict[str, tuple[str, str]]
     default_system: str = ""
     stop_str: tuple[str, ...] = field(default_factory=tuple)
+    style: str = "plain"
 
-    def begin_text(self, role: str, first_turn: bool) -> str:
+    def begin_text(self, role: str, first_turn: bool, second_turn: bool = False) -> str:
         """The text that opens a ``role`` turn (with the implicit system prompt before a first
         non-system turn)."""
+        if self.style == "llama2":
+            if role == "system" and first_turn:
+                return self.prefix("user") + self.prefix("system")
+            if role == "user" and second_turn:
+                return ""
         lead = self.default_system if first_turn and role != "system" else ""
         return lead + self.prefix(role)
 
@@ -57,15 +67,16 @@ class Turns:
     template: ChatTemplate
     #: The role whose turn is open (``None`` between turns).
     open_role: str | None = None
-    #: Whether a turn has begun yet (the next one is not the first).
-    started: bool = False
+    #: How many turns have begun (the implicit system prompt counts as none).
+    count: int = 0
 
     def begin(self, role: str) -> str:
         """The text opening a ``role`` turn; raises ``ValueError`` inside an open turn."""
         if self.open_role is not None:
             raise ValueError(f"{role}_begin() inside an open {self.open_role} turn; end it first")
-        text = self.template.begin_text(role, first_turn=not self.started)
-        self.started, self.open_role = True, role
+        text = self.template.begin_text(role, first_turn=self.count == 0, second_turn=self.count == 1)
+        self.count += 1
+        self.open_role = role
         return text
 
     def end(self, role: str) -> str:
@@ -80,27 +91,31 @@ class Turns:
         return replace(self)
 
 
-def _uniform(name: str, prefix_fmt: str, suffix: str, stop: tuple[str, ...] = ()) -> ChatTemplate:
-    return ChatTemplate(name, {r: (prefix_fmt.format(role=r), suffix) for r in ROLES}, stop_str=stop)
+def _from_sglang(name: str, spec: Spec) -> ChatTemplate:
+    """One of SGLang's named templates; its default system prompt becomes a whole system turn."""
+    system_prompt, roles, stop, style = spec
+    roles = {r: roles.get(r, ("", "")) for r in ROLES}
+    default_system = ""
+    if system_prompt:
+        default_system = roles["system"][0] + system_prompt + roles["system"][1]
+    return ChatTemplate(name, roles, default_system=default_system, stop_str=stop, style=style)
 
 
-REGISTRY: dict[str, ChatTemplate] = {
-    "chatml": _uniform("chatml", "<|im_start|>{role}\n", "<|im_end|>\n", ("<|im_end|>",)),
-    "llama-3": _uniform(
-        "llama-3", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>", ("<|eot_id|>",)
-    ),
-    "default": ChatTemplate(
-        "default",
-        {"system": ("SYSTEM: ", "\n"), "user": ("USER: ", "\n"), "assistant": ("ASSISTANT: ", "\n")},
-    ),
-}
+REGISTRY: dict[str, ChatTemplate] = {n: _from_sglang(n, spec) for n, spec in SGLANG_TEMPLATES.items()}
+REGISTRY["llama-3"] = replace(REGISTRY["llama-3-instruct"], name="llama-3")
 
 
 def get_chat_template(name: str) -> ChatTemplate:
-    """A registered template by name (``chatml``, ``llama-3``, ``default``)."""
+    """A registered template by name: SGLang's names (``chatml``, ``llama-2-chat``,
+    ``llama-3-instruct``, ``qwen``, ``vicuna_v1.1``, ``default``, ...) and ``llama-3``."""
     if name not in REGISTRY:
         raise ValueError(f"unknown chat template {name!r}; registered: {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def get_chat_template_by_model_path(model_path: str) -> ChatTemplate:
+    """The template SGLang's frontend picks for a model path by its name (``default`` if none)."""
+    return REGISTRY[template_name_for_model_path(model_path)]
 
 
 def register_chat_template(template: ChatTemplate) -> None:

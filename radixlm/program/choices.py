@@ -73,7 +73,7 @@ class ChoicesSamplingMethod:
         if self.name == "token_length_normalized":
             scores = normalized_prompt_logprobs
         elif self.name == "greedy_token_selection":
-            matrix = _padded(cond)
+            matrix = greedy_matrix(cond)
             meta["greedy_logprob_matrix"] = matrix
             return ChoicesDecision(choices[_greedy_rows(matrix)], meta)
         else:
@@ -95,19 +95,20 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("-inf")
 
 
+def greedy_matrix(token_logprobs: list[list[float]]) -> list[list[float]]:
+    """One row per choice, as wide as the longest: its logprobs, then its own mean (SGLang's
+    ``greedy_logprob_matrix``)."""
+    width = max(len(lps) for lps in token_logprobs)
+    return [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+
+
 def _greedy(token_logprobs: list[list[float]]) -> int:
     """Keep the choices with the best logprob at each position in turn until one remains.
 
     A choice shorter than the position being compared continues with its own mean logprob, so a
     choice that is a prefix of a longer one is compared fairly.
     """
-    return _greedy_rows(_padded(token_logprobs))
-
-
-def _padded(token_logprobs: list[list[float]]) -> list[list[float]]:
-    """Each choice's logprobs, continued with their mean to the longest choice's length."""
-    width = max(len(lps) for lps in token_logprobs)
-    return [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+    return _greedy_rows(greedy_matrix(token_logprobs))
 
 
 def _greedy_rows(padded: list[list[float]]) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-from radixlm.program.choices import METHODS
+from radixlm.program.choices import METHODS, ChoicesSamplingMethod, greedy_matrix
 from radixlm.program.context import Context, continuation, with_text
 from radixlm.program.sampling import LOGPROB_KEYS, SAMPLING_KEYS
 
@@ -119,14 +119,39 @@ def select_protocol(context: Context, choices: list[str], method: str) -> Protoc
         uncond_entries = [r["meta_info"]["input_token_logprobs"] for r in alone]
         uncond = [_align([_lp(e) for e in es], len(c)) for es, c in zip(uncond_entries, cond)]
     index, scores = decide.decide(cond, uncond)
-    meta = {
+    return Outcome(
+        choices[index],
+        _select_meta(choices, decide, cond, scores, batch[1:], choice_entries, uncond_entries, prompt_tokens),
+        [{"text": choices[index]}],
+    )
+
+
+def _select_meta(
+    choices: list[str],
+    method: ChoicesSamplingMethod,
+    cond: list[list[float]],
+    scores: list[float],
+    responses: list[dict[str, Any]],
+    choice_entries: list[list[list[Any]]],
+    uncond_entries: list[Any] | None,
+    prompt_tokens: int,
+) -> dict[str, Any]:
+    """SGLang's select ``meta_info``: ``normalized_prompt_logprobs`` (each choice's mean token
+    logprob), ``input_token_logprobs``, ``output_token_logprobs`` (the next-token entry after each
+    choice), plus ``greedy_logprob_matrix`` or the unconditional fields for those methods."""
+    meta: dict[str, Any] = {
         "choices": list(choices),
-        "normalized_prompt_logprobs": scores,
+        "normalized_prompt_logprobs": [sum(c) / len(c) if c else float("-inf") for c in cond],
         "input_token_logprobs": choice_entries,
-        "unconditional_token_logprobs": uncond_entries,
+        "output_token_logprobs": [r["meta_info"].get("output_token_logprobs", []) for r in responses],
         "prefix_tokens": prompt_tokens,
     }
-    return Outcome(choices[index], meta, [{"text": choices[index]}])
+    if method.name == "greedy_token_selection":
+        meta["greedy_logprob_matrix"] = greedy_matrix(cond)
+    if method.requires_unconditional_logprobs:
+        meta["unconditional_token_logprobs"] = uncond_entries
+        meta["normalized_unconditional_prompt_logprobs"] = scores
+    return meta
 
 
 def _single(resp: Any) -> dict[str, Any]:

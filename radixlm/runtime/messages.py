@@ -29,7 +29,7 @@ class TokenizedGenerateReq:
     input_ids: np.ndarray  # int32 [prompt_len]
     sampling_params: SamplingParams
     return_logprob: bool = False
-    logprob_start_len: int = -1  # -1: no input logprobs; k: input logprobs from position k
+    logprob_start_len: int = -1  # -1: SGLang's default, (None, last prompt token); k: from position k
     top_logprobs_num: int = 0
     stream: bool = False
     # Program graphs: keep this request's final context locked in the radix tree until

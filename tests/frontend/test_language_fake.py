@@ -312,7 +312,11 @@ def test_choice_methods(fake, method):
     assert state["c"] in (" red", " green apple", " blue")
     meta = state.get_meta_info("c")
     needs_unconditional = method is sgl.unconditional_likelihood_normalized
-    assert (meta["unconditional_token_logprobs"] is not None) == needs_unconditional
+    # SGLang's keys per method
+    assert ("unconditional_token_logprobs" in meta) == needs_unconditional
+    assert ("normalized_unconditional_prompt_logprobs" in meta) == needs_unconditional
+    assert ("greedy_logprob_matrix" in meta) == (method is sgl.greedy_token_selection)
+    assert len(meta["output_token_logprobs"]) == 3
 
 
 def test_choice_method_math():

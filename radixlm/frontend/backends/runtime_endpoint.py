@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from radixlm.frontend.backends.base import Backend
-from radixlm.frontend.chat_template import ChatTemplate
+from radixlm.frontend.chat_template import ChatTemplate, get_chat_template
 from radixlm.program.protocols import Request
 
 
@@ -27,16 +27,29 @@ class RuntimeEndpoint(Backend):
         self,
         base_url: str,
         api_key: str | None = None,
+        verify: str | bool | None = None,
+        chat_template_name: str | None = None,
+        *,
         chat_template: str | ChatTemplate | None = None,
         timeout: float | None = None,
     ) -> None:
-        super().__init__(chat_template)
+        """SGLang's arguments: ``verify`` (TLS: a CA bundle path, or False), ``chat_template_name``
+        (one of ``get_chat_template``'s names; else the template the server reports). ``chat_template``
+        also takes a ``ChatTemplate``."""
+        if chat_template_name is not None and chat_template is not None:
+            raise ValueError("give chat_template_name or chat_template, not both")
+        if chat_template_name is not None:
+            get_chat_template(chat_template_name)  # an unknown name fails here, naming the known ones
+        super().__init__(chat_template_name if chat_template is None else chat_template)
         import requests
 
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
         self._session = requests.Session()
+        self._verify = verify
+        if verify is not None:
+            self._session.verify = verify
         self._model_info: dict[str, Any] | None = None
         self._has_program_endpoint = True
 
@@ -109,12 +122,22 @@ class RuntimeEndpoint(Backend):
         import aiohttp
 
         async with aiohttp.ClientSession(headers=self._headers()) as session:
-            async with session.post(self.base_url + path, json=body) as resp:
+            async with session.post(self.base_url + path, json=body, ssl=self._ssl()) as resp:
                 text = await resp.text()
                 if resp.status in (404, 405) and path == "/program":
                     raise _NotFound(path)
                 _raise_for_status(resp.status, text, path)
                 return json.loads(text)
+
+    def _ssl(self) -> Any:
+        """``verify`` for aiohttp: None (its default checks), False (no checks) or a CA bundle."""
+        if self._verify is None or self._verify is True:
+            return None
+        if self._verify is False:
+            return False
+        import ssl
+
+        return ssl.create_default_context(cafile=self._verify)
 
     def model_info(self) -> dict[str, Any]:
         if self._model_info is None:

@@ -170,11 +170,18 @@ class ModelRunner:
         return self.model(fb)
 
     def model_info(self) -> dict[str, Any]:
-        """The served model: paths, template, limits, device, dtype and the quantization in use."""
+        """The served model: paths, template, limits, device, dtype and the quantization in use.
+
+        ``model_path`` and ``tokenizer_path`` are the names the user gave, as SGLang reports them (its
+        client picks a chat template by that name); ``local_model_path`` and ``local_tokenizer_path``
+        are where the files are (``local_tokenizer_path`` is None when the model has no tokenizer)."""
         loaded = self.loaded
+        given = self.server_args.model
         return {
-            "model_path": loaded.model_path,
-            "tokenizer_path": loaded.tokenizer_path,
+            "model_path": given,
+            "tokenizer_path": self.server_args.tokenizer or given,
+            "local_model_path": loaded.model_path,
+            "local_tokenizer_path": loaded.tokenizer_path,
             "is_generation": True,
             "chat_template": loaded.chat_template,
             "context_length": self.context_length,

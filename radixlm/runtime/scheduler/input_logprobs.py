@@ -1,4 +1,5 @@
-"""Prompt-token logprobs, gathered from an extend step's logits."""
+"""Prompt-token logprobs, gathered from an extend step's logits, and the next-token logprobs of a
+prefill-only request."""
 
 from __future__ import annotations
 
@@ -33,3 +34,17 @@ def collect_input_logprobs(req: Req, logits: torch.Tensor, rows: tuple[int, int,
         state.input_top.extend(list(zip(v, t)) for v, t in zip(vals.tolist(), ids.tolist()))
     else:
         state.input_top.extend([None] * count)
+
+
+def record_next_token_logprobs(req: Req, row_logits: torch.Tensor) -> None:
+    """A prefill-only request (``max_new_tokens=0``) answers, as SGLang does, one output logprob
+    entry and one top list for the token after the prompt, though it generates none. The entry's
+    token is the most likely one (nothing is sampled); logprobs are the raw model's."""
+    logprobs = torch.log_softmax(row_logits.float(), dim=-1)
+    token = int(torch.argmax(logprobs))
+    req.logprobs.output_tokens.append((float(logprobs[token]), token))
+    top: list[tuple[float, int]] = []
+    if req.top_logprobs_num > 0:
+        vals, ids = torch.topk(logprobs, req.top_logprobs_num)
+        top = list(zip(vals.tolist(), ids.tolist()))
+    req.logprobs.output_top.append(top)

@@ -78,6 +78,11 @@ class Req:
         self.num_retractions = 0
 
         self.logprobs = LogprobState(input_done=self.logprob_start_len < 0)
+        if return_logprob and self.logprob_start_len < 0 and input_ids:
+            # SGLang's default start is the last prompt token, whose entry is always None there
+            # (its first entry is padded): the one entry costs no logits row.
+            self.logprobs.input_tokens.append((None, input_ids[-1]))
+            self.logprobs.input_top.append(None)
 
         # Program graphs (see TokenizedGenerateReq.pin_children)
         self.pin_children = 0

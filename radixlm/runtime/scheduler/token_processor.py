@@ -30,7 +30,7 @@ from radixlm.runtime.sampling.sequence import SamplingSequence
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.finish_reason import FinishAbort, FinishLength, FinishReason
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
-from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs
+from radixlm.runtime.scheduler.input_logprobs import collect_input_logprobs, record_next_token_logprobs
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.req import Req
@@ -147,6 +147,8 @@ class TokenProcessor:
                 continue
             req.logprobs.input_done = True
             if req.is_prefill_only:
+                if req.return_logprob:
+                    record_next_token_logprobs(req, logits[row])
                 self.finish(req, FinishLength(0))
                 continue
             started.append(req)

@@ -30,8 +30,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     """The FastAPI app with the native and OpenAI routes, error handlers and the front door checks
     (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
 
+    from radixlm.runtime.messages import CLIENT_ABORT_STATUS
     from radixlm.runtime.server import (
         native_api,
         openai_api,
@@ -42,6 +43,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     )
     from radixlm.runtime.server.errors import ApiError, error_body
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
+    from radixlm.runtime.server.http_util import ClientDisconnected
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
     from radixlm.runtime.server.sessions import SessionStore
 
@@ -55,6 +57,10 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(ClientDisconnected)
+    async def client_left(request: Request, exc: ClientDisconnected) -> Response:
+        return Response(status_code=CLIENT_ABORT_STATUS)  # logged where it was noticed
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -102,6 +108,7 @@ def run_server(server_args: Any, scheduler_factory: Callable[[Any], Any] | None 
     from radixlm.runtime.server.processes import start_processes
 
     resolve_chat_template(server_args.chat_template)  # a bad value fails before the model loads
+    _check_model_available(server_args.model)
     start = start_dp_processes if server_args.dp_size > 1 else start_processes
     procs = start(server_args, thread_env, scheduler_factory)
     try:
@@ -111,6 +118,19 @@ def run_server(server_args: Any, scheduler_factory: Callable[[Any], Any] | None 
             raise SystemExit(1)
     finally:
         procs.shutdown()
+
+
+def _check_model_available(model: str) -> None:
+    """A hub id that is neither cached nor downloadable ends the server with one line saying what to
+    do, before any process starts (not a child's traceback). Downloads happen here, once."""
+    from radixlm.runtime.weights.hf_hub import ModelUnavailableError, looks_like_hub_id, resolve_hub_model
+
+    if not looks_like_hub_id(model):
+        return
+    try:
+        resolve_hub_model(model)
+    except ModelUnavailableError as e:
+        raise SystemExit(f"radixlm serve: error: {e}") from None
 
 
 def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:

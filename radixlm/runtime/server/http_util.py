@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -13,12 +14,20 @@ from radixlm.runtime.requests.json_bounds import InvalidJson, load_bounded_json,
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.offload import maybe_off_loop
 
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.5
 
 
 class ClientDisconnected(Exception):
-    """The client closed the connection before its response was ready."""
+    """The client closed the connection before its response was ready (answered 499, logged once)."""
+
+
+def log_client_left(path: str, streaming: bool = False) -> None:
+    """The one log line of a client that left: routine for a server, so INFO, no traceback."""
+    what = "its stream" if streaming else "its response"
+    logger.info("client closed the connection to %s before %s finished; its request is aborted", path, what)
 
 
 async def read_json(request: Request) -> Any:
@@ -52,6 +61,7 @@ async def until_done_or_disconnect(awaitable: Awaitable[T], request: Request) ->
             if done:
                 return task.result()
             if await request.is_disconnected():
+                log_client_left(request.url.path)
                 raise ClientDisconnected()
     finally:
         if not task.done():

@@ -15,6 +15,7 @@ from radixlm.runtime.server.health import unhealthy_reason
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
+    log_client_left,
     read_json,
     sse,
     until_done_or_disconnect,
@@ -48,13 +49,7 @@ async def health(request: Request) -> Response:
 async def get_model_info(request: Request) -> dict[str, Any]:
     tm = _tm(request)
     info = tm.model_info
-    return {
-        **info,
-        "model_path": info.get("model_path"),
-        "tokenizer_path": info.get("tokenizer_path"),
-        "is_generation": True,
-        "chat_template": tm.chat_template or info.get("chat_template"),
-    }
+    return {**info, "is_generation": True, "chat_template": tm.chat_template or info.get("chat_template")}
 
 
 @router.get("/get_server_info")
@@ -115,7 +110,7 @@ async def generate(request: Request) -> Any:
         if req.stream:
             await until_done_or_disconnect(group.changed.wait(), request)  # a rejection answers 400
             _raise_rejection(group)
-            return StreamingResponse(_stream(tm, group), media_type="text/event-stream")
+            return StreamingResponse(_stream(tm, group, request.url.path), media_type="text/event-stream")
         await until_done_or_disconnect(group.wait(), request)
     except ClientDisconnected:
         await tm.abort(group)
@@ -142,7 +137,7 @@ def _raise_rejection(group: ReqGroup) -> None:
         raise error
 
 
-async def _stream(tm: TokenizerManager, group: ReqGroup) -> AsyncIterator[str]:
+async def _stream(tm: TokenizerManager, group: ReqGroup, path: str) -> AsyncIterator[str]:
     """SSE with the cumulative text of each sample; ``index`` tells samples apart."""
     multi = len(group.samples) > 1
     try:
@@ -157,4 +152,5 @@ async def _stream(tm: TokenizerManager, group: ReqGroup) -> AsyncIterator[str]:
         yield SSE_DONE
     finally:
         if not group.finished:
+            log_client_left(path, streaming=True)
             await tm.abort(group)

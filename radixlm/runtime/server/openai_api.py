@@ -18,6 +18,7 @@ from radixlm.runtime.server.function_call.streaming import message as chat_messa
 from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
+    log_client_left,
     read_json,
     sse,
     until_done_or_disconnect,
@@ -217,6 +218,8 @@ class _Responder:
                 if not text and not sample.finished and not first:
                     continue
                 chunk = choice(sample, text, sent_tokens[sample.index], sample.finished, first)
+                if chunk.get("delta") == {} and not sample.finished and not first:
+                    continue  # a parser holds the new text back (a tool call forming): nothing to say yet
                 yield sse(self.body([chunk], None, chunk_obj))
                 sent_text[sample.index] = len(sample.text)
                 sent_tokens[sample.index] = len(sample.logprobs.get("output_token_logprobs", []))
@@ -225,6 +228,7 @@ class _Responder:
             yield SSE_DONE
         finally:
             if not group.finished:
+                log_client_left(self.request.url.path, streaming=True)
                 await self.tm.abort(group)
 
 
@@ -264,8 +268,10 @@ def _usage(group: ReqGroup) -> dict[str, Any]:
 
 
 def _token_entries(sample: SampleState, start: int) -> tuple[list[list], list[list[list] | None]]:
-    tokens = sample.logprobs.get("output_token_logprobs", [])[start:]
-    tops = sample.logprobs.get("output_top_logprobs", [])[start:]
+    # NOTE: a max_tokens=0 request has SGLang's one next-token entry but no token in its text
+    end = len(sample.response.output_ids)
+    tokens = sample.logprobs.get("output_token_logprobs", [])[start:end]
+    tops = sample.logprobs.get("output_top_logprobs", [])[start:end]
     return tokens, tops + [None] * (len(tokens) - len(tops))
 
 

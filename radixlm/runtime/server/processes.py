@@ -95,7 +95,8 @@ def start_processes(
 
 
 def tokenizer_path(model_info: dict[str, Any]) -> str:
-    return model_info.get("tokenizer_path") or model_info["model_path"]
+    """Where the served model's tokenizer files are on this machine."""
+    return model_info.get("local_tokenizer_path") or model_info["local_model_path"]
 
 
 def _exited_during_startup(scheduler: Any) -> str:

@@ -18,6 +18,10 @@ ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.t
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 
 
+class ModelUnavailableError(ValueError):
+    """A hub model that is neither cached nor downloadable; the message is one line saying what to do."""
+
+
 def looks_like_hub_id(name: str) -> bool:
     """``org/name`` (with an optional ``@revision``) that is not an existing local path."""
     return bool(_HUB_ID.match(name)) and not Path(name).expanduser().exists()
@@ -61,8 +65,8 @@ def cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
 def resolve_hub_model(name: str) -> Path:
     """The local snapshot of hub id ``name``; downloads it when not cached and online.
 
-    Raises ``ValueError`` when offline was requested and the model is not cached, and
-    ``RuntimeError`` when the hub cannot be reached (or refuses) and the model is not cached.
+    Raises ``ModelUnavailableError`` (a ``ValueError``) when the model is not cached and offline was
+    requested, or the hub cannot be reached (or refuses).
     """
     repo_id, _, revision = name.partition("@")
     local = cached_snapshot(repo_id, revision or None)
@@ -70,9 +74,10 @@ def resolve_hub_model(name: str) -> Path:
         return local
     where = hub_cache_dir()
     if offline_requested():
-        raise ValueError(
+        raise ModelUnavailableError(
             f"model {repo_id!r} is not in the Hugging Face cache ({where}) and HF_HUB_OFFLINE "
-            f"is set, so it is not downloaded; unset HF_HUB_OFFLINE or download it first"
+            f"is set, so it is not downloaded; unset HF_HUB_OFFLINE, or download it first "
+            f"(huggingface-cli download {repo_id}), or pass a local directory or .gguf file"
         )
     try:
         from huggingface_hub import snapshot_download
@@ -81,9 +86,12 @@ def resolve_hub_model(name: str) -> Path:
             repo_id, revision=revision or None, cache_dir=str(where), allow_patterns=ALLOW_PATTERNS
         )
     except Exception as e:  # noqa: BLE001 - connection, auth and not-found errors all end here
-        raise RuntimeError(
+        reason = (str(e).strip().splitlines() or [""])[0]
+        raise ModelUnavailableError(
             f"model {repo_id!r} is not in the Hugging Face cache ({where}) and could not be "
-            f"downloaded from the hub: {type(e).__name__}: {e}"
+            f"downloaded from the hub ({type(e).__name__}: {reason}); download it where the hub "
+            f"is reachable (huggingface-cli download {repo_id}) into this cache (or point "
+            f"HF_HUB_CACHE at one holding it), or pass a local directory or .gguf file"
         ) from e
     if not (Path(path) / "config.json").is_file():
         raise ValueError(f"hub repository {repo_id!r} has no config.json: not a transformers model")

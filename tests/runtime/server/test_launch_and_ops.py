@@ -84,7 +84,7 @@ def client(server):
 
 def test_launch_line_loads_the_hub_id_from_the_cache_with_a_named_template(client):
     info = client.get("/get_model_info").json()
-    assert info["model_path"].endswith(REVISION)
+    assert info["model_path"] == HUB_ID and info["local_model_path"].endswith(REVISION)
     assert info["chat_template"] == BUILTIN_CHAT_TEMPLATES["chatml"]
 
 

@@ -52,8 +52,9 @@ def test_missing_model_unreachable_hub_says_so(hf_cache, monkeypatch):
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    with pytest.raises(RuntimeError, match=r"not in the Hugging Face cache.*could not be downloaded from"):
+    with pytest.raises(ValueError, match=r"not in the Hugging Face cache.*could not be downloaded from") as e:
         resolve_model("test-org/not-cached")
+    assert "\n" not in str(e.value) and "huggingface-cli download test-org/not-cached" in str(e.value)
 
 
 def test_local_paths_and_names_are_not_hub_ids(tmp_path, tiny_llama_dir):
@@ -69,7 +70,8 @@ def test_engine_takes_model_path_hub_id(hf_cache, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     engine = make_engine(model=None, model_path="test-org/tiny-llama", device="cpu", num_threads=1)
     try:
-        assert engine.model_info()["model_path"].endswith(REVISION)
+        info = engine.model_info()
+        assert info["model_path"] == "test-org/tiny-llama" and info["local_model_path"].endswith(REVISION)
         out = engine.generate("Hi", {"max_new_tokens": 3, "temperature": 0})
         assert out["meta_info"]["completion_tokens"] == 3
     finally:
