@@ -176,9 +176,10 @@ class _Run:
             len(self.tm.tokenizer.encode(snap.reasoning, add_special_tokens=False)) if snap.reasoning else 0
         )
         prompt, completion = sample.meta["prompt_tokens"], sample.meta["completion_tokens"]
+        cached = sample.meta["cached_tokens"]
         usage = {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": sample.meta["cached_tokens"]},
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": prompt - cached},
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
             "total_tokens": prompt + completion,

@@ -247,3 +247,28 @@ def test_json_schema_text_format_constrains_the_output(client):
         max_output_tokens=40,
     )
     assert isinstance(json.loads(r.output_text)["ok"], bool)
+
+
+def test_every_streamed_event_validates_against_the_sdk_schema(http):
+    """Strict pydantic validation of each raw event (the SDK itself parses leniently)."""
+    import typing
+
+    from openai.types.responses import Response, ResponseStreamEvent
+
+    union = typing.get_args(ResponseStreamEvent)[0]  # Annotated[Union[...], discriminator]
+    by_type = {typing.get_args(c.model_fields["type"].annotation)[0]: c for c in typing.get_args(union)}
+    for body in (
+        {"input": "Hello", "max_output_tokens": 6},
+        {"input": "Pick.", "tools": [TOOL], "tool_choice": "required", "max_output_tokens": 256},
+    ):
+        body = {"model": "tiny", "temperature": 0, "stream": True, "store": False, **body}
+        with http.stream("POST", "/v1/responses", json=body) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+        raw = [json.loads(line[len("data: ") :]) for line in lines]
+        events = [by_type[e["type"]].model_validate(e) for e in raw]
+        assert events[-1].type in ("response.completed", "response.incomplete")
+        Response.model_validate(events[-1].response.model_dump())
+        plain = http.post("/v1/responses", json={**body, "stream": False}).json()
+        Response.model_validate(plain)
+        assert [item["type"] for item in plain["output"]] == [i.type for i in events[-1].response.output]
