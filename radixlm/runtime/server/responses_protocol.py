@@ -84,6 +84,15 @@ class ResponsesRequest(BaseModel):
     prompt_cache_key: str | None = None
     prompt_cache_retention: str | None = None
     safety_identifier: str | None = None
+    # SGLang / vLLM sampling extensions, as on chat completions
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    ignore_eos: bool = False
+    regex: str | None = None
+    ebnf: str | None = None
 
     def tool_choice_value(self) -> Any:
         """``tool_choice`` as the response object echoes it."""
@@ -99,6 +108,9 @@ class ResponsesRequest(BaseModel):
         return {"format": fmt.model_dump(by_alias=True, exclude_none=True)}
 
 
+EXTENSIONS = ("top_k", "min_p", "repetition_penalty", "seed", "stop", "ignore_eos", "regex", "ebnf")
+
+
 def chat_request(req: ResponsesRequest, messages: list[dict[str, Any]]) -> ChatCompletionRequest:
     """The chat completion ``req`` amounts to, over ``messages`` (its conversation as chat messages)."""
     body: dict[str, Any] = {
@@ -108,6 +120,7 @@ def chat_request(req: ResponsesRequest, messages: list[dict[str, Any]]) -> ChatC
         "top_p": req.top_p,
         "parallel_tool_calls": req.parallel_tool_calls,
         "stream": req.stream,
+        **{name: getattr(req, name) for name in EXTENSIONS},
     }
     if req.tools:
         body["tools"] = [
