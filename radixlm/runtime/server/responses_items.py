@@ -37,7 +37,8 @@ def items_to_messages(items: list[dict[str, Any]], first_new: int) -> list[dict[
             raise ApiError(f"{where} must be an object", param="input")
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
-            role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+            role = item.get("role")
+            role = _ROLES.get(role) if isinstance(role, str) else None
             if role is None:
                 raise ApiError(f"{where}.role must be one of {sorted(_ROLES)}", param="input")
             messages.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})

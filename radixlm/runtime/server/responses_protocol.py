@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.function_call.protocol import FUNCTION_NAME_PATTERN
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, parse_body
 
 
@@ -21,7 +22,7 @@ class FunctionTool(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["function"]
-    name: str
+    name: str = Field(min_length=1, max_length=64, pattern=FUNCTION_NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None

@@ -40,6 +40,8 @@ def test_an_output_names_the_call_it_answers_and_errors_name_the_input_item():
     assert items_to_messages(history + answer, 1)[-1]["role"] == "tool"
     with pytest.raises(ApiError, match=r"input\[0\]: no function_call with call_id 'c1'"):
         items_to_messages(answer, 0)
+    with pytest.raises(ApiError, match=r"input\[0\]\.role must be one of"):
+        items_to_messages([{"role": ["user"], "content": "a"}], 0)
     with pytest.raises(ApiError, match=r"input\[1\]\.type 'web_search_call' is not supported"):
         items_to_messages([{"role": "user", "content": "a"}, {"type": "web_search_call"}], 0)
 
