@@ -1,4 +1,4 @@
-"""Agent benchmark: concurrent agent loops (OpenAI chat API or native sessions), tool calls turn after turn.
+"""Agent benchmark: concurrent agent loops (OpenAI chat or Responses API, native sessions) calling tools.
 
 Each loop is offered two tools (from twenty schemas), makes ``--tool-turns`` calls with ``tool_choice``
 ``required`` (or ``auto`` with ``--choice auto``), feeds every result back as a ``tool`` message, and ends
@@ -10,7 +10,9 @@ turns after the first (prompt tokens served from the radix cache).
 the whole conversation, re-rendered); ``session`` runs the same loops over the native ``/generate`` with
 SGLang sessions (each turn sends only its new text and continues the model's own tokens; forced-call
 regex, parser and ``jsonschema`` check as on the OpenAI path; see ``agents_session.py`` for how
-a session turn's text is built). Only ``tool_choice`` required is run in session mode. When this script
+a session turn's text is built); ``responses`` runs them over ``/v1/responses`` with
+``previous_response_id`` (each turn sends only its new items; ``agents_responses.py``); ``all`` runs the
+three. Only ``tool_choice`` required is run in session mode. When this script
 launches the server, each mode gets its own fresh server (cold radix and grammar caches); with
 ``--base-url`` the modes share it (``/flush_cache`` in between; compiled grammars stay cached).
 
@@ -29,6 +31,7 @@ import httpx
 import openai
 
 from benchmarks.harness import add_json_argument, write_results
+from benchmarks.workloads.agents_responses import run_responses
 from benchmarks.workloads.agents_session import LoopResult, loop_task, run_sessions, summarise, valid_call
 
 
@@ -97,6 +100,8 @@ async def run_openai(base_url: str, model: str, loops: int, tool_turns: int, cho
 def run_mode(mode: str, base_url: str, args: argparse.Namespace) -> dict:
     if mode == "openai":
         return asyncio.run(run_openai(base_url, args.model, args.loops, args.tool_turns, args.choice))
+    if mode == "responses":
+        return asyncio.run(run_responses(base_url, args.model, args.loops, args.tool_turns, args.choice))
     return asyncio.run(run_sessions(base_url, args.loops, args.tool_turns))
 
 
@@ -112,10 +117,11 @@ def main() -> None:
         default="required",
         help="tool_choice of the OpenAI mode (session mode always forces the call)",
     )
-    parser.add_argument("--mode", choices=["openai", "session", "both"], default="both")
+    parser.add_argument("--mode", choices=["openai", "session", "responses", "both", "all"], default="both")
     add_json_argument(parser)
     args = parser.parse_args()
-    modes = ["openai", "session"] if args.mode == "both" else [args.mode]
+    groups = {"both": ["openai", "session"], "all": ["openai", "session", "responses"]}
+    modes = groups.get(args.mode, [args.mode])
     reports = []
     for k, mode in enumerate(modes):
         if args.base_url:

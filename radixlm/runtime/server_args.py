@@ -75,6 +75,8 @@ class ServerArgs:
     # Sessions (/open_session): at most this many open; one idle this many seconds is closed.
     max_sessions: int = 64
     session_timeout: float = 600.0
+    # /v1/responses with store: the most responses kept (the oldest evicted first, its KV pin released).
+    max_stored_responses: int = 1024
     # Constrained decoding
     enable_jump_forward: bool = False
     # Jump only while at most this many requests run: a mixed extend step costs per token like a
@@ -154,6 +156,8 @@ class ServerArgs:
             raise ValueError(f"log_requests_level must be 0, 1, 2 or 3, got {self.log_requests_level}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
+        if self.max_stored_responses < 0:
+            raise ValueError(f"max_stored_responses must be >= 0, got {self.max_stored_responses}")
         for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")

@@ -39,12 +39,14 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         ops_api,
         program_api,
         reasoning_api,
+        responses_api,
         session_api,
     )
     from radixlm.runtime.server.errors import ApiError, error_body
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
     from radixlm.runtime.server.http_util import ClientDisconnected
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
+    from radixlm.runtime.server.responses_store import ResponseStore
     from radixlm.runtime.server.sessions import SessionStore
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
@@ -72,6 +74,8 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
     app.include_router(session_api.router)
+    app.include_router(responses_api.router)
+    app.state.responses = ResponseStore(tokenizer_manager, server_args.max_stored_responses)
     app.state.sessions = SessionStore(
         tokenizer_manager, server_args.max_sessions, server_args.session_timeout
     )

@@ -23,6 +23,7 @@ from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
+from radixlm.runtime.server.responses_protocol import ResponsesRequest
 
 OPENAPI_PATH = "/openapi.json"
 # OpenAI field -> the sampling parameter it becomes (its range is that parameter's).
@@ -42,6 +43,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletionRequest,
     TokenizeRequest,
     DetokenizeRequest,
+    ResponsesRequest,
 )
 
 # POST routes that read no body.
@@ -57,12 +59,13 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/separate_reasoning": lambda args: native.SEPARATE_REASONING_SCHEMA,
     "/v1/completions": lambda args: {"$ref": _REF.format(model="CompletionRequest")},
     "/v1/chat/completions": lambda args: {"$ref": _REF.format(model="ChatCompletionRequest")},
+    "/v1/responses": lambda args: {"$ref": _REF.format(model="ResponsesRequest")},
     "/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
     "/v1/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
     "/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
     "/v1/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
 }
-STREAMING = frozenset({"/generate", "/v1/completions", "/v1/chat/completions"})
+STREAMING = frozenset({"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses"})
 TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics"})
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
@@ -79,6 +82,7 @@ _EXTRA_ERRORS = {
     "/metrics": {"404": "metrics are off"},
     "/v1/models/{model_id}": {"404": "no such model"},
     "/open_session": {"429": "too many open sessions"},
+    "/v1/responses/{response_id}": {"404": "no stored response with that id"},
 }
 ERROR_SCHEMA = {
     "type": "object",

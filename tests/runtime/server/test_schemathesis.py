@@ -24,8 +24,9 @@ from tests.helpers.kv_ownership import assert_server_kv_returned
 
 EXAMPLES_PER_MODE = 6
 TOKEN_CAP = 3  # generated tokens per sample, so the run stays short
-GENERATING = ("/generate", "/v1/completions", "/v1/chat/completions")  # most bodies there are refused
-TOKEN_FIELDS = ("max_new_tokens", "max_tokens", "max_completion_tokens")
+# most bodies there are refused
+GENERATING = ("/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses")
+TOKEN_FIELDS = ("max_new_tokens", "max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,8 @@ def bound_body(case: Any) -> None:
     cap_tokens(body)
     if case.operation.path in ("/v1/completions", "/v1/chat/completions"):
         body.setdefault("max_tokens", TOKEN_CAP)
+    if case.operation.path == "/v1/responses":
+        body.setdefault("max_output_tokens", TOKEN_CAP)
     params = body.get("sampling_params")
     for p in params if isinstance(params, list) else [params]:
         if isinstance(p, dict):

@@ -7,11 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+FUNCTION_NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
 class FunctionDef(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
+    name: str = Field(min_length=1, max_length=64, pattern=FUNCTION_NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
