@@ -27,12 +27,13 @@ logger = logging.getLogger(__name__)
 
 
 def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
-    """The FastAPI app with the native and OpenAI routes, error handlers and the front door checks
+    """The FastAPI app with the native, OpenAI and Anthropic routes, error handlers and the front door checks
     (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
     from radixlm.runtime.server import (
+        anthropic_api,
         native_api,
         openai_api,
         ops_api,
@@ -40,7 +41,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         reasoning_api,
         session_api,
     )
-    from radixlm.runtime.server.errors import ApiError, error_body
+    from radixlm.runtime.server.errors import ApiError, error_body_for_path
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
     from radixlm.runtime.server.sessions import SessionStore
@@ -59,10 +60,12 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("error while serving %s", request.url.path)
-        return JSONResponse(error_body(f"internal server error: {type(exc).__name__}: {exc}", 500), 500)
+        message = f"internal server error: {type(exc).__name__}: {exc}"
+        return JSONResponse(error_body_for_path(request.url.path, message, 500), 500)
 
     app.include_router(native_api.router)
     app.include_router(openai_api.router)
+    app.include_router(anthropic_api.router)
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
     app.include_router(session_api.router)
