@@ -141,6 +141,7 @@ def chat_request(req: CountTokensRequest) -> ChatTranslation:
             "temperature": req.temperature,
             "top_p": req.top_p,
             "top_k": req.top_k,
+            "regex": req.regex,
         }
         body.update({k: v for k, v in sampling.items() if v is not None})
     if prefill and (req.thinking is not None and req.thinking.type != "disabled"):

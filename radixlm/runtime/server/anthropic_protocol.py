@@ -1,9 +1,9 @@
 """Request bodies of the Anthropic Messages API (``/v1/messages``, ``/v1/messages/count_tokens``).
 
 Parsed strictly like the OpenAI bodies: fields we do not implement are refused with a 400, never
-ignored. ``cache_control`` is accepted everywhere Anthropic allows it and does nothing (the radix
-cache reuses every shared prefix on its own). Content blocks are checked one by one in
-``anthropic_messages`` so an unknown block type gets a 400 naming the block.
+ignored (one extension: SGLang's ``regex``). ``cache_control`` is accepted everywhere Anthropic
+allows it and does nothing (the radix cache reuses every shared prefix on its own). Content blocks
+are checked one by one in ``anthropic_messages``, so an unknown block type gets a 400 naming it.
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ class MessagesRequest(CountTokensRequest):
     metadata: Metadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None  # one tier here
     cache_control: dict[str, Any] | None = None
+    regex: str | None = None  # SGLang's extension, as on the OpenAI routes: the answer matches it
 
     @model_validator(mode="after")
     def _budget_below_max_tokens(self) -> MessagesRequest:

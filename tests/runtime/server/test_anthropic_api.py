@@ -243,3 +243,26 @@ def test_bad_requests_get_anthropics_400(server, client, body, named):
         extra = {k: v for k, v in body.items() if k == "unknown_field"}
         with pytest.raises(anthropic.BadRequestError, match=named):
             client.messages.create(**known, extra_body=extra)
+
+
+def test_litellm_speaks_to_the_endpoint(server, monkeypatch):
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of its price list
+    litellm = pytest.importorskip("litellm")
+    kw = dict(model=f"anthropic/{MODEL}", api_base=server.url, api_key=API_KEY, temperature=0)
+    text = litellm.completion(messages=USER, max_tokens=12, **kw)
+    assert text.choices[0].finish_reason == "length" and text.usage.completion_tokens == 12
+    chunks = list(litellm.completion(messages=USER, max_tokens=12, stream=True, **kw))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == (text.choices[0].message.content or "")
+    tool = {"type": "function", "function": {"name": WEATHER["name"], "parameters": WEATHER["input_schema"]}}
+    called = litellm.completion(
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        max_tokens=200,
+        tools=[tool],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        **kw,
+    )
+    (call,) = called.choices[0].message.tool_calls
+    assert called.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments)["city"] in ("Paris", "Oslo", "Lima")
