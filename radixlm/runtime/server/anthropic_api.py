@@ -119,7 +119,8 @@ class _Answer:
         reason, sequence = (None, None)
         if final:
             finish = sample.meta.get("finish_reason") or {}
-            reason, sequence = stop_reason(finish, self.called, self.req.stop_sequences)
+            room_left = sample.meta["completion_tokens"] >= self.req.max_tokens
+            reason, sequence = stop_reason(finish, self.called, self.req.stop_sequences, room_left)
         return {
             "id": self.id,
             "type": "message",

@@ -113,11 +113,12 @@ def _input_object(arguments: str) -> dict[str, Any]:
 
 
 def stop_reason(
-    finish: dict[str, Any], called: bool, stop_sequences: list[str] | None
+    finish: dict[str, Any], called: bool, stop_sequences: list[str] | None, room_left: bool = True
 ) -> tuple[str, str | None]:
-    """(``stop_reason``, ``stop_sequence``) of a finished sample's finish reason."""
+    """(``stop_reason``, ``stop_sequence``) of a finished sample's finish reason; ``room_left`` False:
+    it stopped short of ``max_tokens`` because the context window was full."""
     if finish.get("type") == "length":
-        return "max_tokens", None
+        return ("max_tokens" if room_left else "model_context_window_exceeded"), None
     matched = finish.get("matched")
     if isinstance(matched, str) and matched in (stop_sequences or []):
         return "stop_sequence", matched

@@ -266,3 +266,11 @@ def test_litellm_speaks_to_the_endpoint(server, monkeypatch):
     (call,) = called.choices[0].message.tool_calls
     assert called.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
     assert json.loads(call.function.arguments)["city"] in ("Paris", "Oslo", "Lima")
+
+
+def test_a_full_context_window_is_its_own_stop_reason(client):
+    r = client.messages.create(
+        model=MODEL, max_tokens=5000, messages=USER, extra_body={**GREEDY, "regex": "a{3000}"}
+    )
+    assert r.stop_reason == "model_context_window_exceeded"
+    assert r.usage.input_tokens + r.usage.cache_read_input_tokens + r.usage.output_tokens == 1024

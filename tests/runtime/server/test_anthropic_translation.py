@@ -178,6 +178,7 @@ def test_one_call_when_parallel_use_is_disabled_and_stop_reasons():
     writer.finish()
     assert [b["type"] for b in writer.blocks] == ["tool_use"]
     assert stop_reason({"type": "length"}, True, None) == ("max_tokens", None)
+    assert stop_reason({"type": "length"}, False, None, room_left=False)[0] == "model_context_window_exceeded"
     assert stop_reason({"type": "stop", "matched": "END"}, False, ["END"]) == ("stop_sequence", "END")
     assert stop_reason({"type": "stop", "matched": 2}, True, ["END"]) == ("tool_use", None)
     assert stop_reason({"type": "stop", "matched": 2}, False, None) == ("end_turn", None)
