@@ -8,7 +8,9 @@ import json
 
 import anthropic
 import httpx
+import pydantic
 import pytest
+from anthropic.types import Message, RawMessageStreamEvent
 
 from radixlm.runtime.server.launch import launch_server
 
@@ -91,8 +93,11 @@ def test_stream_events_add_up_to_the_message(client):
     assert final.stop_reason == whole.stop_reason == "max_tokens" and final.usage.output_tokens == 12
 
 
-def test_raw_stream_has_event_lines_and_a_ping(server):
-    body = {"model": MODEL, "max_tokens": 3, "messages": USER, "stream": True, **GREEDY}
+@pytest.mark.parametrize("tools", [False, True])
+def test_raw_stream_follows_the_published_event_schemas(server, tools):
+    body = {"model": MODEL, "max_tokens": 200, "messages": USER, "stream": True, **GREEDY}
+    if tools:
+        body.update(tools=[WEATHER], tool_choice={"type": "any", "disable_parallel_tool_use": True})
     with httpx.stream(
         "POST", server.url + "/v1/messages", json=body, headers={"x-api-key": API_KEY}, timeout=60
     ) as r:
@@ -101,6 +106,14 @@ def test_raw_stream_has_event_lines_and_a_ping(server):
     data = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
     assert [d["type"] for d in data] == names
     assert names[:3] == ["message_start", "ping", "content_block_start"] and names[-1] == "message_stop"
+    events = pydantic.TypeAdapter(RawMessageStreamEvent)
+    for d in data:
+        if d["type"] != "ping":
+            events.validate_python(d)
+    deltas = {d["delta"]["type"] for d in data if d["type"] == "content_block_delta"}
+    assert deltas == ({"input_json_delta"} if tools else {"text_delta"})
+    body.pop("stream")
+    Message.model_validate(_post(server, "/v1/messages", body).json())
 
 
 def test_stop_sequence(client):
