@@ -287,3 +287,11 @@ def test_a_full_context_window_is_its_own_stop_reason(client):
     )
     assert r.stop_reason == "model_context_window_exceeded"
     assert r.usage.input_tokens + r.usage.cache_read_input_tokens + r.usage.output_tokens == 1024
+
+
+def test_an_assistant_prefill_is_continued(client):
+    prefill = [*USER, {"role": "assistant", "content": "Hi th"}]
+    counted = client.messages.count_tokens(model=MODEL, messages=prefill).input_tokens
+    assert counted == client.messages.count_tokens(model=MODEL, messages=USER).input_tokens + len("Hi th")
+    r = client.messages.create(model=MODEL, max_tokens=4, messages=prefill, extra_body=GREEDY)
+    assert r.usage.input_tokens + r.usage.cache_read_input_tokens == counted and r.usage.output_tokens == 4
