@@ -10,7 +10,9 @@ turns after the first (prompt tokens served from the radix cache).
 the whole conversation, re-rendered); ``session`` runs the same loops over the native ``/generate`` with
 SGLang sessions (each turn sends only its new text and continues the model's own tokens; forced-call
 regex, parser and ``jsonschema`` check as on the OpenAI path; see ``agents_session.py`` for how
-a session turn's text is built). Only ``tool_choice`` required is run in session mode. When this script
+a session turn's text is built). Only ``tool_choice`` required is run in session mode. ``messages``
+runs the OpenAI mode's loops over the Anthropic Messages API (``agents_messages.py``; ``any`` for
+``required``). When this script
 launches the server, each mode gets its own fresh server (cold radix and grammar caches); with
 ``--base-url`` the modes share it (``/flush_cache`` in between; compiled grammars stay cached).
 
@@ -29,6 +31,7 @@ import httpx
 import openai
 
 from benchmarks.harness import add_json_argument, write_results
+from benchmarks.workloads.agents_messages import run_messages
 from benchmarks.workloads.agents_session import LoopResult, loop_task, run_sessions, summarise, valid_call
 
 
@@ -97,6 +100,8 @@ async def run_openai(base_url: str, model: str, loops: int, tool_turns: int, cho
 def run_mode(mode: str, base_url: str, args: argparse.Namespace) -> dict:
     if mode == "openai":
         return asyncio.run(run_openai(base_url, args.model, args.loops, args.tool_turns, args.choice))
+    if mode == "messages":
+        return asyncio.run(run_messages(base_url, args.model, args.loops, args.tool_turns, args.choice))
     return asyncio.run(run_sessions(base_url, args.loops, args.tool_turns))
 
 
@@ -112,7 +117,7 @@ def main() -> None:
         default="required",
         help="tool_choice of the OpenAI mode (session mode always forces the call)",
     )
-    parser.add_argument("--mode", choices=["openai", "session", "both"], default="both")
+    parser.add_argument("--mode", choices=["openai", "session", "messages", "both"], default="both")
     add_json_argument(parser)
     args = parser.parse_args()
     modes = ["openai", "session"] if args.mode == "both" else [args.mode]
