@@ -5,9 +5,10 @@ In order: the ``Host`` header names this server (DNS rebinding: a web page's hos
 to 127.0.0.1 must not reach it); a browser's cross-origin request comes from an allowed origin
 (``--allowed-origins``, answered with CORS headers and preflights); a body is JSON (a web page can
 POST ``text/plain`` or forms without a preflight); the API key (``Authorization: Bearer`` or
-Anthropic's ``x-api-key``), compared in constant time; the body
-is at most ``--max-request-bytes`` (413), read here in full before the route runs, within
-``--body-timeout`` seconds (408: a body trickled in, or chunked without end, holds nothing for long).
+Anthropic's ``x-api-key``), compared in constant time; the body is at most ``--max-request-bytes``
+(413), read here in full before the route runs, within ``--body-timeout`` seconds (408: a body
+trickled in, or chunked without end, holds nothing for long). Refusals on the Anthropic paths answer
+in Anthropic's error shape (``error_body_for_path``).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
-    """The FastAPI app with the native, OpenAI and Anthropic routes, error handlers and the front door checks
-    (Host, Origin, content type, API key, body size: ``front_door.py``)."""
+    """The FastAPI app with the native, OpenAI and Anthropic routes, error handlers and the front
+    door checks (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
