@@ -198,3 +198,29 @@ def test_front_door_errors_take_the_shape_of_the_path():
     }
     assert error_body_for_path("/v1/messages/count_tokens", "no", 401)["type"] == "error"
     assert error_body_for_path("/v1/messagesx", "no", 401)["error"]["code"] == 401
+
+
+def test_front_door_refusals_and_route_errors_on_messages_paths_are_anthropic_shaped():
+    import types
+
+    from fastapi.testclient import TestClient
+
+    from radixlm.runtime.server.http_server import build_app
+    from radixlm.runtime.server_args import ServerArgs
+
+    args = ServerArgs(model="m", allowed_hosts="*", max_request_bytes=1000, api_key="k")
+    client = TestClient(build_app(types.SimpleNamespace(metrics=None, finish_hooks=[]), args))
+    key = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+    big = client.post("/v1/messages", json={"model": "m", "pad": "x" * 2000}, headers=key)
+    assert big.status_code == 413 and big.json()["error"]["type"] == "request_too_large"
+    wrong = client.post("/v1/messages/count_tokens", json={}, headers={"x-api-key": "no"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["type"] == "authentication_error"
+    openai_shaped = client.post("/v1/chat/completions", json={}, headers={"x-api-key": "no"})
+    assert openai_shaped.status_code == 401 and openai_shaped.json()["error"]["code"] == 401
+    missing = client.post(
+        "/v1/messages", json={"model": "m", "messages": [{"role": "user", "content": "x"}]}, headers=key
+    )
+    assert missing.status_code == 400 and missing.json() == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"},
+    }
