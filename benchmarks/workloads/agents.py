@@ -11,8 +11,9 @@ the whole conversation, re-rendered); ``session`` runs the same loops over the n
 SGLang sessions (each turn sends only its new text and continues the model's own tokens; forced-call
 regex, parser and ``jsonschema`` check as on the OpenAI path; see ``agents_session.py`` for how
 a session turn's text is built); ``responses`` runs them over ``/v1/responses`` with
-``previous_response_id`` (each turn sends only its new items; ``agents_responses.py``); ``all`` runs the
-three. Only ``tool_choice`` required is run in session mode. When this script
+``previous_response_id`` (each turn sends only its new items; ``agents_responses.py``); ``messages``
+runs the OpenAI mode's loops over the Anthropic Messages API (``agents_messages.py``; ``any`` for
+``required``); ``all`` runs the four. Only ``tool_choice`` required is run in session mode. When this script
 launches the server, each mode gets its own fresh server (cold radix and grammar caches); with
 ``--base-url`` the modes share it (``/flush_cache`` in between; compiled grammars stay cached).
 
@@ -31,6 +32,7 @@ import httpx
 import openai
 
 from benchmarks.harness import add_json_argument, write_results
+from benchmarks.workloads.agents_messages import run_messages
 from benchmarks.workloads.agents_responses import run_responses
 from benchmarks.workloads.agents_session import LoopResult, loop_task, run_sessions, summarise, valid_call
 
@@ -102,6 +104,8 @@ def run_mode(mode: str, base_url: str, args: argparse.Namespace) -> dict:
         return asyncio.run(run_openai(base_url, args.model, args.loops, args.tool_turns, args.choice))
     if mode == "responses":
         return asyncio.run(run_responses(base_url, args.model, args.loops, args.tool_turns, args.choice))
+    if mode == "messages":
+        return asyncio.run(run_messages(base_url, args.model, args.loops, args.tool_turns, args.choice))
     return asyncio.run(run_sessions(base_url, args.loops, args.tool_turns))
 
 
@@ -117,10 +121,10 @@ def main() -> None:
         default="required",
         help="tool_choice of the OpenAI mode (session mode always forces the call)",
     )
-    parser.add_argument("--mode", choices=["openai", "session", "responses", "both", "all"], default="both")
+    parser.add_argument("--mode", choices=["openai", "session", "responses", "messages", "both", "all"], default="both")
     add_json_argument(parser)
     args = parser.parse_args()
-    groups = {"both": ["openai", "session"], "all": ["openai", "session", "responses"]}
+    groups = {"both": ["openai", "session"], "all": ["openai", "session", "responses", "messages"]}
     modes = groups.get(args.mode, [args.mode])
     reports = []
     for k, mode in enumerate(modes):

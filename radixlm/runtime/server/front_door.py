@@ -4,9 +4,11 @@ so streaming and disconnect detection stay intact).
 In order: the ``Host`` header names this server (DNS rebinding: a web page's hostname resolving
 to 127.0.0.1 must not reach it); a browser's cross-origin request comes from an allowed origin
 (``--allowed-origins``, answered with CORS headers and preflights); a body is JSON (a web page can
-POST ``text/plain`` or forms without a preflight); the API key, compared in constant time; the body
-is at most ``--max-request-bytes`` (413), read here in full before the route runs, within
-``--body-timeout`` seconds (408: a body trickled in, or chunked without end, holds nothing for long).
+POST ``text/plain`` or forms without a preflight); the API key (``Authorization: Bearer`` or
+Anthropic's ``x-api-key``), compared in constant time; the body is at most ``--max-request-bytes``
+(413), read here in full before the route runs, within ``--body-timeout`` seconds (408: a body
+trickled in, or chunked without end, holds nothing for long). Refusals on the Anthropic paths answer
+in Anthropic's error shape (``error_body_for_path``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from radixlm.runtime.server.errors import error_body
+from radixlm.runtime.server.errors import error_body_for_path
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
 JSON_TYPES = ("application/json", "application/problem+json")
 CORS_METHODS = "GET, POST, OPTIONS"
-CORS_HEADERS = "Authorization, Content-Type"
+CORS_HEADERS = "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta"
 
 
 API_KEY_ENV = "RADIXLM_API_KEY"
@@ -78,11 +80,13 @@ class FrontDoor:
             return True
         return origin.split("://", 1)[-1] == host.strip().lower()
 
-    def key_ok(self, authorization: bytes) -> bool:
+    def key_ok(self, authorization: bytes, x_api_key: bytes = b"") -> bool:
+        """``Authorization: Bearer <key>`` (OpenAI) or ``x-api-key: <key>`` (Anthropic)."""
         if self.api_key is None:
             return True
         scheme, _, token = authorization.partition(b" ")
-        return scheme.lower() == b"bearer" and secrets.compare_digest(token.strip(), self.api_key)
+        bearer = scheme.lower() == b"bearer" and secrets.compare_digest(token.strip(), self.api_key)
+        return bearer or (bool(x_api_key) and secrets.compare_digest(x_api_key.strip(), self.api_key))
 
 
 def _is_wildcard(host: str) -> bool:
@@ -138,8 +142,8 @@ class FrontDoorMiddleware:
         if scope["method"] not in ("GET", "HEAD") and ctype and ctype not in JSON_TYPES:
             return 415, f"the body must be JSON (Content-Type: application/json), not {ctype[:60]!r}"
         authorization = headers.get("authorization", "").encode("latin-1")
-        if not self.door.key_ok(authorization):
-            return 401, "invalid or missing API key (send Authorization: Bearer <key>)"
+        if not self.door.key_ok(authorization, headers.get("x-api-key", "").encode("latin-1")):
+            return 401, "invalid or missing API key (send Authorization: Bearer <key> or x-api-key: <key>)"
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.door.max_body:
             return 413, _too_large(self.door.max_body)
@@ -220,5 +224,5 @@ async def _reply(
 ) -> None:
     from fastapi.responses import JSONResponse
 
-    response = JSONResponse(error_body(message, status), status_code=status)
+    response = JSONResponse(error_body_for_path(scope.get("path", ""), message, status), status_code=status)
     await response(scope, receive, _with_headers(send, extra or []))

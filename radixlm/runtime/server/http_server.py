@@ -27,13 +27,14 @@ logger = logging.getLogger(__name__)
 
 
 def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
-    """The FastAPI app with the native and OpenAI routes, error handlers and the front door checks
-    (Host, Origin, content type, API key, body size: ``front_door.py``)."""
+    """The FastAPI app with the native, OpenAI and Anthropic routes, error handlers and the front
+    door checks (Host, Origin, content type, API key, body size: ``front_door.py``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response
 
     from radixlm.runtime.messages import CLIENT_ABORT_STATUS
     from radixlm.runtime.server import (
+        anthropic_api,
         native_api,
         openai_api,
         ops_api,
@@ -42,7 +43,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         responses_api,
         session_api,
     )
-    from radixlm.runtime.server.errors import ApiError, error_body
+    from radixlm.runtime.server.errors import ApiError, error_body_for_path
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
     from radixlm.runtime.server.http_util import ClientDisconnected
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
@@ -67,10 +68,12 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("error while serving %s", request.url.path)
-        return JSONResponse(error_body(f"internal server error: {type(exc).__name__}: {exc}", 500), 500)
+        message = f"internal server error: {type(exc).__name__}: {exc}"
+        return JSONResponse(error_body_for_path(request.url.path, message, 500), 500)
 
     app.include_router(native_api.router)
     app.include_router(openai_api.router)
+    app.include_router(anthropic_api.router)
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
     app.include_router(session_api.router)

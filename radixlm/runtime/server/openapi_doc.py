@@ -2,7 +2,8 @@
 
 The routes read their bodies themselves (``http_util.read_json``: bounded JSON, not FastAPI's
 parser), so FastAPI sees no body parameters. The paths come from the app's routes; each body schema
-comes from the definitions its parser validates with: the pydantic models of the OpenAI API (which
+comes from the definitions its parser validates with: the pydantic models of the OpenAI and Anthropic
+APIs (which
 parse in strict mode, so the schema's types are the accepted ones), ``native_schemas`` for the
 native API, and ``sampling/params_schema.py`` for sampling parameters. The server's own limits
 (``--max-n``, ``--max-stop-strings``, ``--max-program-nodes``) are written in as ranges.
@@ -21,6 +22,8 @@ from radixlm.runtime.requests.request_limits import MAX_STOP_CHARS
 from radixlm.runtime.sampling.param_rules import NUMBER_RULES
 from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
+from radixlm.runtime.server.anthropic_protocol import CountTokensRequest, MessagesRequest
+from radixlm.runtime.server.errors import ANTHROPIC_PATH
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 from radixlm.runtime.server.responses_protocol import ResponsesRequest
@@ -43,6 +46,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletionRequest,
     TokenizeRequest,
     DetokenizeRequest,
+    MessagesRequest,
+    CountTokensRequest,
     ResponsesRequest,
 )
 
@@ -64,8 +69,10 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/v1/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
     "/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
     "/v1/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
+    "/v1/messages": lambda args: {"$ref": _REF.format(model="MessagesRequest")},
+    "/v1/messages/count_tokens": lambda args: {"$ref": _REF.format(model="CountTokensRequest")},
 }
-STREAMING = frozenset({"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses"})
+STREAMING = frozenset({"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"})
 TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics"})
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
@@ -127,6 +134,20 @@ def openapi_document(app: Any, server_args: Any, vocab_size: int | None = None) 
     return doc
 
 
+ANTHROPIC_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
+
+
 def _describe(path: str, method: str, operation: dict[str, Any], server_args: Any) -> None:
     operation["operationId"] = f"{method}_{re.sub(r'[^A-Za-z0-9]+', '_', path).strip('_')}"
     if method == "post" and path not in BODYLESS_POSTS:
@@ -136,10 +157,11 @@ def _describe(path: str, method: str, operation: dict[str, Any], server_args: An
         }
     responses = {"200": _ok(path)}
     errors = {**_COMMON_ERRORS, **_EXTRA_ERRORS.get(path, {})}
+    error_model = "AnthropicError" if path.startswith(ANTHROPIC_PATH) else "Error"
     for status, why in errors.items():
         responses[status] = {
             "description": why,
-            "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}},
+            "content": {"application/json": {"schema": {"$ref": _REF.format(model=error_model)}}},
         }
     operation["responses"] = responses
 
@@ -161,6 +183,7 @@ def _ok(path: str) -> dict[str, Any]:
 def _components(server_args: Any) -> dict[str, Any]:
     schemas: dict[str, Any] = {
         "Error": ERROR_SCHEMA,
+        "AnthropicError": ANTHROPIC_ERROR_SCHEMA,
         "SamplingParams": _with_limits(sampling_params_schema(), server_args),
         "GenerateRequest": native.generate_schema(),
         "SessionParams": native.SESSION_PARAMS_SCHEMA,

@@ -25,7 +25,7 @@ from tests.helpers.kv_ownership import assert_server_kv_returned
 EXAMPLES_PER_MODE = 6
 TOKEN_CAP = 3  # generated tokens per sample, so the run stays short
 # most bodies there are refused
-GENERATING = ("/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses")
+GENERATING = ("/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages")
 TOKEN_FIELDS = ("max_new_tokens", "max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
