@@ -121,7 +121,9 @@ def main() -> None:
         default="required",
         help="tool_choice of the OpenAI mode (session mode always forces the call)",
     )
-    parser.add_argument("--mode", choices=["openai", "session", "responses", "messages", "both", "all"], default="both")
+    parser.add_argument(
+        "--mode", choices=["openai", "session", "responses", "messages", "both", "all"], default="both"
+    )
     add_json_argument(parser)
     args = parser.parse_args()
     groups = {"both": ["openai", "session"], "all": ["openai", "session", "responses", "messages"]}

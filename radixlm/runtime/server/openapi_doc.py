@@ -72,7 +72,9 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/v1/messages": lambda args: {"$ref": _REF.format(model="MessagesRequest")},
     "/v1/messages/count_tokens": lambda args: {"$ref": _REF.format(model="CountTokensRequest")},
 }
-STREAMING = frozenset({"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"})
+STREAMING = frozenset(
+    {"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"}
+)
 TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics"})
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
