@@ -20,7 +20,7 @@ from radixlm.runtime.server.http_util import (
     sse,
     until_done_or_disconnect,
 )
-from radixlm.runtime.server.native_protocol import parse_generate
+from radixlm.runtime.server.native_protocol import PROMPT_FIELDS, parse_generate
 from radixlm.runtime.server.offload import body_cost, maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup
 from radixlm.runtime.server.session_api import submit_session_turn
@@ -106,6 +106,7 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
 async def generate(request: Request) -> Any:
     tm = _tm(request)
     body, size = await read_json_sized(request)
+    tm.admission.check_batch_before_parsing(body, PROMPT_FIELDS)
     req = await maybe_off_loop(body_cost(body, size), parse_generate, body)
     if req.session_params is not None:
         group = await submit_session_turn(request.app.state.sessions, req)

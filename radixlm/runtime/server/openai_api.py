@@ -55,6 +55,7 @@ async def list_models(request: Request) -> dict[str, Any]:
 @router.post("/completions")
 async def completions(request: Request) -> Any:
     body, size = await read_json_sized(request)
+    _tm(request).admission.check_batch_before_parsing(body, ("prompt",))
     req, prompts, items = await maybe_off_loop(body_cost(body, size), _completion_items, body)
 
     def prefix(sample: SampleState) -> str:
