@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from radixlm.runtime.server.launch import launch_server
-from tests.runtime.server import hostile_strategies as hs
+from tests.helpers import hostile_strategies as hs
 from tests.runtime.server.test_native_api import assert_kv_idle
 
 ENDPOINTS = ["/generate", "/v1/completions", "/v1/chat/completions", "/program", "/abort_request"]

@@ -23,8 +23,8 @@ from schemathesis.checks import negative_data_rejection, status_code_conformance
 from schemathesis.generation import GenerationMode
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers import hostile_strategies as hs
 from tests.helpers.kv_ownership import assert_server_kv_returned
-from tests.runtime.server import hostile_strategies as hs
 
 EXAMPLES_PER_MODE = 6
 TOKEN_CAP = 3  # generated tokens per sample, so the run stays short

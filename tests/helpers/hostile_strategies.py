@@ -1,7 +1,8 @@
-"""Hypothesis strategies for the hostile request classes of issue 27, shared by the HTTP fuzzers
-(``test_fuzz_http.py``, ``test_schemathesis.py``): deep grammars, backtracking patterns, nested counted
-repeats, large logprob products, malformed tool-call history and oversize ids. Sizes straddle the
-server's limits (``request_limits.py``), so both sides of each limit are drawn."""
+"""Hypothesis strategies for the hostile request classes of issue 27, shared by the fuzzers
+(``test_fuzz_http.py``, ``test_schemathesis.py``, ``test_fuzz_engine.py``): deep grammars,
+backtracking patterns, nested counted repeats, large logprob products, malformed tool-call history
+and oversize ids. Sizes straddle the server's limits (``request_limits.py``), so both sides of each
+limit are drawn."""
 
 from __future__ import annotations
 
