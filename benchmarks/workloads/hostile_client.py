@@ -127,6 +127,8 @@ def _chat_body(rng: random.Random) -> dict:
         {"messages": USER, "chat_template_kwargs": {rng.choice(["messages", "tools", "eos_token"]): []}},
         {"messages": USER, "temperature": 10**400},
         {"messages": USER, "tools": TOOLS, "tool_choice": "required", "max_tokens": rng.choice([3, 9, 200])},
+        # min_tokens past the grammar's end: every token but EOS masked (was a 500)
+        {"messages": USER, "tools": TOOLS, "tool_choice": "required", "min_tokens": 300, "max_tokens": 320},
         {"messages": USER, "stop_regex": "(x+x+)+y", "response_format": {"type": "json_object"}},
         {"messages": [{"role": "user", "content": "hi " * 20_000}]},
     ]
