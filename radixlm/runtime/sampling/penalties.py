@@ -12,7 +12,8 @@ def apply_penalties(logits: torch.Tensor, reqs: list[SamplingSequence], eos_toke
 
     - frequency/presence penalty (OpenAI semantics) over the generated tokens;
     - repetition penalty (Hugging Face semantics) over prompt and generated tokens;
-    - min_new_tokens: EOS and stop token ids are banned until that many tokens exist.
+    - min_new_tokens: EOS and stop token ids are banned until that many tokens exist, unless nothing
+      else is allowed (a grammar that can only end).
     """
     for i, req in enumerate(reqs):
         apply_row_penalties(logits, i, req, eos_token_ids)
@@ -38,4 +39,9 @@ def apply_row_penalties(
     if len(req.output_ids) < p.min_new_tokens:
         banned = [t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab]
         if banned:
+            kept = logits[i, banned].clone()
             logits[i, banned] = float("-inf")
+            # NOTE: a grammar that can only end (a forced tool call complete, a regex matched) leaves
+            # nothing else: then its end wins over min_new_tokens (else no token is left to draw)
+            if not torch.isfinite(logits[i]).any():
+                logits[i, banned] = kept

@@ -22,18 +22,18 @@ class StopChecker:
     def check(self, req: Req) -> FinishReason | None:
         """The reason ``req`` finished with its newest token, or None when it goes on.
 
-        Stops (token ids, grammar end, stop strings) count only from ``min_new_tokens`` on; the
-        length limits always do.
+        Stops (token ids, stop strings) count only from ``min_new_tokens`` on; the grammar's end and
+        the length limits always do.
         """
         p = req.sampling_params
         token = req.output_ids[-1]
         if req.to_abort is not None:
             return FinishAbort(req.to_abort, CLIENT_ABORT_STATUS)
+        if req.grammar is not None and req.grammar.is_terminated():  # nothing can follow, whatever min
+            return FinishStop(None)
         if len(req.output_ids) >= p.min_new_tokens:
             if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
                 return FinishStop(token)
-            if req.grammar is not None and req.grammar.is_terminated():
-                return FinishStop(None)
             if p.stop:
                 matched = self._match_stop_string(req)
                 if matched is not None:

@@ -31,17 +31,24 @@ def log_client_left(path: str, streaming: bool = False) -> None:
 
 
 async def read_json(request: Request) -> Any:
-    """The request body as JSON; 400 naming the field when it is not valid JSON, holds non-finite
-    numbers or lone surrogates, or nests deeper than ``--max-json-depth`` (``json_bounds``). A number
-    such as ``3.0`` is the integer 3, as JSON schema (and so the OpenAPI document) counts it."""
+    """The request body as JSON (``read_json_sized``)."""
+    return (await read_json_sized(request))[0]
+
+
+async def read_json_sized(request: Request) -> tuple[Any, int]:
+    """The request body as JSON and its size in bytes; 400 naming the field when it is not valid JSON,
+    holds non-finite numbers or lone surrogates, or nests deeper than ``--max-json-depth``
+    (``json_bounds``). A number such as ``3.0`` is the integer 3, as JSON schema (and so the OpenAPI
+    document) counts it."""
     raw = await request.body()
     depth = request.app.state.server_args.max_json_depth
     try:
         # NOTE: parsing JSON costs about a sixteenth of tokenizing as much text
-        return await maybe_off_loop(len(raw) // 16, load_bounded_json, raw or b"null", depth, True)
+        body = await maybe_off_loop(len(raw) // 16, load_bounded_json, raw or b"null", depth, True)
     except InvalidJson as e:
         where = f" at {e.path}" if e.path else ""
         raise ApiError(f"invalid request body{where}: {e}", param=top_field(e.path) or None) from e
+    return body, len(raw)
 
 
 def sse(obj: Any) -> str:

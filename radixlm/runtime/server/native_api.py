@@ -17,17 +17,17 @@ from radixlm.runtime.server.http_util import (
     ClientDisconnected,
     log_client_left,
     read_json,
+    read_json_sized,
     sse,
     until_done_or_disconnect,
 )
-from radixlm.runtime.server.native_protocol import parse_generate
-from radixlm.runtime.server.offload import maybe_off_loop, regex_chars
+from radixlm.runtime.server.native_protocol import PROMPT_FIELDS, parse_generate
+from radixlm.runtime.server.offload import body_cost, maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup
 from radixlm.runtime.server.session_api import submit_session_turn
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 
 router = APIRouter()
-REGEX_COST = 64  # compiling a regex character costs about as much as tokenizing this many characters
 
 
 def _tm(request: Request) -> TokenizerManager:
@@ -100,8 +100,9 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
 @router.post("/generate")
 async def generate(request: Request) -> Any:
     tm = _tm(request)
-    body = await read_json(request)
-    req = await maybe_off_loop(regex_chars(body) * REGEX_COST, parse_generate, body)
+    body, size = await read_json_sized(request)
+    tm.admission.check_batch_before_parsing(body, PROMPT_FIELDS)
+    req = await maybe_off_loop(body_cost(body, size), parse_generate, body)
     if req.session_params is not None:
         group = await submit_session_turn(request.app.state.sessions, req)
     else:

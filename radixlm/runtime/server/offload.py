@@ -47,15 +47,41 @@ async def maybe_off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
     return fn(*args) if size <= INLINE_CHARS else await off_loop(fn, *args)
 
 
-def regex_chars(body: Any) -> int:
-    """Characters of the regexes a ``/generate`` body's ``sampling_params`` hold (compiled while
-    parsing it): what decides whether parsing runs off the loop."""
-    params = body.get("sampling_params") if isinstance(body, dict) else None
+REGEX_COST = 64  # validating a grammar character (regex, EBNF, schema) costs about this many tokenized ones
+GRAMMAR_STRINGS = ("regex", "stop_regex", "ebnf", "json_schema", "structural_tag", "choices")
+GRAMMAR_OBJECTS = ("tools", "response_format")  # grammars built from JSON objects (the OpenAI routes)
+
+
+def body_cost(body: Any, body_bytes: int) -> int:
+    """The work of validating a parsed body before tokenization, in characters of tokenizing: its bytes,
+    and its grammar inputs (``GRAMMAR_STRINGS`` at the top level or in ``sampling_params``, tools,
+    response formats) ``REGEX_COST`` times over. A grammar given as a JSON object counts the whole body
+    at that rate: its size is not known without walking it, which is itself work on the loop."""
+    if body_bytes > INLINE_CHARS or not isinstance(body, dict):
+        return body_bytes
+    params = body.get("sampling_params")
+    holders = [body, *(params if isinstance(params, list) else [params])]
+    grammar = 0
+    for holder in holders:
+        if not isinstance(holder, dict):
+            continue
+        if any(holder.get(key) is not None for key in GRAMMAR_OBJECTS):
+            return body_bytes * REGEX_COST
+        for key in GRAMMAR_STRINGS:
+            value = holder.get(key)
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str):
+                    grammar += len(text)
+                elif text is not None:
+                    return body_bytes * REGEX_COST
+    return body_bytes + grammar * REGEX_COST
+
+
+def grammar_chars(params: Any) -> int:
+    """Characters of the grammar inputs a ``SamplingParams`` holds (checked when its request is built)."""
     total = 0
-    for p in params if isinstance(params, list) else [params]:
-        if isinstance(p, dict):
-            for key in ("stop_regex", "regex"):
-                value = p.get(key)
-                for pattern in value if isinstance(value, list) else [value]:
-                    total += len(pattern) if isinstance(pattern, str) else 0
+    for key in GRAMMAR_STRINGS:
+        value = getattr(params, key, None)
+        for text in value if isinstance(value, list) else [value]:
+            total += len(text) if isinstance(text, str) else 0
     return total

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
-from radixlm.runtime.server.chat_plan import plan_chat
+from radixlm.runtime.server.chat_plan import ChatPlan, plan_chat
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.function_call.streaming import DeltaTracker
 from radixlm.runtime.server.function_call.streaming import message as chat_message
@@ -19,11 +19,11 @@ from radixlm.runtime.server.http_util import (
     SSE_DONE,
     ClientDisconnected,
     log_client_left,
-    read_json,
+    read_json_sized,
     sse,
     until_done_or_disconnect,
 )
-from radixlm.runtime.server.offload import maybe_off_loop
+from radixlm.runtime.server.offload import body_cost, maybe_off_loop
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest, parse_body
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
@@ -55,27 +55,9 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 @router.post("/completions")
 async def completions(request: Request) -> Any:
-    req: CompletionRequest = parse_body(CompletionRequest, await read_json(request))
-    if req.suffix:
-        raise ApiError("suffix is not supported", param="suffix")
-    if req.best_of not in (None, req.n):
-        raise ApiError("best_of must equal n", param="best_of")
-    if req.echo and req.logprobs is not None:
-        raise ApiError("echo together with logprobs is not supported", param="echo")
-    params = req.sampling_params(req.max_tokens)
-    prompts = _completion_prompts(req.prompt)
-    items = [
-        GenerateItem(
-            params,
-            text=p if isinstance(p, str) else None,
-            input_ids=p if isinstance(p, list) else None,
-            return_logprob=req.logprobs is not None,
-            top_logprobs_num=req.logprobs or 0,
-            fill_context=req.max_tokens is None,
-            rid=req.rid if len(prompts) == 1 else None,
-        )
-        for p in prompts
-    ]
+    body, size = await read_json_sized(request)
+    _tm(request).admission.check_batch_before_parsing(body, ("prompt",))
+    req, prompts, items = await maybe_off_loop(body_cost(body, size), _completion_items, body)
 
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
@@ -92,7 +74,17 @@ async def completions(request: Request) -> Any:
     responder = _Responder(request, "cmpl", "text_completion", req.stream_options)
     group = await responder.submit(items, req.stream)
     decode = _tm(request).tokenizer.decode  # NOTE: after submit, which refused ids outside the vocabulary
-    echo = [p if isinstance(p, str) else decode(p) for p in prompts] if req.echo else None
+
+    def echoed() -> list[str]:
+        return [p if isinstance(p, str) else decode(p) for p in prompts]
+
+    echo = None
+    if req.echo:
+        try:
+            echo = await maybe_off_loop(sum(len(p) for p in prompts if not isinstance(p, str)), echoed)
+        except BaseException:
+            await responder.tm.abort(group)
+            raise
     if req.stream:
         return await responder.stream(group, choice, prefix)
     await responder.wait(group)
@@ -102,11 +94,10 @@ async def completions(request: Request) -> Any:
 
 @router.post("/chat/completions")
 async def chat_completions(request: Request) -> Any:
-    req: ChatCompletionRequest = parse_body(ChatCompletionRequest, await read_json(request))
-    tm = _tm(request)
+    body, size = await read_json_sized(request)
+    args = request.app.state.server_args
+    req, plan = await maybe_off_loop(body_cost(body, size), _chat_plan, body, _tm(request), args)
     max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    size = sum(len(str(m.content or "")) for m in req.messages)
-    plan = await maybe_off_loop(size, plan_chat, req, tm, request.app.state.server_args, max_new)
     item = GenerateItem(
         plan.sampling_params,
         text=plan.prompt,
@@ -144,6 +135,39 @@ async def chat_completions(request: Request) -> Any:
     await responder.wait(group)
     choices = [choice(s, s.text, 0, True, True) for s in group.samples]
     return responder.body(choices, usage=_usage(group))
+
+
+def _completion_items(body: Any) -> tuple[CompletionRequest, list[Any], list[GenerateItem]]:
+    """The parsed body, its prompts and their items; what compiles the request's regexes."""
+    req: CompletionRequest = parse_body(CompletionRequest, body)
+    if req.suffix:
+        raise ApiError("suffix is not supported", param="suffix")
+    if req.best_of not in (None, req.n):
+        raise ApiError("best_of must equal n", param="best_of")
+    if req.echo and req.logprobs is not None:
+        raise ApiError("echo together with logprobs is not supported", param="echo")
+    params = req.sampling_params(req.max_tokens)
+    prompts = _completion_prompts(req.prompt)
+    items = [
+        GenerateItem(
+            params,
+            text=p if isinstance(p, str) else None,
+            input_ids=p if isinstance(p, list) else None,
+            return_logprob=req.logprobs is not None,
+            top_logprobs_num=req.logprobs or 0,
+            fill_context=req.max_tokens is None,
+            rid=req.rid if len(prompts) == 1 else None,
+        )
+        for p in prompts
+    ]
+    return req, prompts, items
+
+
+def _chat_plan(body: Any, tm: TokenizerManager, server_args: Any) -> tuple[ChatCompletionRequest, ChatPlan]:
+    """The parsed body and its plan (template, tool grammars, regexes compiled)."""
+    req: ChatCompletionRequest = parse_body(ChatCompletionRequest, body)
+    max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    return req, plan_chat(req, tm, server_args, max_new)
 
 
 # (sample, new text, index of its first new token, finished, first chunk of the sample) -> choice

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError, error_body
-from radixlm.runtime.server.http_util import read_json
+from radixlm.runtime.server.http_util import read_json_sized
 from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_api import list_models
 from radixlm.runtime.server.openai_protocol import parse_body
@@ -102,16 +102,17 @@ class DetokenizeRequest(BaseModel):
 @router.post("/tokenize")
 async def tokenize(request: Request) -> dict[str, Any]:
     """``{"tokens", "count", "max_model_len"}``; lists of them for a list of prompts."""
-    req = parse_body(TokenizeRequest, await read_json(request))
+    body, size = await read_json_sized(request)
     tm = _tm(request)
-    prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-    for p in prompts:
-        tm.admission.check_prompt_text(p, "prompt")
 
-    def encode() -> list[list[int]]:
-        return [tm.tokenizer.encode(p, add_special_tokens=req.add_special_tokens) for p in prompts]
+    def encode() -> tuple[TokenizeRequest, list[list[int]]]:
+        req = parse_body(TokenizeRequest, body)
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        for p in prompts:
+            tm.admission.check_prompt_text(p, "prompt")
+        return req, [tm.tokenizer.encode(p, add_special_tokens=req.add_special_tokens) for p in prompts]
 
-    tokens = await maybe_off_loop(sum(map(len, prompts)), encode)
+    req, tokens = await maybe_off_loop(size, encode)
     if isinstance(req.prompt, str):
         return {"tokens": tokens[0], "count": len(tokens[0]), "max_model_len": tm.context_length}
     return {"tokens": tokens, "count": [len(t) for t in tokens], "max_model_len": tm.context_length}
@@ -121,18 +122,20 @@ async def tokenize(request: Request) -> dict[str, Any]:
 @router.post("/detokenize")
 async def detokenize(request: Request) -> dict[str, Any]:
     """``{"text"}`` (a list for a list of token lists); ids outside the vocabulary are a 400."""
-    req = parse_body(DetokenizeRequest, await read_json(request))
+    body, size = await read_json_sized(request)
     tm = _tm(request)
-    single = not req.tokens or isinstance(req.tokens[0], int)
-    lists: list[list[int]] = [req.tokens] if single else req.tokens  # type: ignore[list-item]
-    vocab = tm.limits.vocab_size
-    for ids in lists:
-        bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise ApiError(f"tokens outside the vocabulary [0, {vocab}): {bad[:5]}", param="tokens")
 
-    def decode() -> list[str]:
-        return [tm.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens) for ids in lists]
+    def decode() -> Any:
+        req = parse_body(DetokenizeRequest, body)
+        single = not req.tokens or isinstance(req.tokens[0], int)
+        lists: list[list[int]] = [req.tokens] if single else req.tokens  # type: ignore[list-item]
+        vocab = tm.limits.vocab_size
+        for ids in lists:
+            bad = [t for t in ids if not 0 <= t < vocab]
+            if bad:
+                raise ApiError(f"tokens outside the vocabulary [0, {vocab}): {bad[:5]}", param="tokens")
+        texts = [tm.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens) for ids in lists]
+        return texts[0] if single else texts
 
-    texts = await maybe_off_loop(sum(map(len, lists)), decode)
-    return {"text": texts[0] if single else texts}
+    # NOTE: a token id is a few bytes of the body and decodes to a few characters
+    return {"text": await maybe_off_loop(size, decode)}

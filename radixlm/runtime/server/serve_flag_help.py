@@ -27,6 +27,7 @@ FIELD_HELP: dict[str, str] = {
     "pin_timeout_s": "seconds after which a program's pinned context is released regardless",
     "max_sessions": "open sessions (/open_session) at most",
     "session_timeout": "seconds after which an idle session is closed",
+    "max_stored_responses": "/v1/responses objects kept for previous_response_id (oldest evicted first)",
     "enable_jump_forward": "append the tokens a grammar forces without decoding them",
     "jump_forward_max_batch": "jump forward only while at most this many requests run (None: 8 on the CPU)",
     "grammar_backend": "constrained decoding backend for regex and JSON schema",

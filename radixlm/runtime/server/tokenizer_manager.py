@@ -47,7 +47,7 @@ from radixlm.runtime.requests.request_validation import (
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.admission import Admission, max_token_chars
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server.offload import maybe_off_loop
+from radixlm.runtime.server.offload import REGEX_COST, grammar_chars, maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
 from radixlm.runtime.server_args import ServerArgs
 
@@ -209,6 +209,7 @@ class TokenizerManager:
                 self._check_rid_free(rid, rids[:i])
             size = sum(len(t) for item in items for t in _prompt_texts(item))
             size += sum(len(item.input_ids or ()) for item in items)
+            size += REGEX_COST * sum(grammar_chars(item.sampling_params) for item in items)  # limits checked
             built = await maybe_off_loop(size, self._build_all, items, rids, stream)
             requests = [(rid, req, expand_parallel_samples(req)) for rid, req in zip(rids, built)]
             # NOTE: checked again after the awaits above, and registered with no await in between.

@@ -5,7 +5,9 @@
 - Generated regexes and the same languages written as EBNF: a finished output matches them, under
   random sampling settings (penalties, top-k/p, min-p, logit biases against the allowed tokens).
 - Choices: the output is one of them. Generated JSON schemas: a finished output validates.
-- Arbitrary grammar text: refused with a ``ValueError`` or served; the engine keeps serving.
+- Arbitrary grammar text and the hostile classes of issue 27 (deep grammars, nested counted repeats
+  in a regex or a schema, backtracking ``stop_regex``, ``min_new_tokens`` past a grammar's end):
+  refused with a ``ValueError`` or served; the engine keeps serving.
 The root conftest checks every KV slot came back after each test. Derandomized and bounded.
 """
 
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from radixlm.runtime.sampling.param_rules import NUMBER_RULES
+from tests.helpers import hostile_strategies as hs
 from tests.helpers.engines import make_engine
 
 VOCAB = 320  # the tiny model's
@@ -251,6 +254,26 @@ def test_arbitrary_grammar_text_is_refused_or_served(engine, kind, text):
     try:
         out = engine.generate("ab", {kind: value, "max_new_tokens": 8})
         assert out["meta_info"]["completion_tokens"] <= 8
+    except ValueError:
+        pass
+    alive(engine)
+
+
+@settings(SETTINGS, max_examples=15)
+@given(
+    grammar=st.one_of(
+        hs.deep_ebnf.map(lambda g: {"ebnf": g}),
+        hs.nested_repeats.map(lambda r: {"regex": r}),
+        hs.repeat_schemas.map(lambda j: {"json_schema": j}),
+        st.lists(hs.backtracking, min_size=1, max_size=40).map(lambda p: {"stop_regex": p}),
+    ),
+    min_new=st.sampled_from([0, 6, 40]),
+)
+def test_hostile_grammars_are_refused_or_served(engine, grammar, min_new):
+    params = {**grammar, "max_new_tokens": 40, "min_new_tokens": min_new}
+    try:
+        out = engine.generate("x" * 60, params)
+        assert out["meta_info"]["completion_tokens"] <= 40
     except ValueError:
         pass
     alive(engine)

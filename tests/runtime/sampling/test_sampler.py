@@ -89,6 +89,17 @@ def test_min_new_tokens_blocks_eos_and_stop_ids_until_reached():
     assert logits[0, EOS] == -math.inf and logits[0, 8] == -math.inf
 
 
+def test_min_new_tokens_yields_when_only_the_end_is_allowed():
+    """A grammar that can only end (masked to EOS alone): the end wins, no row is left without a token."""
+    logits = torch.full((2, 10), -math.inf)
+    logits[0, EOS] = 1.0  # the grammar allows only its end
+    logits[1, [EOS, 3]] = 1.0  # the grammar allows its end or token 3
+    reqs = [make_req(output=[4], min_new_tokens=5, temperature=0) for _ in range(2)]
+    out = sample(logits, reqs, [EOS])
+    assert not out.errors
+    assert out.next_token_ids == [EOS, 3]
+
+
 def test_greedy_rows_take_the_argmax_and_sampled_rows_stay_in_the_filter():
     logits = torch.log(PROBS).repeat(2, 1)
     greedy = make_req(temperature=0)

@@ -86,6 +86,14 @@ def test_a_terminated_grammar_stops_without_a_match():
     assert checker.check(req) == FinishStop(None)
 
 
+def test_a_grammar_end_stops_before_min_new_tokens():
+    """Nothing can follow a terminated grammar: waiting for min_new_tokens would mask every token."""
+    req = make_req("r", [10, 11], max_new_tokens=50, min_new_tokens=40)
+    req.output_ids.append(EOS)
+    req.grammar = FakeGrammar(terminated=True)
+    assert _checker().check(req) == FinishStop(None)
+
+
 def test_a_pending_abort_wins():
     checker = _checker()
     req = make_req("r", [10, 11], max_new_tokens=1)

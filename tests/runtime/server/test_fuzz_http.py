@@ -1,15 +1,21 @@
-"""Property-based fuzzing of the HTTP API (hypothesis): arbitrary JSON bodies, mutated valid ones and
-hostile scalars on every endpoint never get a 5xx, the server answers after every case, and the KV
-pool is whole at the end. Bounded (a few hundred cases) so CI stays fast."""
+"""Property-based fuzzing of the HTTP API (hypothesis): arbitrary JSON bodies, mutated valid ones,
+hostile scalars and the hostile classes of issue 27 (``hostile_strategies.py``: deep grammars,
+backtracking and nested-repeat patterns, logprob products, malformed tool history, oversize ids) on
+every endpoint get a 200 or a 4xx with a message, never a 5xx; the server answers ``/health`` after
+every case, and the KV pool is whole after every test. Bounded (a few hundred cases, derandomized) so
+the file stays under a minute."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers import hostile_strategies as hs
 from tests.runtime.server.test_native_api import assert_kv_idle
 
 ENDPOINTS = ["/generate", "/v1/completions", "/v1/chat/completions", "/program", "/abort_request"]
@@ -88,13 +94,17 @@ def client(server):
         yield c
 
 
-def post(client: httpx.Client, path: str, body: dict) -> None:
-    import json
-
+def post(client: httpx.Client, path: str, body: dict) -> httpx.Response:
+    """``body`` answered with a 200, or a 4xx whose error names the problem; ``/health`` answers after."""
     raw = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
     r = client.post(path, content=raw, headers={"Content-Type": "application/json"})
-    assert r.status_code < 500 or r.status_code == 503, (path, body, r.status_code, r.text[:300])
-    assert client.get("/health").status_code == 200
+    where = (path, str(body)[:300], r.status_code, r.text[:300])
+    event(f"{path} -> {r.status_code}")  # --hypothesis-show-statistics: which classes got through
+    assert r.status_code == 200 or 400 <= r.status_code < 500, where
+    if r.status_code != 200 and r.status_code != 405:
+        assert r.json()["error"]["message"], where
+    assert client.get("/health").status_code == 200, where
+    return r
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
@@ -209,3 +219,115 @@ def test_second_pass_deep_structural_tags(client, depth, wrap):
     nested = "[" * depth + "]" * depth
     tag = '{"type": "structural_tag", "structures": ' + nested + ', "triggers": []}' if wrap else nested
     post(client, "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2, "structural_tag": tag}})
+
+
+# ---- issue 27, the classes through their strategies (hostile_strategies.py) ----------------------------
+HOSTILE = settings(SETTINGS, max_examples=12)
+ROUTES = st.sampled_from(["/generate", "/v1/completions", "/v1/chat/completions"])
+
+
+def on_route(path: str, grammar: dict, max_tokens: int = 2) -> dict:
+    """A request carrying ``grammar`` (sampling parameters) on one of the generating routes."""
+    if path == "/generate":
+        return {"text": "ab", "sampling_params": {"max_new_tokens": max_tokens, **grammar}}
+    if path == "/v1/completions":
+        return {"prompt": "ab", "max_tokens": max_tokens, **grammar}
+    return {"messages": [{"role": "user", "content": "ab"}], "max_tokens": max_tokens, **grammar}
+
+
+@pytest.fixture()
+def kv_whole_after(client):
+    yield
+    assert_kv_idle(client)
+
+
+@HOSTILE
+@given(path=ROUTES, ebnf=hs.deep_ebnf)
+@example(path="/generate", ebnf=hs.rule_chain(3000))  # past the limits, whatever the draw
+@example(path="/v1/chat/completions", ebnf=hs.nested_group(2000))
+def test_deep_grammars(client, kv_whole_after, path, ebnf):
+    post(client, path, on_route(path, {"ebnf": ebnf}))
+
+
+@HOSTILE
+@given(path=ROUTES, pattern=hs.backtracking, copies=st.integers(1, 40), as_stop=st.booleans())
+@example(path="/v1/completions", pattern="(x+x+)+y", copies=32, as_stop=True)
+def test_backtracking_patterns(client, kv_whole_after, path, pattern, copies, as_stop):
+    grammar = {"stop_regex": [pattern] * copies} if as_stop else {"regex": pattern}
+    body = on_route(path, grammar, max_tokens=4)
+    body["text" if path == "/generate" else "prompt"] = "x" * 3000  # what a backtracking search scans
+    if path == "/v1/chat/completions":
+        body.pop("prompt")
+    post(client, path, body)
+
+
+BIG_PATTERN = json.dumps({"type": "string", "pattern": "(a{99}){99}"})
+
+
+@HOSTILE
+@given(path=ROUTES, regex=hs.nested_repeats, schema=hs.repeat_schemas, where=st.integers(0, 3))
+@example(path="/generate", regex="(a{999}){999}", schema=BIG_PATTERN, where=0)
+@example(path="/v1/chat/completions", regex="a", schema=BIG_PATTERN, where=3)
+def test_nested_repeats(client, kv_whole_after, path, regex, schema, where):
+    grammar = [
+        {"regex": regex},
+        {"stop_regex": regex},
+        {"json_schema": schema},
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "s", "schema": json.loads(schema)},
+            }
+        }
+        if path != "/generate"
+        else {"json_schema": schema},
+    ][where]
+    post(client, path, on_route(path, grammar))
+
+
+@HOSTILE
+@given(native=hs.logprob_requests, openai=hs.openai_logprobs)
+@example(
+    native={
+        "text": "ab" * 230,
+        "return_logprob": True,
+        "top_logprobs_num": 20,
+        "logprob_start_len": 0,
+        "sampling_params": {"max_new_tokens": 3},
+    },
+    openai={"logprobs": 20, "echo": False, "prompt": "ab" * 200},
+)
+def test_logprob_products(client, kv_whole_after, native, openai):
+    post(client, "/generate", native)
+    post(client, "/v1/completions", {**openai, "max_tokens": 2})
+
+
+@HOSTILE
+@given(
+    messages=hs.tool_histories,
+    tools=st.booleans(),
+    choice=st.sampled_from([None, "auto", "required", "none"]),
+    stream=st.booleans(),
+)
+def test_malformed_tool_history(client, kv_whole_after, messages, tools, choice, stream):
+    body: dict = {"messages": messages, "max_tokens": 3, "stream": stream}
+    if tools:
+        body["tools"] = [
+            {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+        ]
+    if choice is not None:
+        body["tool_choice"] = choice
+    post(client, "/v1/chat/completions", body)
+
+
+@HOSTILE
+@given(rid=hs.oversize_ids, path=ROUTES, session=st.booleans())
+def test_oversize_ids(client, kv_whole_after, rid, path, session):
+    if session:
+        r = post(client, "/open_session", {"session_id": rid})
+        if r.status_code == 200:
+            turn = {"text": "ab", "sampling_params": {"max_new_tokens": 1}, "session_params": {"id": rid}}
+            post(client, "/generate", turn)
+            post(client, "/close_session", {"session_id": rid})
+        return
+    post(client, path, {**on_route(path, {}, max_tokens=1), "rid": rid})

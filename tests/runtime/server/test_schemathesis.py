@@ -4,6 +4,8 @@ For every operation, bodies (and path parameters) that match the document and bo
 no 5xx but a 503 (admission), only documented status codes, schema-breaking bodies refused with a 4xx
 (the document is not stricter than the server), the server answering ``/health`` after each case,
 and every KV slot returned at the end. Bounded: a few cases per operation and mode, derandomized.
+Beside the document's own cases, valid bodies of the generating operations carry the hostile
+classes of issue 27 (``hostile_strategies.py``): never a 5xx, only documented statuses.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import negative_data_rejection, status_code_conformance
 from schemathesis.generation import GenerationMode
 
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers import hostile_strategies as hs
 from tests.helpers.kv_ownership import assert_server_kv_returned
 
 EXAMPLES_PER_MODE = 6
@@ -195,3 +199,84 @@ def test_the_document_is_behind_the_front_door(server):
         server.url + "/openapi.json", headers={"Origin": "http://attacker.example"}, timeout=30
     )
     assert foreign.status_code == 403
+
+
+# ---- issue 27: valid bodies carrying the hostile classes ------------------------------------------
+HOSTILE_EXAMPLES = 8
+_grammars = st.one_of(
+    hs.deep_ebnf.map(lambda g: {"ebnf": g}),
+    st.lists(hs.backtracking, min_size=1, max_size=40).map(lambda p: {"stop_regex": p}),
+    hs.nested_repeats.map(lambda r: {"regex": r}),
+    hs.repeat_schemas.map(lambda j: {"json_schema": j}),
+)
+
+
+def overlays(path: str) -> st.SearchStrategy:
+    """``(fields for the sampling parameters, fields for the body)`` that reach a hostile class."""
+    body_fields = [
+        hs.oversize_ids.map(lambda rid: {"rid": rid}),
+        hs.logprob_requests.map(lambda r: {k: v for k, v in r.items() if k != "sampling_params"}),
+    ]
+    if path == "/v1/chat/completions":
+        body_fields.append(hs.tool_histories.map(lambda m: {"messages": m}))
+    if path == "/v1/completions":
+        body_fields[1] = hs.openai_logprobs
+    return st.one_of(st.tuples(_grammars, st.just({})), st.tuples(st.just({}), st.one_of(*body_fields)))
+
+
+def apply_overlay(case: Any, params: dict, fields: dict) -> None:
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    if case.operation.path == "/generate":
+        if "input_ids" in body or "input_segments" in body:  # the prompt stays the one the case drew
+            fields = {k: v for k, v in fields.items() if k != "text"}
+        sp = body.get("sampling_params")
+        for p in sp if isinstance(sp, list) else [sp]:
+            if isinstance(p, dict):
+                p.update(params)
+        if not isinstance(sp, (dict, list)):
+            body["sampling_params"] = dict(params)
+        body.update(fields)
+        return
+    body.update(params)
+    if case.operation.path == "/v1/chat/completions":
+        fields = {
+            k: v for k, v in fields.items() if k not in ("text", "logprob_start_len", "top_logprobs_num")
+        }
+    body.update(fields)
+
+
+def test_hostile_classes_through_the_document(server, api):
+    failures: list[str] = []
+    for op in operations(api):
+        if op.path not in GENERATING or op.method.upper() != "POST":
+            continue
+
+        @settings(
+            max_examples=HOSTILE_EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=op.as_strategy(generation_mode=GenerationMode.POSITIVE), overlay=overlays(op.path))
+        def run(case: Any, overlay: tuple[dict, dict]) -> None:
+            apply_overlay(case, *overlay)
+            bound_body(case)
+            response = case.call(base_url=server.url, timeout=120)
+            assert response.status_code < 500, (response.status_code, response.text[:300])
+            case.validate_response(response, checks=[status_code_conformance])
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200, (
+                "server down after the case"
+            )
+
+        try:
+            run()
+        except BaseException as e:  # noqa: BLE001 - every operation is tried; all failures reported
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            failures.append(f"{op.label}: {type(e).__name__}: {str(e)[:1500]}")
+    assert not failures, "\n\n".join(failures)
+    assert_server_kv_returned(server.url)
