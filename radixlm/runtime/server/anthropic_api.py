@@ -22,7 +22,7 @@ from radixlm.runtime.server.anthropic_protocol import CountTokensRequest, Messag
 from radixlm.runtime.server.chat_plan import ChatPlan, plan_chat
 from radixlm.runtime.server.errors import AnthropicError, ApiError, anthropic_error_body
 from radixlm.runtime.server.function_call.streaming import ChatOutputReader
-from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
+from radixlm.runtime.server.http_util import ClientDisconnected, read_body_costed, until_done_or_disconnect
 from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_protocol import parse_body
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -51,10 +51,10 @@ def _tm(request: Request) -> TokenizerManager:
     return request.app.state.tokenizer_manager
 
 
-async def _plan(request: Request, req: CountTokensRequest) -> tuple[ChatPlan, ChatTranslation]:
+async def _plan(request: Request, req: CountTokensRequest, cost: int) -> tuple[ChatPlan, ChatTranslation]:
     translation = chat_request(req)
     chat = translation.chat
-    size = sum(len(str(m.content)) for m in req.messages)
+    size = max(cost, sum(len(str(m.content)) for m in req.messages))  # cost: the body's ``body_cost``
     args = request.app.state.server_args
     plan = await maybe_off_loop(size, plan_chat, chat, _tm(request), args, chat.max_tokens)
     if translation.prefill:  # the answer continues the prefill: no thinking before it
@@ -66,8 +66,8 @@ async def _plan(request: Request, req: CountTokensRequest) -> tuple[ChatPlan, Ch
 @router.post("/messages/count_tokens")
 @anthropic_errors
 async def count_tokens(request: Request) -> dict[str, Any]:
-    req: CountTokensRequest = parse_body(CountTokensRequest, await read_json(request))
-    plan, _ = await _plan(request, req)
+    req, cost = await read_body_costed(request, functools.partial(parse_body, CountTokensRequest))
+    plan, _ = await _plan(request, req, cost)
     item = GenerateItem(plan.sampling_params, text=plan.prompt, add_special_tokens=False)
     ids = await maybe_off_loop(len(plan.prompt), _tm(request).tokenize, item)
     return {"input_tokens": len(ids)}
@@ -76,8 +76,8 @@ async def count_tokens(request: Request) -> dict[str, Any]:
 @router.post("/messages")
 @anthropic_errors
 async def messages(request: Request) -> Any:
-    req: MessagesRequest = parse_body(MessagesRequest, await read_json(request))
-    plan, translation = await _plan(request, req)
+    req, cost = await read_body_costed(request, functools.partial(parse_body, MessagesRequest))
+    plan, translation = await _plan(request, req, cost)
     item = GenerateItem(plan.sampling_params, text=plan.prompt, add_special_tokens=False)
     tm = _tm(request)
     group = await tm.submit([item], req.stream, logprob_text=False)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from fastapi import Request
 
 from radixlm.runtime.requests.json_bounds import InvalidJson, load_bounded_json, top_field
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server.offload import maybe_off_loop
+from radixlm.runtime.server.offload import body_cost, maybe_off_loop
 
 logger = logging.getLogger(__name__)
 
@@ -73,3 +73,11 @@ async def until_done_or_disconnect(awaitable: Awaitable[T], request: Request) ->
     finally:
         if not task.done():
             task.cancel()
+
+
+async def read_body_costed(request: Request, parse: Callable[[Any], T]) -> tuple[T, int]:
+    """The body read as JSON and given to ``parse`` (a model's validation), off the loop when its
+    ``body_cost`` is large; returns the parsed body and that cost, for the planning that follows."""
+    body, size = await read_json_sized(request)
+    cost = body_cost(body, size)
+    return await maybe_off_loop(cost, parse, body), cost

@@ -49,7 +49,9 @@ async def maybe_off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
 
 REGEX_COST = 64  # validating a grammar character (regex, EBNF, schema) costs about this many tokenized ones
 GRAMMAR_STRINGS = ("regex", "stop_regex", "ebnf", "json_schema", "structural_tag", "choices")
-GRAMMAR_OBJECTS = ("tools", "response_format")  # grammars built from JSON objects (the OpenAI routes)
+# grammars built from JSON objects: the OpenAI routes' tools and response formats, the Responses API's
+# ``text`` (its format; a string ``text`` is a native prompt) and the Messages API's ``output_config``
+GRAMMAR_OBJECTS = ("tools", "response_format", "output_config")
 
 
 def body_cost(body: Any, body_bytes: int) -> int:
@@ -65,7 +67,8 @@ def body_cost(body: Any, body_bytes: int) -> int:
     for holder in holders:
         if not isinstance(holder, dict):
             continue
-        if any(holder.get(key) is not None for key in GRAMMAR_OBJECTS):
+        objects = any(holder.get(key) is not None for key in GRAMMAR_OBJECTS)
+        if objects or isinstance(holder.get("text"), dict):
             return body_bytes * REGEX_COST
         for key in GRAMMAR_STRINGS:
             value = holder.get(key)

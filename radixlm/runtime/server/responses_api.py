@@ -9,6 +9,7 @@ their order (``responses_output``), each with its ``sequence_number``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -22,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS, ReleasePinsReq
 from radixlm.runtime.server.chat_plan import ChatPlan, plan_chat
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server.http_util import ClientDisconnected, read_json, until_done_or_disconnect
+from radixlm.runtime.server.http_util import ClientDisconnected, read_body_costed, until_done_or_disconnect
 from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_protocol import parse_body
 from radixlm.runtime.server.req_state import ReqGroup
@@ -37,8 +38,8 @@ router = APIRouter(prefix="/v1")
 
 @router.post("/responses")
 async def create_response(request: Request) -> Any:
-    req: ResponsesRequest = parse_body(ResponsesRequest, await read_json(request))
-    run = await _Run.start(request, req)
+    req, cost = await read_body_costed(request, functools.partial(parse_body, ResponsesRequest))
+    run = await _Run.start(request, req, cost)
     if req.stream:
         return await run.stream()
     try:
@@ -91,8 +92,9 @@ class _Run:
         self.group: ReqGroup
 
     @classmethod
-    async def start(cls, request: Request, req: ResponsesRequest) -> _Run:
-        """Plan and submit ``req``; raises ``ApiError`` (400) naming what is wrong with it."""
+    async def start(cls, request: Request, req: ResponsesRequest, cost: int) -> _Run:
+        """Plan and submit ``req`` (``cost``: its body's ``body_cost``, so a body with large grammar
+        inputs is planned off the loop); raises ``ApiError`` (400) naming what is wrong with it."""
         run = cls(request, req)
         previous = None
         if req.previous_response_id is not None:
@@ -111,7 +113,7 @@ class _Run:
         if not messages:
             raise ApiError("input must not be empty", param="input")
         server_args = request.app.state.server_args
-        size = sum(len(str(m.get("content") or "")) for m in messages)
+        size = max(cost, sum(len(str(m.get("content") or "")) for m in messages))
         chat = chat_request(req, messages)
         run.plan = await maybe_off_loop(size, plan_chat, chat, run.tm, server_args, req.max_output_tokens)
         head, rest = run.store.continuation(previous, run.plan.prompt) if previous else ([], run.plan.prompt)

@@ -44,6 +44,33 @@ CASES = [
         },
     ),
     ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 1, "ebnf": EBNF}}),
+    (
+        "/v1/responses",
+        {
+            "input": "hi",
+            "max_output_tokens": 4,
+            "tools": [{"type": "function", **TOOL["function"]}],
+            "tool_choice": "required",
+        },
+    ),
+    (
+        "/v1/responses",
+        {
+            "input": "hi",
+            "max_output_tokens": 1,
+            "text": {"format": {"type": "json_schema", "name": "s", "schema": SCHEMA}},
+        },
+    ),
+    (
+        "/v1/messages",
+        {
+            "messages": USER,
+            "max_tokens": 4,
+            "model": "tiny",
+            "tools": [{"name": "f", "input_schema": TOOL["function"]["parameters"]}],
+            "tool_choice": {"type": "any"},
+        },
+    ),
     ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 1, "json_schema": SCHEMA}}),
 ]
 
