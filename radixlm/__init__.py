@@ -45,10 +45,12 @@ from radixlm.frontend.backends.openai import OpenAI
 from radixlm.frontend.backends.runtime import Runtime
 from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
 from radixlm.frontend.chat_template import ChatTemplate, get_chat_template, register_chat_template
+from radixlm.frontend.compiled import CompiledFunction
 from radixlm.frontend.default_backend import get_default_backend, set_default_backend
 from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
 from radixlm.frontend.function import SglFunction
 from radixlm.frontend.state import ProgramState, ProgramStateGroup
+from radixlm.global_config import global_config
 from radixlm.program.choices import (
     greedy_token_selection,
     token_length_normalized,
@@ -77,6 +79,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Backend",
     "ChatTemplate",
+    "CompiledFunction",
     "DynamicProgramError",
     "Engine",
     "EngineBackend",
@@ -99,6 +102,7 @@ __all__ = [
     "get_chat_template",
     "get_default_backend",
     "get_server_info",
+    "global_config",
     "greedy_token_selection",
     "image",
     "launch_server",

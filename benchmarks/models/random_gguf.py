@@ -78,16 +78,24 @@ def _tensors(shape: LlamaShape, quant: str) -> list[tuple[str, int, int, Q | Non
     ]
 
 
+_RESERVED_CONTROL_TOKENS = 256
+
+
 def _copy_tokenizer(writer: gguf.GGUFWriter, vocab: int, tokenizer_gguf: Path) -> None:
     reader = gguf.GGUFReader(str(tokenizer_gguf))
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
             continue
         value = field.contents()
+        pad = vocab - len(value) if key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type") else 0
+        # as in Llama 3's vocabulary: a few hundred reserved control tokens, the rest ordinary ones
+        # (79k control tokens would make transformers' tokenizer load seconds slower than a real file's)
+        control = min(pad, _RESERVED_CONTROL_TOKENS)
         if key == "tokenizer.ggml.tokens":
-            value = value + [f"<|reserved_{i}|>" for i in range(vocab - len(value))]
+            value = value + [f"<|reserved_{i}|>" for i in range(control)]
+            value = value + [f"pad{i}" for i in range(pad - control)]
         elif key == "tokenizer.ggml.token_type":
-            value = value + [3] * (vocab - len(value))  # control tokens
+            value = value + [3] * control + [1] * (pad - control)
         if field.types[0] == gguf.GGUFValueType.ARRAY:
             writer.add_array(key, value)
         else:

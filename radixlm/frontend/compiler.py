@@ -15,21 +15,19 @@ from radixlm.frontend.errors import DynamicProgramError
 from radixlm.frontend.ir import (
     Argument,
     Constant,
-    Extend,
-    Fork,
     Gen,
     Image,
-    Join,
-    ProgramIR,
     RoleBegin,
     RoleEnd,
     Select,
     SeparateReasoning,
-    SetVar,
     VarKey,
     VarRef,
+    VarScopeBegin,
+    VarScopeEnd,
     VarVersions,
 )
+from radixlm.frontend.program_ir import Call, Extend, Fork, Join, ProgramIR, SetVar
 from radixlm.program.choices import method_name
 from radixlm.program.context import Context, append_text
 from radixlm.program.graph_executor import GRAPH_VERSION
@@ -58,6 +56,7 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
         raise DynamicProgramError(ir.dynamic_reason or "dynamic program")
     nodes: list[dict[str, Any]] = []
     producers: dict[VarKey, int] = {}
+    scoped: set[VarKey] = set()  # var_scope variables: made from the text, not by one node
     versions = VarVersions()
     cursors: dict[int, _Cursor] = {0: _Cursor(Turns(chat_template))}
     arguments: dict[str, None] = {}  # placeholders, in order of first use
@@ -80,6 +79,10 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                 if isinstance(leaf, Constant):
                     append_text(cur.segments, leaf.value)
                 elif isinstance(leaf, VarRef):
+                    if leaf.key in scoped:
+                        raise DynamicProgramError(
+                            f"reading var_scope variable {leaf.key.name!r} runs in the interpreter"
+                        )
                     if leaf.key not in producers:
                         raise DynamicProgramError(f"variable {leaf.key} is read before it is generated")
                     cur.segments.append({"var": leaf.key.name, "node": producers[leaf.key]})
@@ -89,6 +92,10 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
                     node_id = add_node(st.state, _op(leaf, defaults))
                     if leaf.output_var is not None:
                         producers[versions.next_key(st.state, leaf.output_var)] = node_id
+                elif isinstance(leaf, VarScopeEnd):  # the replay computes the variable from the text
+                    scoped.add(versions.next_key(st.state, leaf.name))
+                elif isinstance(leaf, VarScopeBegin):
+                    continue
                 elif isinstance(leaf, Image):
                     raise DynamicProgramError("image inputs run in the interpreter")
                 elif isinstance(leaf, Argument):  # filled by ``bind_arguments`` before the graph runs
@@ -106,6 +113,8 @@ def compile_program(ir: ProgramIR, chat_template: ChatTemplate, defaults: dict[s
         elif isinstance(st, Join):
             if st.mode != "gather_variable":
                 raise DynamicProgramError(f"join mode {st.mode} runs in the interpreter")
+        elif isinstance(st, Call):
+            cursors[st.state] = _Cursor(Turns(chat_template))
         elif isinstance(st, SetVar):
             continue
     graph = {"version": GRAPH_VERSION, "name": ir.name, "nodes": nodes}

@@ -20,9 +20,15 @@ def as_backend(backend: Any) -> Backend:
 
 
 def set_default_backend(backend: Any) -> None:
-    """The backend programs use when ``run()`` gets none (a Backend or a ``radixlm.Engine``)."""
+    """The backend programs use when ``run()`` gets none (a Backend or a ``radixlm.Engine``;
+    ``None`` clears it)."""
     global _default_backend
-    _default_backend = as_backend(backend)
+    _default_backend = as_backend(backend) if backend is not None else None
+
+
+def current_default_backend() -> Backend | None:
+    """The default backend, or ``None`` when none is set."""
+    return _default_backend
 
 
 def get_default_backend() -> Backend:

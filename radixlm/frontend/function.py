@@ -9,6 +9,7 @@ paths give the same variables.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import os
@@ -18,20 +19,29 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.compiled import CompiledFunction
 from radixlm.frontend.compiler import compile_program
 from radixlm.frontend.default_backend import resolve_backend
 from radixlm.frontend.errors import DynamicProgramError, ProgramError, UnsupportedFeatureError
-from radixlm.frontend.interpreter import RunContext, StreamExecutor, replay_table
-from radixlm.frontend.ir import ExprList, Extend, Fork, Join, ProgramIR, SetVar
+from radixlm.frontend.global_config import global_config
+from radixlm.frontend.interpreter import RunContext, StreamExecutor
+from radixlm.frontend.program_ir import ProgramIR
+from radixlm.frontend.replay import arun_graph, replay, run_graph
 from radixlm.frontend.state import ProgramState
-from radixlm.frontend.tracer import trace_program
+from radixlm.frontend.tracer import ArgumentFormatError, trace_call, trace_program, tracing
 from radixlm.program.protocols import adrive, drive
-from radixlm.program.sampling import run_defaults, split_run_defaults
+from radixlm.program.sampling import RUN_DEFAULTS, run_defaults, split_run_defaults
 
 EXECUTION_PATHS = ("auto", "graph", "interpreter")
+MIN_CACHED_PREFIX = 8  # characters: shorter shared prefixes are not worth a prefill request
 #: The graph path of one run: yields the compiled graph, receives the backend's result, returns the
 #: replayed state (or ``None``: run the interpreter). See ``SglFunction._graph_attempt``.
 GraphAttempt = Generator[dict[str, Any], dict[str, Any] | None, ProgramState | None]
+#: The backend of the program running in the interpreter in this thread: a ``@function`` it calls
+#: runs there too.
+_running_backend: contextvars.ContextVar[Backend | None] = contextvars.ContextVar(
+    "radixlm_backend", default=None
+)
 
 
 class SglFunction:
@@ -46,7 +56,10 @@ class SglFunction:
         self.func = func
         self.num_api_spec_tokens = num_api_spec_tokens
         self.bind_arguments = dict(bind_arguments or {})
-        self.arg_names = list(inspect.signature(func).parameters)[1:]
+        params = list(inspect.signature(func).parameters.values())[1:]
+        self.arg_names = [p.name for p in params]
+        #: Default values of the trailing arguments that have one (SGLang's ``arg_defaults``).
+        self.arg_defaults = [p.default for p in params if p.default is not p.empty]
         functools.update_wrapper(self, func)
 
     def bind(self, **kwargs: Any) -> SglFunction:
@@ -56,7 +69,15 @@ class SglFunction:
             raise TypeError(f"{self.func.__name__}() has no argument(s) {', '.join(unknown)}")
         return SglFunction(self.func, self.num_api_spec_tokens, {**self.bind_arguments, **kwargs})
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ProgramState:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program; called by a program being traced, trace it into that program (and
+        return its traced state, as SGLang does). Called by a program running in the
+        interpreter, it runs on that program's backend unless given one."""
+        if tracing():
+            kwargs.pop("backend", None)
+            return trace_call(self.func, args, {**self.bind_arguments, **kwargs})
+        if kwargs.get("backend") is None and _running_backend.get() is not None:
+            kwargs["backend"] = _running_backend.get()
         return self.run(*args, **kwargs)
 
     # ---- running ----------------------------------------------------------------------------
@@ -128,7 +149,8 @@ class SglFunction:
         items = [_as_call(b) for b in batch_kwargs]
         if not items:
             return iter([]) if generator_style else []
-        self._warm_cache(items, be)
+        if global_config.enable_precache_with_tracing:
+            self._warm_cache(items, be)
         workers = min(len(items), 64) if num_threads == "auto" else max(1, int(num_threads))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radixlm-batch")
         futures = [pool.submit(self._run_one, a, k, defaults, be, False, False, execution) for a, k in items]
@@ -158,7 +180,7 @@ class SglFunction:
         defaults, kwargs = split_run_defaults(kwargs)
         be = resolve_backend(backend)
         attempt = self._graph_attempt(args, kwargs, defaults, be, execution, stream=False)
-        state = await adrive(attempt, functools.partial(_arun_graph, be))
+        state = await adrive(attempt, functools.partial(arun_graph, be))
         if state is not None:
             return state
         return await asyncio.to_thread(
@@ -177,7 +199,7 @@ class SglFunction:
         """``run_batch`` on asyncio; raises ``ProgramError`` for the first failure."""
         be = resolve_backend(backend)
         items = [_as_call(b) for b in batch_kwargs]
-        if items:
+        if items and global_config.enable_precache_with_tracing:
             await asyncio.to_thread(self._warm_cache, items, be)
         gate = asyncio.Semaphore(max_concurrency)
 
@@ -194,19 +216,38 @@ class SglFunction:
         return states
 
     # ---- tracing and compiling --------------------------------------------------------------
-    def trace(self, *args: Any, **kwargs: Any) -> ProgramIR:
-        """The program's IR; arguments not given become placeholders (``print()`` it, or
-        ``to_dot()``). ``ir.is_static`` tells whether it compiles to a request graph."""
+    def trace(self, *args: Any, backend: Any | None = None, **kwargs: Any) -> ProgramIR:
+        """The program's IR; arguments not given become placeholders (``print()`` it, ``to_dot()``,
+        or ``last_node.print_graph_dfs()``). ``ir.is_static`` tells whether it compiles to a
+        request graph. ``backend`` is accepted for SGLang's signature (roles stay unrendered in
+        the IR). An f-string over an argument placeholder raises ``TypeError``."""
         return trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=True)
 
-    def compile(self, *args: Any, backend: Backend | None = None, **kwargs: Any) -> dict[str, Any]:
-        """The request graph for these arguments (JSON-serializable; see
-        ``radixlm.program.graph_executor``). Arguments not given are traced as placeholders: the
-        graph lists them under ``"arguments"``, and ``bind_arguments(graph, name=value)`` fills them
-        before it runs. Raises ``DynamicProgramError`` for a dynamic program."""
-        defaults, kwargs = split_run_defaults(kwargs)
-        ir = trace_program(self.func, args, {**self.bind_arguments, **kwargs}, placeholders=True)
-        return compile_program(ir, resolve_backend(backend).chat_template, defaults)
+    def compile(self, *args: Any, backend: Any | None = None, **kwargs: Any) -> CompiledFunction:
+        """Trace once and return a ``CompiledFunction`` (``run(**arguments)``, ``run_batch``,
+        ``print_graph()``; ``graph`` is the JSON request graph). Arguments given here are fixed;
+        the rest are bound at each run. Sampling keywords here are the compiled defaults. An
+        f-string over an argument not given raises ``TypeError``."""
+        sampling = {k: v for k, v in kwargs.items() if k in RUN_DEFAULTS}
+        fixed = {**self.bind_arguments, **dict(zip(self.arg_names, args))}
+        fixed.update({k: v for k, v in kwargs.items() if k not in RUN_DEFAULTS})
+        ir = trace_program(self.func, (), fixed, placeholders=True)
+        be = resolve_backend(backend) if backend is not None else None
+        return CompiledFunction(self, ir, fixed, sampling, be)
+
+    def cache(self, backend: Any | None = None) -> str:
+        """Prefill the text the program starts with whatever its arguments (found by tracing with
+        placeholders), so later runs reuse its KV cache; returns that text ("" if too short)."""
+        be = resolve_backend(backend)
+        try:
+            ir = trace_program(self.func, (), dict(self.bind_arguments), placeholders=True)
+        except ArgumentFormatError:
+            return ""
+        prefix = ir.leading_text(be.chat_template)
+        if len(prefix) < MIN_CACHED_PREFIX:
+            return ""
+        be.cache_prefix([{"text": prefix}])
+        return prefix
 
     # ---- internals --------------------------------------------------------------------------
     def _run_one(
@@ -220,10 +261,14 @@ class SglFunction:
         execution: str,
     ) -> ProgramState:
         attempt = self._graph_attempt(args, kwargs, defaults, backend, execution, stream)
-        state = drive(attempt, functools.partial(_run_graph, backend))
-        if state is not None:
-            return state
-        return self._interpret(args, {**self.bind_arguments, **kwargs}, defaults, backend, stream, use_thread)
+        state = drive(attempt, functools.partial(run_graph, backend))
+        if state is None:
+            state = self._interpret(
+                args, {**self.bind_arguments, **kwargs}, defaults, backend, stream, use_thread
+            )
+        if global_config.verbosity >= 2 and not stream:
+            print(state.text())
+        return state
 
     def _graph_attempt(
         self,
@@ -258,7 +303,7 @@ class SglFunction:
             return None
         result = yield graph
         if result is not None:
-            return _replay(ir, graph, result, backend, defaults)
+            return replay(ir, graph, result, backend, defaults)
         if execution == "graph":
             raise UnsupportedFeatureError(backend.name, "request graphs")
         return None
@@ -282,16 +327,19 @@ class SglFunction:
                 name="radixlm-program",
             ).start()
             return state
+        token = _running_backend.set(backend)
         try:
             state.ret_value = self.func(state, *args, **kwargs)
             state.sync()
         finally:
+            _running_backend.reset(token)
             ctx.end_all()
         return state
 
     def _body_then_end(
         self, state: ProgramState, ctx: RunContext, args: tuple, kwargs: dict[str, Any]
     ) -> None:
+        _running_backend.set(ctx.backend)  # this thread runs only this program
         try:
             state.ret_value = self.func(state, *args, **kwargs)
             state.executor.sync()
@@ -312,44 +360,8 @@ class SglFunction:
             for a, k in items
         ]
         shared = os.path.commonprefix(texts)
-        if len(shared) >= 8:
+        if len(shared) >= MIN_CACHED_PREFIX:
             backend.cache_prefix([{"text": shared}])
-
-
-def _replay(
-    ir: ProgramIR, graph: dict[str, Any], result: dict[str, Any], backend: Backend, defaults: dict[str, Any]
-) -> ProgramState:
-    """Rebuild the program's state (text, messages, variables, forks) from a graph's results."""
-    ctx = RunContext(backend, defaults, backend.chat_template, replay=replay_table(graph, result))
-    root = ProgramState(StreamExecutor(ctx, use_thread=False))
-    states: dict[int, StreamExecutor] = {0: root.executor}
-    for st in ir.statements:
-        if isinstance(st, Extend):
-            states[st.state].submit(ExprList(st.items))
-        elif isinstance(st, Fork):
-            for child_id, child in zip(st.children, states[st.state].fork(len(st.children))):
-                states[child_id] = child
-        elif isinstance(st, Join):
-            states[st.state].join([states[c] for c in st.children], st.mode)
-        elif isinstance(st, SetVar):
-            states[st.state].set_var(st.name, st.value)
-    ctx.end_all()
-    root.execution_path = "graph"
-    return root
-
-
-def _run_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        return backend.run_graph(graph)
-    except Exception as exc:
-        raise ProgramError.wrapping(exc) from exc
-
-
-async def _arun_graph(backend: Backend, graph: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        return await backend.arun_graph(graph)
-    except Exception as exc:
-        raise ProgramError.wrapping(exc) from exc
 
 
 def _as_call(item: dict[str, Any] | tuple | list) -> tuple[tuple, dict[str, Any]]:

@@ -34,6 +34,8 @@ from radixlm.frontend.ir import (
     SeparateReasoning,
     VarKey,
     VarRef,
+    VarScopeBegin,
+    VarScopeEnd,
     VarVersions,
     as_expr,
 )
@@ -101,6 +103,7 @@ class StreamExecutor:
         self._role_start = 0  # where the open turn's content starts in text_
         self._op_index = 0
         self._fork_point = 0
+        self._scopes: dict[str, int] = {}  # open var_scope blocks: name -> where their text starts
         # Streaming: every appended piece of text as (variable name or None, chunk).
         self._chunks: list[tuple[str | None, str]] = []
         self._cond = threading.Condition()
@@ -110,6 +113,11 @@ class StreamExecutor:
         if use_thread:
             self._queue = queue.Queue()
             threading.Thread(target=self._work, daemon=True, name=f"radixlm-state-{self.state_id}").start()
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the state's program has ended (SGLang's ``stream_executor.is_finished``)."""
+        return self._finished
 
     # ---- submission -------------------------------------------------------------------------
     def submit(self, expr: Any) -> None:
@@ -212,6 +220,10 @@ class StreamExecutor:
             reasoning, answer = separate_reasoning(str(self.get_var(leaf.name)), leaf.model_type)
             self.set_var(leaf.name, answer)
             self.set_var(f"{leaf.name}_reasoning_content", reasoning)
+        elif isinstance(leaf, VarScopeBegin):
+            self._scopes[leaf.name] = len(self.text_)
+        elif isinstance(leaf, VarScopeEnd):
+            self._store(leaf.name, self.text_[self._scopes.pop(leaf.name, len(self.text_)) :], {})
         elif isinstance(leaf, Argument):
             raise ValueError(f"argument {leaf.name!r} was not given a value")
         else:
@@ -333,6 +345,7 @@ class StreamExecutor:
             child.meta_info = dict(self.meta_info)
             child._turns, child._role_start = self._turns.copy(), self._role_start
             child._fork_point = len(self.text_)
+            child._scopes = dict(self._scopes)
             children.append(child)
         return children
 

@@ -1,16 +1,13 @@
-"""The frontend IR: the expressions a program appends, and a traced program's statements.
+"""The frontend IR's expressions: what a program appends to a state, and how variables are named.
 
 Expressions: ``s += expr`` accepts a ``str``, any ``Expr`` below, or a concatenation of them built
-with ``+``. The interpreter runs them; the tracer records them.
-
-Statements: a traced program (``ProgramIR``) is the list of what its function did to its states, in
-order. States are numbered in creation order (``s0`` is the program's own state, forks follow). Each
-statement appends expressions to a state, forks it, joins forks back, or sets a variable.
-``print(ir)`` lists the statements; ``ir.to_dot()`` renders the dataflow for Graphviz.
+with ``+``. The interpreter runs them; the tracer records them (as the statements of
+``radixlm.frontend.program_ir``).
 
 Variables: every generation of a variable is named by a ``VarKey`` (state, name, version), numbered
 by ``VarVersions`` the same way wherever a program's generations are walked (tracer, interpreter,
-compiler, ``to_dot``), so a traced read of a variable finds the generation that produced it.
+compiler, the trace graph), so a traced read of a variable finds the generation that produced it.
+A ``var_scope`` block counts as one generation of its variable, numbered at its end.
 """
 
 from __future__ import annotations
@@ -19,7 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from radixlm.frontend.chat_template import ChatTemplate, Turns
+#: Regular expressions for ``gen(regex=...)`` with SGLang's names (``sglang.lang.ir``; importable as
+#: ``radixlm.lang.ir``). Numbers may end in spaces or newlines so that ``stop=[" ", "\n"]`` can end them.
+REGEX_INT = r"[+-]?[0-9]+[ \n]*"
+REGEX_FLOAT = r"[+-]?[0-9]*\.?[0-9]+[ \n]*"
+REGEX_BOOL = r"(True|False)"
+#: A double-quoted string of letters, digits, underscores and whitespace (no escapes).
+REGEX_STR = r'"[\w\s]*"'
 
 # Sentinels that let traced values survive ``str()``/f-strings: "\x00<kind>:<key>\x00".
 _SENTINEL = re.compile(r"\x00(arg|var):([^\x00]*)\x00")
@@ -182,6 +185,30 @@ class SeparateReasoning(Expr):
 
 
 @dataclass(eq=False)
+class VarScopeBegin(Expr):
+    """Start of a ``with s.var_scope(name):`` block: the text appended until its end becomes ``name``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"var_scope_begin({self.name!r})"
+
+
+@dataclass(eq=False)
+class VarScopeEnd(Expr):
+    """End of a ``var_scope`` block; it produces the variable (one generation of it)."""
+
+    name: str
+
+    @property
+    def output_var(self) -> str | None:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"var_scope_end({self.name!r})"
+
+
+@dataclass(eq=False)
 class ExprList(Expr):
     """A concatenation of expressions."""
 
@@ -234,130 +261,3 @@ def role(name: str, expr: ExprLike | None = None) -> Expr:
     if expr is None:
         return ExprList([RoleBegin(name), RoleEnd(name)])
     return ExprList([RoleBegin(name), as_expr(expr), RoleEnd(name)])
-
-
-# ---- statements and the program -------------------------------------------------------------
-@dataclass
-class Extend:
-    """Append ``items`` (flattened leaves) to state ``state``."""
-
-    state: int
-    items: list[Expr]
-
-    def __str__(self) -> str:
-        return f"s{self.state} += " + " + ".join(repr(i) for i in self.items)
-
-
-@dataclass
-class Fork:
-    """Fork state ``state`` into new states ``children``."""
-
-    state: int
-    children: list[int]
-
-    def __str__(self) -> str:
-        return ", ".join(f"s{c}" for c in self.children) + f" = fork(s{self.state})"
-
-
-@dataclass
-class Join:
-    """Join the forks ``children`` back into state ``state`` (``gather_variable`` or
-    ``concate_and_append``)."""
-
-    state: int
-    children: list[int]
-    mode: str
-
-    def __str__(self) -> str:
-        kids = ", ".join(f"s{c}" for c in self.children)
-        return f"join(s{self.state}, [{kids}], mode={self.mode})"
-
-
-@dataclass
-class SetVar:
-    """Set variable ``name`` of state ``state`` to a Python value."""
-
-    state: int
-    name: str
-    value: Any
-
-    def __str__(self) -> str:
-        return f"s{self.state}[{self.name!r}] = {self.value!r}"
-
-
-Statement = Extend | Fork | Join | SetVar
-
-
-@dataclass
-class ProgramIR:
-    """The statements of one traced run plus why it is dynamic, if it is."""
-
-    name: str
-    statements: list[Statement] = field(default_factory=list)
-    #: Set when the program's control flow reads generated values (it then runs in the interpreter).
-    dynamic_reason: str | None = None
-
-    @property
-    def is_static(self) -> bool:
-        return self.dynamic_reason is None
-
-    def __str__(self) -> str:
-        head = f"program {self.name}" + ("" if self.is_static else f"  # dynamic: {self.dynamic_reason}")
-        return "\n".join([head] + [f"  {st}" for st in self.statements])
-
-    def leading_text(self, chat_template: ChatTemplate) -> str:
-        """The text the program's own state starts with before its first generation or argument
-        placeholder, roles rendered (what ``run_batch`` pre-warms the cache with)."""
-        text = ""
-        turns = Turns(chat_template)
-        for st in self.statements:
-            if not isinstance(st, Extend) or st.state != 0:
-                break
-            for leaf in st.items:
-                try:
-                    if isinstance(leaf, Constant):
-                        text += leaf.value
-                    elif isinstance(leaf, RoleBegin):
-                        text += turns.begin(leaf.role)
-                    elif isinstance(leaf, RoleEnd):
-                        text += turns.end(leaf.role)
-                    else:
-                        return text
-                except ValueError:  # misnested roles: the program fails when it runs
-                    return text
-        return text
-
-    def to_dot(self) -> str:
-        """Graphviz source: one box per statement, solid edges for state order and forks,
-        dashed edges from the generation of a variable to each read of it."""
-        lines = [f'digraph "{self.name}" {{', "  node [shape=box, fontname=monospace];"]
-        last: dict[int, str] = {}
-        producer: dict[VarKey, str] = {}
-        versions = VarVersions()
-        for i, st in enumerate(self.statements):
-            node = f"n{i}"
-            lines.append(f"  {node} [label={_dot_quote(str(st))}];")
-            if st.state in last:
-                lines.append(f"  {last[st.state]} -> {node};")
-            last[st.state] = node
-            if isinstance(st, Fork):
-                for child in st.children:
-                    last[child] = node
-            elif isinstance(st, Join):
-                for child in st.children:
-                    if last.get(child, node) != node:
-                        lines.append(f"  {last[child]} -> {node} [style=bold];")
-            elif isinstance(st, Extend):
-                for leaf in st.items:
-                    if isinstance(leaf, VarRef) and leaf.key in producer:
-                        lines.append(f"  {producer[leaf.key]} -> {node} [style=dashed];")
-                    if leaf.output_var is not None:
-                        producer[versions.next_key(st.state, leaf.output_var)] = node
-        lines.append("}")
-        return "\n".join(lines)
-
-
-def _dot_quote(text: str) -> str:
-    if len(text) > 120:
-        text = text[:117] + "..."
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

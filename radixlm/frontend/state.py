@@ -26,6 +26,12 @@ class ProgramState(StateBase):
         #: ``"graph"`` when the program ran as a compiled request graph, else ``"interpreter"``.
         self.execution_path = "interpreter"
 
+    @property
+    def stream_executor(self) -> StreamExecutor:
+        """SGLang's name for ``executor`` (``text_``, ``variables``, ``meta_info``, ``messages_``,
+        ``sync()``, ``is_finished``)."""
+        return self.executor
+
     # ---- appending and variables ------------------------------------------------------------
     def _submit(self, expr: ExprLike) -> None:
         self.executor.submit(expr)

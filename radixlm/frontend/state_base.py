@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
-from radixlm.frontend.ir import Expr, ExprLike, RoleBegin, RoleEnd, role
+from radixlm.frontend.ir import Expr, ExprLike, RoleBegin, RoleEnd, VarScopeBegin, VarScopeEnd, role
 
 S = TypeVar("S")
 
@@ -45,6 +45,25 @@ class StateBase:
 
     def assistant(self, expr: ExprLike | None = None) -> Any:
         return self._role("assistant", expr)
+
+    def fork(self, size: int = 1) -> Any:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def copy(self) -> Iterator[Any]:
+        """``with s.copy() as c:`` one fork of this state, joined back (``gather_variable``) at the end."""
+        group = self.fork(1)
+        try:
+            yield group[0]
+        finally:
+            group.join()
+
+    @contextlib.contextmanager
+    def var_scope(self, name: str) -> Iterator[None]:
+        """``with s.var_scope("x"):`` the text appended inside the block becomes variable ``x``."""
+        self._submit(VarScopeBegin(name))
+        yield
+        self._submit(VarScopeEnd(name))
 
     def _role(self, name: str, expr: ExprLike | None) -> Any:
         """With ``expr``: append a whole turn. Without: a context manager around the turn."""

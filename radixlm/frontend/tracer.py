@@ -1,14 +1,19 @@
 """The tracer: runs a program function on stand-in states and records its statements as IR.
 
-Generated values are ``TracedValue`` placeholders. They may flow into text (``s += x``, ``"a" + x``,
-f-strings, ``str(x)``), which the IR records as variable reads; anything that would need the actual
-value (comparisons, ``bool``, ``len``, ``int``, string methods, ``s.text()``) raises
+Generated values are placeholders. They may flow into text (``s += x``, ``"a" + x``, f-strings,
+``str(x)``), which the IR records as variable reads; anything that would need the actual value
+(comparisons, ``bool``, ``len``, ``int``, string methods, ``s.text()``) raises
 ``DynamicProgramError``: the program's control flow depends on generated values and it must run in
-the interpreter.
+the interpreter. Arguments left as placeholders (``trace()``/``compile()`` without them) flow into
+text the same way, except f-strings: as in SGLang's tracer, formatting one raises ``TypeError``.
+
+A program that calls another ``@function`` while it is traced traces the callee into the same IR
+(a ``Call`` statement starts its state), so the whole call tree compiles to one request graph.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,17 +25,13 @@ from radixlm.frontend.ir import (
     Expr,
     ExprLike,
     ExprList,
-    Extend,
-    Fork,
-    Join,
-    ProgramIR,
-    SetVar,
     VarKey,
     VarRef,
     VarVersions,
     as_expr,
     sentinel,
 )
+from radixlm.frontend.program_ir import Call, Extend, Fork, Join, ProgramIR, SetVar
 from radixlm.frontend.state_base import StateBase, StateGroupBase
 
 
@@ -48,6 +49,11 @@ class _Placeholder:
         return sentinel(self._kind, self._key)
 
     def __format__(self, spec: str) -> str:
+        if self._kind == "arg":
+            raise ArgumentFormatError(
+                f"cannot put argument {self._key!r} inside an f-string while tracing (SGLang's tracer "
+                "refuses it too); concatenate it with + instead, or pass its value"
+            )
         if spec:
             self._dynamic(f"format spec {spec!r}")
         return str(self)
@@ -100,10 +106,17 @@ class _Placeholder:
     def __float__(self) -> float:
         return self._dynamic("float()")
 
+    def __index__(self) -> int:
+        return self._dynamic("use as an integer (range(), an index)")
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         return self._dynamic(f".{name}")
+
+
+class ArgumentFormatError(TypeError):
+    """An argument placeholder was formatted (f-string): ``trace()`` and ``compile()`` raise it."""
 
 
 @dataclass
@@ -188,24 +201,56 @@ class TracerStateGroup(StateGroupBase[TracerState]):
         self.parent._ir.statements.append(Join(self.parent.state_id, [c.state_id for c in self.states], mode))
 
 
+_current: contextvars.ContextVar[_Trace | None] = contextvars.ContextVar("radixlm_trace", default=None)
+
+
+def tracing() -> bool:
+    """Whether a program is being traced in this thread (a ``@function`` call is then traced too)."""
+    return _current.get() is not None
+
+
 def trace_program(
     func: Callable[..., Any], args: tuple, kwargs: dict[str, Any], placeholders: bool
 ) -> ProgramIR:
-    """Trace ``func(s, *args, **kwargs)``. With ``placeholders``, parameters not given become
-    argument placeholders. Never raises for the program's own errors: they mark the IR dynamic."""
+    """Trace ``func(s, *args, **kwargs)``. With ``placeholders``, parameters not given (with a
+    default or not) become argument placeholders. The program's own errors mark the IR dynamic,
+    except ``ArgumentFormatError``, which is raised."""
     ir = ProgramIR(name=getattr(func, "__name__", "program"))
-    params = list(inspect.signature(func).parameters.values())[1:]
-    if placeholders:
-        given = {p.name for p in params[: len(args)]} | set(kwargs)
-        missing = [p.name for p in params if p.name not in given and p.default is inspect.Parameter.empty]
-        kwargs = {**{name: _Placeholder("arg", name) for name in missing}, **kwargs}
-    state = TracerState(_Trace(ir))
+    trace = _Trace(ir)
+    token = _current.set(trace)
     try:
-        ret = func(state, *args, **kwargs)
-        if ret is not None:
+        if placeholders:
+            kwargs = {**_placeholders(func, args, kwargs), **kwargs}
+        if func(TracerState(trace), *args, **kwargs) is not None:
             ir.dynamic_reason = "the program returns a value"
+    except ArgumentFormatError:
+        raise
     except DynamicProgramError as exc:
         ir.dynamic_reason = str(exc)
     except Exception as exc:  # noqa: BLE001 - the interpreter reruns the program and raises it for real
         ir.dynamic_reason = f"tracing raised {type(exc).__name__}: {exc}"
+    finally:
+        _current.reset(token)
     return ir
+
+
+def trace_call(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> TracerState:
+    """Trace a ``@function`` called by the program being traced into the same IR; returns its state
+    (what the call returns while tracing, as in SGLang). Its arguments are the caller's, as in any
+    Python call: none become placeholders."""
+    trace = _current.get()
+    if trace is None:
+        raise RuntimeError("trace_call() outside a trace")
+    state = TracerState(trace)
+    trace.ir.statements.append(Call(state.state_id, getattr(func, "__name__", "program")))
+    if func(state, *args, **kwargs) is not None:
+        raise DynamicProgramError(f"the called program {getattr(func, '__name__', '?')} returns a value")
+    return state
+
+
+def _placeholders(func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An argument placeholder for each named parameter of ``func`` not given."""
+    params = list(inspect.signature(func).parameters.values())[1:]
+    given = {p.name for p in params[: len(args)]} | set(kwargs)
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name: _Placeholder("arg", p.name) for p in params if p.name not in given and p.kind in named}

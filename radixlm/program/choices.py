@@ -3,11 +3,24 @@
 Each method receives, per choice, the logprobs of the choice's own tokens given the prefix
 (``token_logprobs[i]``: list of floats) and, for the unconditional method, the same tokens' logprobs
 without the prefix (the first of which is unknown and counts as 0).
+
+The method objects are also callable the way SGLang calls its own (``method(choices=...,
+normalized_prompt_logprobs=..., input_token_logprobs=..., output_token_logprobs=...)``, entries as
+the runtime returns them: ``[logprob, token id, text]``), returning a ``ChoicesDecision``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class ChoicesDecision:
+    """What calling a choices method returns: the chosen text and the scores behind it."""
+
+    decision: str
+    meta_info: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,44 @@ class ChoicesSamplingMethod:
             raise ValueError(f"unknown choices method {self.name!r}")
         return max(range(len(scores)), key=lambda i: scores[i]), scores
 
+    def __call__(
+        self,
+        *,
+        choices: list[str],
+        normalized_prompt_logprobs: list[float],
+        input_token_logprobs: list[list[Any]],
+        output_token_logprobs: list[list[Any]],
+        unconditional_token_logprobs: list[list[Any]] | None = None,
+    ) -> ChoicesDecision:
+        """Decide among ``choices`` from the runtime's logprob entries (SGLang's convention):
+        token_length_normalized takes the best of ``normalized_prompt_logprobs``; the greedy method
+        adds its padded logprob matrix to the meta info; the unconditional one its scores."""
+        cond = [[_entry_lp(e) for e in es] for es in input_token_logprobs]
+        meta: dict[str, Any] = {
+            "normalized_prompt_logprobs": normalized_prompt_logprobs,
+            "input_token_logprobs": input_token_logprobs,
+            "output_token_logprobs": output_token_logprobs,
+        }
+        if self.name == "token_length_normalized":
+            scores = normalized_prompt_logprobs
+        elif self.name == "greedy_token_selection":
+            matrix = _padded(cond)
+            meta["greedy_logprob_matrix"] = matrix
+            return ChoicesDecision(choices[_greedy_rows(matrix)], meta)
+        else:
+            if unconditional_token_logprobs is None:
+                raise ValueError("unconditional_likelihood_normalized needs unconditional_token_logprobs")
+            uncond = [[_entry_lp(e) for e in es] for es in unconditional_token_logprobs]
+            scores = [_mean([c - u for c, u in zip(cs, us)]) for cs, us in zip(cond, uncond)]
+            meta["unconditional_token_logprobs"] = unconditional_token_logprobs
+            meta["normalized_unconditional_prompt_logprobs"] = scores
+        return ChoicesDecision(choices[max(range(len(scores)), key=lambda i: scores[i])], meta)
+
+
+def _entry_lp(entry: list[Any]) -> float:
+    """A logprob entry's value; an unknown one (``None``: the first token) counts as 0."""
+    return 0.0 if entry[0] is None else float(entry[0])
+
 
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("-inf")
@@ -50,10 +101,18 @@ def _greedy(token_logprobs: list[list[float]]) -> int:
     A choice shorter than the position being compared continues with its own mean logprob, so a
     choice that is a prefix of a longer one is compared fairly.
     """
+    return _greedy_rows(_padded(token_logprobs))
+
+
+def _padded(token_logprobs: list[list[float]]) -> list[list[float]]:
+    """Each choice's logprobs, continued with their mean to the longest choice's length."""
     width = max(len(lps) for lps in token_logprobs)
-    padded = [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+    return [lps + [_mean(lps)] * (width - len(lps)) for lps in token_logprobs]
+
+
+def _greedy_rows(padded: list[list[float]]) -> int:
     remaining = list(range(len(padded)))
-    for j in range(width):
+    for j in range(len(padded[0]) if padded else 0):
         best = max(padded[i][j] for i in remaining)
         remaining = [i for i in remaining if padded[i][j] == best]
         if len(remaining) == 1:

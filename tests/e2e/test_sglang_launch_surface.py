@@ -37,7 +37,7 @@ def test_runtime_takes_model_path(runtime, tiny_llama_dir):
 
 
 def test_compile_without_arguments_runs_once_bound(runtime):
-    graph = answer.compile(backend=runtime)
+    graph = answer.compile(backend=runtime).graph
     assert graph["arguments"] == ["question"]
     result = runtime.run_graph(bind_arguments(graph, question="2+2?"))
     assert result["results"][0]["value"] == answer.run(question="2+2?", backend=runtime)["a"]

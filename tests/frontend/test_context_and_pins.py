@@ -104,7 +104,7 @@ def test_pins_count_request_children_through_extend_only_nodes():
 
 def test_graph_requests_carry_pins_and_unpins():
     fake = FakeBackend()
-    graph = programs.tree.compile(topic="tea", backend=fake, temperature=0)
+    graph = programs.tree.compile(topic="tea", backend=fake, temperature=0).graph
     asyncio.run(execute_program(graph, fake.agenerate))
     prefill, *ideas, summary = [r for r in fake.requests if "rid" in r or "unpin_rids" in r]
     assert prefill["pin_children"] == 4 and prefill["sampling_params"] == {"max_new_tokens": 0}
@@ -116,7 +116,7 @@ def test_graph_requests_carry_pins_and_unpins():
 
 def test_select_pins_its_prefix_prefill():
     fake = FakeBackend()
-    graph = programs.choose.compile(question="Q?", backend=fake, temperature=0)
+    graph = programs.choose.compile(question="Q?", backend=fake, temperature=0).graph
     asyncio.run(execute_program(graph, fake.agenerate))
     first = fake.requests[0]
     assert first["sampling_params"] == {"max_new_tokens": 0} and first["pin_children"] == 1

@@ -258,16 +258,16 @@ def test_static_program_uses_one_graph_run(fake):
 
 
 def test_trace_prints_ir_and_dot():
-    ir = programs.tree.trace()
+    ir = programs.tree.trace(topic="tea")
     text = str(ir)
-    assert "arg(topic)" in text and "fork(s0)" in text and "join(s0, [s1, s2, s3]" in text
+    assert "'Write about tea.\\n'" in text and "fork(s0)" in text and "join(s0, [s1, s2, s3]" in text
     assert "var(1.idea.0)" in text
     dot = ir.to_dot()
     assert dot.startswith('digraph "tree"') and "style=dashed" in dot
 
 
 def test_compiled_graph_is_json(fake):
-    graph = programs.tree.compile(topic="tea", backend=fake, temperature=0)
+    graph = programs.tree.compile(topic="tea", backend=fake, temperature=0).graph
     assert json.loads(json.dumps(graph)) == graph
     ops = [n["op"]["type"] for n in graph["nodes"] if n["op"]]
     assert ops == ["prefill", "gen", "gen", "gen", "gen"]

@@ -23,7 +23,7 @@ def test_trace_without_arguments_shows_placeholders():
 
 def test_compile_without_arguments_then_bind_and_run():
     fake = FakeBackend(canned={"Q: hi\nA:": " hello"})
-    graph = qa.compile(backend=fake, temperature=0)
+    graph = qa.compile(backend=fake, temperature=0).graph
     assert graph["arguments"] == ["question"]
     assert {"arg": "question"} in graph["nodes"][0]["extend"]
     with pytest.raises(ValueError, match="missing \\['question'\\]"):
@@ -32,7 +32,7 @@ def test_compile_without_arguments_then_bind_and_run():
         bind_arguments(graph, question="hi", nope=1)
     bound = bind_arguments(graph, question="hi")
     assert "arguments" not in bound and graph["arguments"] == ["question"]  # the original is unchanged
-    assert qa.compile(question="hi", backend=fake, temperature=0) == bound
+    assert qa.compile(question="hi", backend=fake, temperature=0).graph == bound
     result = fake.run_graph(bound)
     assert result["results"][0]["value"] == " hello"
     gen_request = fake.requests[-1]
@@ -41,7 +41,7 @@ def test_compile_without_arguments_then_bind_and_run():
 
 def test_running_an_unbound_graph_names_the_argument():
     fake = FakeBackend()
-    graph = qa.compile(backend=fake)
+    graph = qa.compile(backend=fake).graph
     with pytest.raises(Exception, match="argument 'question' has no value"):
         fake.run_graph(graph)
 

@@ -76,6 +76,15 @@ class Backend:
     def model_info(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def get_model_name(self) -> str:
+        """The served model's name as the server reports it (SGLang's backend method)."""
+        info = self.model_info()
+        return str(info.get("model_path") or info.get("model") or "")
+
+    def get_chat_template(self) -> ChatTemplate:
+        """SGLang's backend method: ``chat_template``."""
+        return self.chat_template
+
     def get_server_info(self) -> dict[str, Any]:
         return {}
 
