@@ -4,6 +4,9 @@ Chat models get the conversation as ``messages`` (a ``gen`` must sit in an open 
 completion models get the program's text. Features the API cannot serve raise
 ``UnsupportedFeatureError`` naming them: ``regex`` and typed generation (``dtype``), prompt
 scoring (so ``select`` picks the choice that best matches a greedy completion), images.
+
+``token_usage`` sums the tokens of every request; ``@function(num_api_spec_tokens=N)`` fills several
+gens from one request (``radixlm.frontend.api_speculation``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.backends.token_usage import TokenUsage
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
 from radixlm.frontend.errors import UnsupportedFeatureError
 from radixlm.program.context import Context, as_text
@@ -44,6 +48,7 @@ class OpenAI(Backend):
     api_key="none")``. ``is_chat_model`` defaults to True."""
 
     name = "OpenAI"
+    api_speculation = True
 
     def __init__(
         self,
@@ -61,6 +66,8 @@ class OpenAI(Backend):
         self.is_chat_model = is_chat_model
         self.chat_mode = is_chat_model
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", **client_kwargs)
+        #: Prompt and completion tokens of every request so far (SGLang's ``token_usage``).
+        self.token_usage = TokenUsage()
 
     def check_request(self, req: Request) -> None:
         sampling = req.get("sampling_params", {})
@@ -101,7 +108,8 @@ class OpenAI(Backend):
                 raise UnsupportedFeatureError(
                     self.name,
                     "gen outside an empty assistant turn",
-                    "with a chat model, write s += sgl.assistant(sgl.gen(...))",
+                    "with a chat model, write s += sgl.assistant(sgl.gen(...)), or speculate the "
+                    "whole turn with @function(num_api_spec_tokens=...)",
                 )
             body["messages"] = messages[:-1]
         else:
@@ -116,6 +124,7 @@ class OpenAI(Backend):
         else:
             resp = self.client.completions.create(**body)
             texts = [c.text for c in resp.choices]
+        self.token_usage.add(resp.usage)
         outs = [{"text": t, "meta_info": self._meta(resp, c)} for t, c in zip(texts, resp.choices)]
         return outs[0] if len(outs) == 1 else outs
 
@@ -124,7 +133,8 @@ class OpenAI(Backend):
         create = self.client.chat.completions.create if self.is_chat_model else self.client.completions.create
         text = ""
         finish = None
-        for chunk in create(**body, stream=True):
+        for chunk in create(**body, stream=True, stream_options={"include_usage": True}):
+            self.token_usage.add(getattr(chunk, "usage", None))
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
