@@ -145,21 +145,8 @@ class OpenAI(Backend):
     def select(
         self, context: Context, choices: list[str], method: Any, messages: list | None = None
     ) -> tuple[str, dict]:
-        """No prompt scoring over this API: generate greedily and take the choice sharing the
-        longest prefix with the output (ties: the first)."""
-        longest = max(len(c) for c in choices)
-        req = {
-            "input_segments": list(context),
-            "messages": (messages or []) + [{"role": "assistant", "content": ""}],
-            "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0},
-        }
-        if messages and messages[-1]["role"] == "assistant":
-            req["messages"] = messages
-        out = self.generate(req)
-        text = (out[0] if isinstance(out, list) else out)["text"].strip()
-        scores = [_common_prefix(text, c.strip()) for c in choices]
-        best = max(range(len(choices)), key=lambda i: scores[i])
-        return choices[best], {"choices": choices, "completion": text, "match_lengths": scores}
+        """No prompt scoring over this API: see ``select_by_greedy_prefix``."""
+        return select_by_greedy_prefix(self, context, choices, messages)
 
     def cache_prefix(self, context: Context) -> None:
         """Remote APIs manage their own caches."""
@@ -175,6 +162,26 @@ class OpenAI(Backend):
             "prompt_tokens": getattr(usage, "prompt_tokens", None),
             "completion_tokens": getattr(usage, "completion_tokens", None),
         }
+
+
+def select_by_greedy_prefix(
+    backend: Backend, context: Context, choices: list[str], messages: list | None
+) -> tuple[str, dict]:
+    """``select`` for APIs that cannot score a prompt: generate greedily and take the choice sharing
+    the longest prefix with the output (ties: the first)."""
+    longest = max(len(c) for c in choices)
+    req = {
+        "input_segments": list(context),
+        "messages": (messages or []) + [{"role": "assistant", "content": ""}],
+        "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0},
+    }
+    if messages and messages[-1]["role"] == "assistant":
+        req["messages"] = messages
+    out = backend.generate(req)
+    text = (out[0] if isinstance(out, list) else out)["text"].strip()
+    scores = [_common_prefix(text, c.strip()) for c in choices]
+    best = max(range(len(choices)), key=lambda i: scores[i])
+    return choices[best], {"choices": choices, "completion": text, "match_lengths": scores}
 
 
 def _common_prefix(a: str, b: str) -> int:
