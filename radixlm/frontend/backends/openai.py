@@ -42,10 +42,14 @@ _NEUTRAL = {
     "stop_token_ids": [],
 }
 
+#: Models SGLang's backend treats as completion models when ``is_chat_model`` is not given.
+INSTRUCT_MODELS = ("gpt-3.5-turbo-instruct",)
+
 
 class OpenAI(Backend):
     """``OpenAI("gpt-4o-mini")`` or ``OpenAI("smollm2-135m", base_url="http://127.0.0.1:30000/v1",
-    api_key="none")``. ``is_chat_model`` defaults to True."""
+    api_key="none")``. ``is_chat_model`` defaults to True except for SGLang's instruct (completion)
+    models."""
 
     name = "OpenAI"
     api_speculation = True
@@ -55,7 +59,7 @@ class OpenAI(Backend):
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        is_chat_model: bool = True,
+        is_chat_model: bool | None = None,
         chat_template: str | ChatTemplate | None = None,
         **client_kwargs: Any,
     ) -> None:
@@ -63,8 +67,8 @@ class OpenAI(Backend):
         import openai
 
         self.model_name = model_name
-        self.is_chat_model = is_chat_model
-        self.chat_mode = is_chat_model
+        self.is_chat_model = model_name not in INSTRUCT_MODELS if is_chat_model is None else is_chat_model
+        self.chat_mode = self.is_chat_model
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", **client_kwargs)
         #: Prompt and completion tokens of every request so far (SGLang's ``token_usage``).
         self.token_usage = TokenUsage()

@@ -147,3 +147,8 @@ def test_streaming_counts_usage_and_refuses_speculation(backend, client):
     )
     with pytest.raises(ValueError, match="stream=True"):
         sgl.function(num_api_spec_tokens=SPEC)(chat.func).run(backend=backend, stream=True)
+
+
+def test_instruct_models_default_to_completions():
+    assert not sgl.OpenAI("gpt-3.5-turbo-instruct", api_key="none").is_chat_model  # as SGLang infers
+    assert sgl.OpenAI("gpt-4o-mini", api_key="none").chat_mode
