@@ -71,6 +71,15 @@ def test_chat_turn_filled_from_one_request(backend, client):
     )
 
 
+def test_chat_turns_speculate_per_state_in_run_batch(backend, client):
+    text = _chat_raw(client).choices[0].message.content
+    k = _cut(text)
+    program = _chat_program(text[k], text[k : k + 3])
+    states = program.run_batch([{}, {}, {}], backend=backend, num_threads=3, **LONG)
+    assert [(s["a"], s["b"]) for s in states] == [(text[:k], text[k + 3 :])] * 3
+    assert backend.token_usage.prompt_tokens == 3 * _chat_raw(client).usage.prompt_tokens
+
+
 def test_chat_turn_without_speculation_is_refused(backend, client):
     text = _chat_raw(client).choices[0].message.content
     k = _cut(text)
