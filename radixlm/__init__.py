@@ -39,11 +39,14 @@ from radixlm.frontend.api import (
     user_begin,
     user_end,
 )
+from radixlm.frontend.backends.anthropic import Anthropic
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.backends.engine import EngineBackend
+from radixlm.frontend.backends.litellm import LiteLLM
 from radixlm.frontend.backends.openai import OpenAI
 from radixlm.frontend.backends.runtime import Runtime
 from radixlm.frontend.backends.runtime_endpoint import RuntimeEndpoint
+from radixlm.frontend.backends.vertexai import VertexAI
 from radixlm.frontend.chat_template import ChatTemplate, get_chat_template, register_chat_template
 from radixlm.frontend.compiled import CompiledFunction
 from radixlm.frontend.default_backend import get_default_backend, set_default_backend
@@ -84,6 +87,9 @@ __all__ = [
     "Engine",
     "EngineBackend",
     "OpenAI",
+    "Anthropic",
+    "LiteLLM",
+    "VertexAI",
     "ProgramError",
     "ProgramState",
     "ProgramStateGroup",

@@ -317,7 +317,9 @@ class SglFunction:
         stream: bool,
         use_thread: bool,
     ) -> ProgramState:
-        ctx = RunContext(backend, defaults, backend.chat_template, stream=stream)
+        ctx = RunContext(
+            backend, defaults, backend.chat_template, stream=stream, api_spec_tokens=self.num_api_spec_tokens
+        )
         state = ProgramState(StreamExecutor(ctx, use_thread=use_thread or stream))
         if stream:
             threading.Thread(

@@ -4,14 +4,13 @@ Each executor owns a state's text, model context (``radixlm.program.context``: t
 each gen's token ids), messages and variables. Expressions are queued and executed in
 order on a worker thread (or inline), so ``s += gen(...)`` returns at once and ``s["x"]`` waits only
 for ``x``. A failure is kept with its cause and re-raised from ``s[...]``, ``sync()`` and ``run()``;
-nothing is swallowed.
-
-After a compiled run, the same executors replay the program with the graph's results
-(``replay_table``) instead of calling the backend, which rebuilds the state (text, messages, forks).
+nothing is swallowed. After a compiled run, the same executors replay the program with the graph's
+results instead of calling the backend (``radixlm.frontend.replay``).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import queue
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from radixlm.frontend.api_speculation import ChatTurn, first_output, speculation
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, Turns
 from radixlm.frontend.errors import ProgramError
@@ -44,21 +44,7 @@ from radixlm.program.protocols import drive, gen_outcome, gen_protocol, gen_requ
 from radixlm.program.reasoning import separate_reasoning
 from radixlm.program.sampling import sampling_options
 
-#: ``(state id, op index)`` -> ``(value, meta_info)``: results of a compiled run, replayed here.
-Replay = dict[tuple[int, int], tuple[Any, dict[str, Any]]]
-
-
-def replay_table(graph: dict[str, Any], result: dict[str, Any]) -> Replay:
-    """The replay table of an executed request graph: the results of its gen and select nodes by
-    state and op index, which the interpreter replays to rebuild the ``ProgramState`` (text,
-    messages, forks) locally."""
-    by_id = {r["node"]: r for r in result["results"]}
-    table: Replay = {}
-    for node in graph["nodes"]:
-        if "op_index" in node:
-            r = by_id[node["id"]]
-            table[(node["state"], node["op_index"])] = (r["value"], r.get("meta_info", {}))
-    return table
+Replay = dict[tuple[int, int], tuple[Any, dict[str, Any]]]  # (state id, op index) -> (value, meta_info)
 
 
 @dataclass
@@ -70,6 +56,7 @@ class RunContext:
     chat_template: ChatTemplate
     stream: bool = False
     replay: Replay | None = None
+    api_spec_tokens: int | None = None  # SGLang's num_api_spec_tokens (radixlm.frontend.api_speculation)
     var_refs: dict[VarKey, Any] = field(default_factory=dict)  # each generation's value, for VarRef reads
     # NOTE: shared by the states' worker threads; safe because each thread numbers only its own state's keys.
     versions: VarVersions = field(default_factory=VarVersions)
@@ -104,6 +91,8 @@ class StreamExecutor:
         self._op_index = 0
         self._fork_point = 0
         self._scopes: dict[str, int] = {}  # open var_scope blocks: name -> where their text starts
+        self._spec_chat, self._spec_text = speculation(ctx.backend, ctx.api_spec_tokens, ctx.stream)
+        self._spec_turn: ChatTurn | None = None  # the open assistant turn, held back (chat API)
         # Streaming: every appended piece of text as (variable name or None, chunk).
         self._chunks: list[tuple[str | None, str]] = []
         self._cond = threading.Condition()
@@ -201,7 +190,7 @@ class StreamExecutor:
     # ---- execution of one leaf --------------------------------------------------------------
     def _execute(self, leaf: Expr) -> None:
         if isinstance(leaf, Constant):
-            self._append(leaf.value)
+            self._fill(leaf.value)
         elif isinstance(leaf, Gen):
             self._gen(leaf)
         elif isinstance(leaf, Select):
@@ -211,7 +200,7 @@ class StreamExecutor:
         elif isinstance(leaf, RoleEnd):
             self._role_end(leaf.role)
         elif isinstance(leaf, VarRef):
-            self._append(str(self.ctx.var_refs[leaf.key]))
+            self._fill(str(self.ctx.var_refs[leaf.key]))
         elif isinstance(leaf, Image):
             if self.ctx.backend is None:
                 raise ValueError("image() needs a backend")
@@ -228,6 +217,14 @@ class StreamExecutor:
             raise ValueError(f"argument {leaf.name!r} was not given a value")
         else:
             raise TypeError(f"unknown expression {leaf!r}")
+
+    def _fill(self, text: str) -> None:
+        """Append the program's own text; under API speculation it is held back or checked first."""
+        if self._spec_turn is not None:
+            return self._spec_turn.fill(text)
+        if self._spec_text is not None:
+            self._spec_text.fill(text)
+        self._append(text)
 
     def _append(self, text: str, var: str | None = None) -> None:
         """Append visible text (and the same text to the context)."""
@@ -260,12 +257,20 @@ class StreamExecutor:
         if self.ctx.replay is not None:
             value, meta = self.ctx.replay[key]
             self._append(value if isinstance(value, str) else "", gen.name)
+        elif self._spec_turn is not None:
+            return self._spec_turn.add_gen(gen.name, options)  # filled when the turn ends
+        elif self._spec_text is not None:
+            value, meta = self._spec_text.gen(options, self._spec_generate)
+            self._append(value, gen.name)
         elif self.ctx.stream and options.get("n", 1) == 1:
             value, meta = self._gen_streaming(options, gen.name)
         else:
             value, meta, segments = drive(gen_protocol(self.context, options), self._generate)
             self._extend(value if isinstance(value, str) else "", gen.name, segments)
         self._store(gen.name, value, meta)
+
+    def _spec_generate(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return first_output(self._generate(gen_request(self.context, options)))
 
     def _gen_streaming(self, options: dict[str, Any], name: str | None) -> tuple[Any, dict[str, Any]]:
         """Show text chunks as they arrive; the context gets the final outcome's segments."""
@@ -289,6 +294,8 @@ class StreamExecutor:
         key = self._next_op()
         if self.ctx.replay is not None:
             value, meta = self.ctx.replay[key]
+        elif self._spec_turn is not None:
+            raise ValueError("select in an assistant turn under num_api_spec_tokens: use gen there")
         else:
             value, meta = self._backend().select(
                 self.context, sel.choices, sel.method, self._messages_for_request()
@@ -321,13 +328,20 @@ class StreamExecutor:
 
     # ---- roles ------------------------------------------------------------------------------
     def _role_begin(self, role: str) -> None:
-        self._append(self._turns.begin(role))
+        self._fill(self._turns.begin(role))
         self._role_start = len(self.text_)
+        self._spec_turn = ChatTurn(self._spec_chat) if self._spec_chat and role == "assistant" else None
 
     def _role_end(self, role: str) -> None:
+        if self._spec_turn is not None:
+            turn, self._spec_turn = self._spec_turn, None
+            pieces, meta = turn.resolve(self._spec_generate)
+            for piece in pieces:
+                self._append(piece.text, piece.name)
+                self._store(piece.name, piece.text, meta)
         suffix = self._turns.end(role)
         self.messages_.append({"role": role, "content": self.text_[self._role_start :]})
-        self._append(suffix)
+        self._fill(suffix)
 
     # ---- fork and join ----------------------------------------------------------------------
     def fork(self, size: int) -> list[StreamExecutor]:
@@ -346,6 +360,7 @@ class StreamExecutor:
             child._turns, child._role_start = self._turns.copy(), self._role_start
             child._fork_point = len(self.text_)
             child._scopes = dict(self._scopes)
+            child._spec_turn, child._spec_text = copy.deepcopy((self._spec_turn, self._spec_text))
             children.append(child)
         return children
 

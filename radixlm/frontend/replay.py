@@ -8,10 +8,23 @@ from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.errors import ProgramError
-from radixlm.frontend.interpreter import RunContext, StreamExecutor, replay_table
+from radixlm.frontend.interpreter import Replay, RunContext, StreamExecutor
 from radixlm.frontend.ir import ExprList
 from radixlm.frontend.program_ir import Call, Extend, Fork, Join, ProgramIR, SetVar
 from radixlm.frontend.state import ProgramState
+
+
+def replay_table(graph: dict[str, Any], result: dict[str, Any]) -> Replay:
+    """The replay table of an executed request graph: the results of its gen and select nodes by
+    state and op index, which the interpreter replays to rebuild the ``ProgramState`` (text,
+    messages, forks) locally."""
+    by_id = {r["node"]: r for r in result["results"]}
+    table: Replay = {}
+    for node in graph["nodes"]:
+        if "op_index" in node:
+            r = by_id[node["id"]]
+            table[(node["state"], node["op_index"])] = (r["value"], r.get("meta_info", {}))
+    return table
 
 
 def replay(

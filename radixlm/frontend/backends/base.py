@@ -27,6 +27,9 @@ class Backend:
     supports_graphs = False
     #: Whether gen requests must carry the conversation as ``messages`` (chat-completion APIs).
     chat_mode = False
+    #: Whether ``@function(num_api_spec_tokens=...)`` speculates on this backend (remote APIs; see
+    #: ``radixlm.frontend.api_speculation``). The others keep their prefix cache and ignore it.
+    api_speculation = False
 
     def __init__(self, chat_template: str | ChatTemplate | None = None) -> None:
         self._chat_template_override = chat_template

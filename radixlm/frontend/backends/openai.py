@@ -4,6 +4,9 @@ Chat models get the conversation as ``messages`` (a ``gen`` must sit in an open 
 completion models get the program's text. Features the API cannot serve raise
 ``UnsupportedFeatureError`` naming them: ``regex`` and typed generation (``dtype``), prompt
 scoring (so ``select`` picks the choice that best matches a greedy completion), images.
+
+``token_usage`` sums the tokens of every request; ``@function(num_api_spec_tokens=N)`` fills several
+gens from one request (``radixlm.frontend.api_speculation``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from radixlm.frontend.backends.base import Backend
+from radixlm.frontend.backends.token_usage import TokenUsage
 from radixlm.frontend.chat_template import ChatTemplate, guess_chat_template
 from radixlm.frontend.errors import UnsupportedFeatureError
 from radixlm.program.context import Context, as_text
@@ -38,19 +42,24 @@ _NEUTRAL = {
     "stop_token_ids": [],
 }
 
+#: Models SGLang's backend treats as completion models when ``is_chat_model`` is not given.
+INSTRUCT_MODELS = ("gpt-3.5-turbo-instruct",)
+
 
 class OpenAI(Backend):
     """``OpenAI("gpt-4o-mini")`` or ``OpenAI("smollm2-135m", base_url="http://127.0.0.1:30000/v1",
-    api_key="none")``. ``is_chat_model`` defaults to True."""
+    api_key="none")``. ``is_chat_model`` defaults to True except for SGLang's instruct (completion)
+    models."""
 
     name = "OpenAI"
+    api_speculation = True
 
     def __init__(
         self,
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        is_chat_model: bool = True,
+        is_chat_model: bool | None = None,
         chat_template: str | ChatTemplate | None = None,
         **client_kwargs: Any,
     ) -> None:
@@ -58,9 +67,11 @@ class OpenAI(Backend):
         import openai
 
         self.model_name = model_name
-        self.is_chat_model = is_chat_model
-        self.chat_mode = is_chat_model
+        self.is_chat_model = model_name not in INSTRUCT_MODELS if is_chat_model is None else is_chat_model
+        self.chat_mode = self.is_chat_model
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", **client_kwargs)
+        #: Prompt and completion tokens of every request so far (SGLang's ``token_usage``).
+        self.token_usage = TokenUsage()
 
     def check_request(self, req: Request) -> None:
         sampling = req.get("sampling_params", {})
@@ -101,7 +112,8 @@ class OpenAI(Backend):
                 raise UnsupportedFeatureError(
                     self.name,
                     "gen outside an empty assistant turn",
-                    "with a chat model, write s += sgl.assistant(sgl.gen(...))",
+                    "with a chat model, write s += sgl.assistant(sgl.gen(...)), or speculate the "
+                    "whole turn with @function(num_api_spec_tokens=...)",
                 )
             body["messages"] = messages[:-1]
         else:
@@ -116,6 +128,7 @@ class OpenAI(Backend):
         else:
             resp = self.client.completions.create(**body)
             texts = [c.text for c in resp.choices]
+        self.token_usage.add(resp.usage)
         outs = [{"text": t, "meta_info": self._meta(resp, c)} for t, c in zip(texts, resp.choices)]
         return outs[0] if len(outs) == 1 else outs
 
@@ -124,7 +137,8 @@ class OpenAI(Backend):
         create = self.client.chat.completions.create if self.is_chat_model else self.client.completions.create
         text = ""
         finish = None
-        for chunk in create(**body, stream=True):
+        for chunk in create(**body, stream=True, stream_options={"include_usage": True}):
+            self.token_usage.add(getattr(chunk, "usage", None))
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -135,21 +149,8 @@ class OpenAI(Backend):
     def select(
         self, context: Context, choices: list[str], method: Any, messages: list | None = None
     ) -> tuple[str, dict]:
-        """No prompt scoring over this API: generate greedily and take the choice sharing the
-        longest prefix with the output (ties: the first)."""
-        longest = max(len(c) for c in choices)
-        req = {
-            "input_segments": list(context),
-            "messages": (messages or []) + [{"role": "assistant", "content": ""}],
-            "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0},
-        }
-        if messages and messages[-1]["role"] == "assistant":
-            req["messages"] = messages
-        out = self.generate(req)
-        text = (out[0] if isinstance(out, list) else out)["text"].strip()
-        scores = [_common_prefix(text, c.strip()) for c in choices]
-        best = max(range(len(choices)), key=lambda i: scores[i])
-        return choices[best], {"choices": choices, "completion": text, "match_lengths": scores}
+        """No prompt scoring over this API: see ``select_by_greedy_prefix``."""
+        return select_by_greedy_prefix(self, context, choices, messages)
 
     def cache_prefix(self, context: Context) -> None:
         """Remote APIs manage their own caches."""
@@ -165,6 +166,26 @@ class OpenAI(Backend):
             "prompt_tokens": getattr(usage, "prompt_tokens", None),
             "completion_tokens": getattr(usage, "completion_tokens", None),
         }
+
+
+def select_by_greedy_prefix(
+    backend: Backend, context: Context, choices: list[str], messages: list | None
+) -> tuple[str, dict]:
+    """``select`` for APIs that cannot score a prompt: generate greedily and take the choice sharing
+    the longest prefix with the output (ties: the first)."""
+    longest = max(len(c) for c in choices)
+    req = {
+        "input_segments": list(context),
+        "messages": (messages or []) + [{"role": "assistant", "content": ""}],
+        "sampling_params": {"max_new_tokens": max(1, longest // 2 + 4), "temperature": 0},
+    }
+    if messages and messages[-1]["role"] == "assistant":
+        req["messages"] = messages
+    out = backend.generate(req)
+    text = (out[0] if isinstance(out, list) else out)["text"].strip()
+    scores = [_common_prefix(text, c.strip()) for c in choices]
+    best = max(range(len(choices)), key=lambda i: scores[i])
+    return choices[best], {"choices": choices, "completion": text, "match_lengths": scores}
 
 
 def _common_prefix(a: str, b: str) -> int:
