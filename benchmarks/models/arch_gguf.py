@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gguf
@@ -163,6 +163,8 @@ def write_arch_gguf(
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
     from radixlm.runtime.weights.model_registry import known_model_gguf
 
+    if name == "olmoe":  # llama.cpp's OLMoE has no grouped-query attention (its k norm spans hidden)
+        shape = replace(shape, kv_heads=shape.heads)
     qtype, rng = Q[quant], np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), ARCHITECTURES[name])
     w.add_name(f"random-{name}-{quant}")

@@ -23,10 +23,64 @@ from pathlib import Path
 
 from benchmarks.harness import REPO, add_json_argument, write_results
 from benchmarks.models.arch_gguf import ARCHITECTURES, write_arch_gguf
-from benchmarks.models.vs_llama_cpp import LLAMA_CPP, prompt_ids
+from benchmarks.models.vs_llama_cpp import prompt_ids
 from benchmarks.peers.llama_cpp_peer import ensure_llama_cpp
 
 _KEYS = ("load_s", "peak_rss_mib", "decode_tok_s")
+# run in the llama-cpp-python venv: load, then per round prefill the ids and decode greedily (timed)
+LLAMA_CPP = """
+import json, resource, sys, time, llama_cpp
+path, (threads, tokens, rounds), ids = sys.argv[1], map(int, sys.argv[2:5]), json.loads(sys.argv[5])
+t0 = time.perf_counter()
+llm = llama_cpp.Llama(path, n_threads=threads, n_threads_batch=threads, n_ctx=1024, verbose=True)
+load_s, rates, first = time.perf_counter() - t0, [], None
+for _ in range(rounds):
+    llm.reset()
+    llm.eval(ids)
+    out, t0 = [], time.perf_counter()
+    for _ in range(tokens):
+        tok = llm.sample(top_k=1, temp=0.0)
+        out.append(int(tok))
+        llm.eval([tok])
+    rates.append(tokens / (time.perf_counter() - t0))
+    first = first or out
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"load_s": load_s, "decode_tok_s": max(rates), "peak_rss_mib": peak, "output_ids": first}))
+"""
+
+
+def radixlm_side(path: str, threads: int, tokens: int, rounds: int, ids: list[int]) -> dict:
+    """Runs in a fresh process: an Engine on ``path``; per round one request, its decode timed from
+    the stream (after the first token, which ends the prefill)."""
+    import resource
+    import time
+
+    from radixlm.runtime.engine.engine import Engine
+
+    t0 = time.perf_counter()
+    engine = Engine(model=path, device="cpu", num_threads=threads, context_length=1024, kv_cache_gb=0.25)
+    load_s, rates, first_out = time.perf_counter() - t0, [], None
+    try:
+        params = {"temperature": 0, "max_new_tokens": tokens + 1, "ignore_eos": True}
+        for _ in range(rounds):
+            engine.flush_cache()
+            first, out = None, []
+            for chunk in engine.generate(input_ids=ids, sampling_params=params, stream=True):
+                first = first or time.perf_counter()
+                out = chunk.get("output_ids", out)
+            rates.append((len(out) - 1) / (time.perf_counter() - first))
+            first_out = first_out or out[:tokens]
+        served = engine.get_server_info()["quantization"]
+    finally:
+        engine.shutdown()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "load_s": load_s,
+        "decode_tok_s": max(rates),
+        "peak_rss_mib": peak,
+        "quantization": served,
+        "output_ids": first_out,
+    }
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> dict:
@@ -34,22 +88,20 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
-        return {"error": lines[-1][:200] if lines else f"exit status {proc.returncode}"}
+        reasons = [line for line in lines if "error loading model" in line] or lines  # llama.cpp's log
+        return {"error": reasons[-1][:200] if reasons else f"exit status {proc.returncode}"}
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def measure(path: Path, threads: int, tokens: int, prompt_tokens: int) -> dict:
+def measure(path: Path, threads: int, tokens: int, prompt_tokens: int, rounds: int) -> dict:
     """One architecture's row: both sides on ``path``."""
     ids = prompt_ids(str(path), prompt_tokens)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    counts = [str(threads), str(tokens), str(rounds), json.dumps(ids)]
     ours = _run(
-        [sys.executable, "-m", "benchmarks.models.vs_llama_cpp", str(path), "--side", "radixlm"]
-        + ["--threads", str(threads), "--tokens", str(tokens), "--prompt-tokens", str(prompt_tokens)],
-        env,
+        [sys.executable, "-m", "benchmarks.models.per_architecture", "--side", str(path), *counts], env
     )
-    peer = _run(
-        [str(ensure_llama_cpp()), "-c", LLAMA_CPP, str(path), str(threads), str(tokens), json.dumps(ids)]
-    )
+    peer = _run([str(ensure_llama_cpp()), "-c", LLAMA_CPP, str(path), *counts])
     row: dict = {"file_mib": round(path.stat().st_size / 2**20)}
     for side, result in (("radixlm", ours), ("llama_cpp", peer)):
         if "error" in result:
@@ -98,13 +150,20 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3, help="decode rounds per side; the best counts")
+    ap.add_argument("--side", help=argparse.SUPPRESS)  # the radixlm child: FILE threads tokens rounds ids
+    ap.add_argument("side_args", nargs="*", help=argparse.SUPPRESS)
     add_json_argument(ap)
     args = ap.parse_args()
+    if args.side:
+        threads, tokens, rounds, ids = args.side_args
+        print(json.dumps(radixlm_side(args.side, int(threads), int(tokens), int(rounds), json.loads(ids))))
+        return
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.arch.split(","):
             path = write_arch_gguf(Path(tmp) / f"{name}.gguf", name, args.quant)
-            rows[name] = measure(path, args.threads, args.tokens, args.prompt_tokens)
+            rows[name] = measure(path, args.threads, args.tokens, args.prompt_tokens, args.rounds)
             path.unlink()
             print(name, json.dumps(rows[name]), flush=True)
     print(_table(rows, args.tokens))
