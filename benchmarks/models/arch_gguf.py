@@ -167,7 +167,9 @@ def write_arch_gguf(
         shape = replace(shape, kv_heads=shape.heads)
     qtype, rng = Q[quant], np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), ARCHITECTURES[name])
-    w.add_name(f"random-{name}-{quant}")
+    # not the architecture's name: llama.cpp gives a model *named* phi3 sentencepiece token attributes
+    # (it looks up "</s>", "<s>", "<unk>"), which this file's gpt2 vocabulary does not have
+    w.add_name(f"random-weights-{quant}")
     _metadata(w, name, shape)
     copy_tokenizer(w, shape.vocab, known_model_gguf("smollm2-135m"))
     table = tensors(name, shape)
