@@ -19,10 +19,14 @@ import argparse
 import math
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from benchmarks.harness import REPO, add_json_argument, write_results
+
+if TYPE_CHECKING:
+    from radixlm.runtime.executor.model_runner import ModelRunner
 
 FORMATS = ("q4_1", "q4_0", "q5_0", "q8_0", "q4_k", "q6_k")
 _K_FORMATS = ("q4_k", "q6_k")
@@ -39,7 +43,7 @@ def text_ids(tokens: int) -> list[int]:
     return ids
 
 
-def perplexity(runner, ids: list[int], chunk: int = 256) -> float:  # type: ignore[no-untyped-def]
+def perplexity(runner: ModelRunner, ids: list[int], chunk: int = 256) -> float:
     """exp(mean NLL of ``ids[1:]``), teacher-forced in extend steps of ``chunk`` tokens on one request
     (each step reads the KV cache of the ones before, as a served prompt does)."""
     from tests.helpers.model_helpers import PagedSession
