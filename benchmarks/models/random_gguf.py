@@ -81,7 +81,7 @@ def _tensors(shape: LlamaShape, quant: str) -> list[tuple[str, int, int, Q | Non
 _RESERVED_CONTROL_TOKENS = 256
 
 
-def _copy_tokenizer(writer: gguf.GGUFWriter, vocab: int, tokenizer_gguf: Path) -> None:
+def copy_tokenizer(writer: gguf.GGUFWriter, vocab: int, tokenizer_gguf: Path) -> None:
     reader = gguf.GGUFReader(str(tokenizer_gguf))
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
@@ -130,7 +130,7 @@ def write_random_llama(
     writer.add_file_type(
         gguf.LlamaFileType.MOSTLY_Q4_K_M if quant == "Q4_K_M" else gguf.LlamaFileType[f"MOSTLY_{quant}"]
     )
-    _copy_tokenizer(writer, shape.vocab, tokenizer_gguf)
+    copy_tokenizer(writer, shape.vocab, tokenizer_gguf)
     tensors = _tensors(shape, quant)
     for name, rows, cols, qtype in tensors:
         if qtype is None:

@@ -1,9 +1,9 @@
 """A GGUF writer for tiny transformers models, laying tensors and metadata out as llama.cpp's converter does.
 
-Covers llama (+ Mixtral experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite and olmo2:
-GGUF names, Q/K rows permuted (llama, granite), Gemma's norms stored as ``1 + w``, Phi-3's fused
-``attn_qkv``/``ffn_up`` and LongRoPE factor tensors, experts stacked ``[experts, rows, in]``, and a
-tiny byte-level gpt2 tokenizer.
+Covers llama (+ Mixtral experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2,
+smollm3 and olmoe: GGUF names, Q/K rows permuted (llama, granite, smollm3), Gemma's norms stored as
+``1 + w``, Phi-3's fused ``attn_qkv``/``ffn_up`` and LongRoPE factor tensors, experts stacked
+``[experts, rows, in]``, and a tiny byte-level gpt2 tokenizer.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ _GGUF_GLOBAL_NAMES = {
     "model.norm.weight": "output_norm.weight",
     "lm_head.weight": "output.weight",
 }
+_PERMUTED = ("llama", "granite", "smollm3")  # llama.cpp's converter permutes these (its LlamaModel)
 _GGUF_ARCH = {"gemma3_text": "gemma3", "qwen3_moe": "qwen3moe", "mixtral": "llama", "mistral": "llama"}
 
 
@@ -142,7 +143,7 @@ def _gguf_tensors(config, arch: str, state_dict: dict[str, torch.Tensor]):
             continue
         if name.endswith("mlp.experts.down_proj"):
             module, leaf = "mlp.experts.down_proj", "weight"
-        if arch in ("llama", "granite") and module in heads:
+        if arch in _PERMUTED and module in heads:
             array = llamacpp_permute(array, heads[module])
         yield f"{blk}.{layer_names[module]}.{leaf}", name, array
 

@@ -20,6 +20,8 @@ GGUF_ARCHITECTURES: dict[str, tuple[str, str, bool]] = {
     "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe", False),
     "granite": ("GraniteForCausalLM", "granite", True),
     "olmo2": ("Olmo2ForCausalLM", "olmo2", False),
+    "smollm3": ("SmolLM3ForCausalLM", "smollm3", True),
+    "olmoe": ("OlmoeForCausalLM", "olmoe", False),
 }
 
 

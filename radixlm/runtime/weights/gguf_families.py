@@ -1,7 +1,8 @@
 """The config.json fields each GGUF architecture adds to the Llama-like base ``gguf_config`` builds.
 
 llama.cpp's converter keeps some of a family's config only in its code (Gemma 3's every-sixth global
-layer and local rope base, Gemma's attention scale, Qwen3-MoE's renormalized top-k): the values here
+layer and local rope base, Gemma's attention scale, Qwen3-MoE's renormalized top-k, SmolLM3's NoPE
+layers): the values here
 are the ones llama.cpp's runtime assumes for such a file.
 """
 
@@ -25,10 +26,12 @@ def add_family_fields(arch: str, meta: Meta, reader: GGUFReader, config: dict[st
         _gemma(arch, meta, config)
     elif arch == "phi3":
         _phi3(meta, reader, config)
-    elif arch == "qwen3moe" or (arch == "llama" and meta("expert_count")):
+    elif arch in ("qwen3moe", "olmoe") or (arch == "llama" and meta("expert_count")):
         _experts(arch, meta, config)
     elif arch == "llama" and window is not None:
         config["architectures"], config["model_type"] = ["MistralForCausalLM"], "mistral"
+    elif arch == "smollm3":
+        _smollm3(meta, config)
     elif arch == "granite":
         for key, field in (
             ("attention.scale", "attention_multiplier"),
@@ -91,6 +94,15 @@ def _phi3(meta: Meta, reader: GGUFReader, config: dict[str, Any]) -> None:
     config["rope_parameters"] = rope
 
 
+def _smollm3(meta: Meta, config: dict[str, Any]) -> None:
+    # llama.cpp hard-codes NoPE on every fourth layer (no GGUF key); a file may still list them per layer
+    flags = meta("no_rope_layers")
+    if isinstance(flags, list):
+        config["no_rope_layers"] = [int(f) for f in flags]
+    config["no_rope_layer_interval"] = 4
+    config["use_sliding_window"] = False
+
+
 def _experts(arch: str, meta: Meta, config: dict[str, Any]) -> None:
     experts, used = meta("expert_count"), meta("expert_used_count")
     if experts is None or used is None:
@@ -101,6 +113,9 @@ def _experts(arch: str, meta: Meta, config: dict[str, Any]) -> None:
         config["num_local_experts"] = int(experts)
         return
     config["num_experts"] = int(experts)
+    if arch == "olmoe":  # every layer's experts are feed_forward_length wide; llama.cpp does not renormalize
+        config["norm_topk_prob"] = False
+        return
     config["moe_intermediate_size"] = int(meta("expert_feed_forward_length"))
     config["norm_topk_prob"] = True  # llama.cpp renormalizes Qwen3-MoE's top-k weights
     config["decoder_sparse_step"], config["mlp_only_layers"] = 1, []

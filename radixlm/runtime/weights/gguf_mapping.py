@@ -51,6 +51,7 @@ _NAME_FAMILY = {
     "olmo2": "olmo2",
     "phi3": "phi3",
     "qwen3moe": "moe",
+    "olmoe": "moe",
     "llama": "moe",
 }
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")

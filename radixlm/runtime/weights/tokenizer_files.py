@@ -55,9 +55,25 @@ def _save_gguf_tokenizer(gguf_path: Path, out_dir: Path) -> None:
     from radixlm.runtime.weights.gguf_source import open_gguf
 
     out_dir.mkdir()
-    if gguf_field(open_gguf(str(gguf_path)), "tokenizer.ggml.model") is None:
+    reader = open_gguf(str(gguf_path))
+    if gguf_field(reader, "tokenizer.ggml.model") is None:
         return  # no tokenizer in the file: an empty entry
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    # AutoTokenizer first reads the file's model config, which transformers' GGUF reader refuses for the
+    # architectures it does not know (granite, olmo2, smollm3, olmoe...); the tokenizer itself is built
+    # from the tokenizer.* keys alone, so the generic fast tokenizer reads those files.
+    tokenizer_cls = AutoTokenizer if _transformers_reads_gguf_config(reader) else PreTrainedTokenizerFast
+    tokenizer = tokenizer_cls.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     tokenizer.save_pretrained(str(out_dir))
+
+
+def _transformers_reads_gguf_config(reader: Any) -> bool:
+    from transformers.integrations.gguf import GGUF_CONFIG_ARCHS
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    from radixlm.runtime.weights.gguf_config import gguf_field
+
+    arch = gguf_field(reader, "general.architecture")
+    aliases = {"qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}  # the names transformers' reader maps
+    return arch in GGUF_CONFIG_ARCHS or aliases.get(arch, arch) in GGUF_SUPPORTED_ARCHITECTURES

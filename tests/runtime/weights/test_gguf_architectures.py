@@ -98,9 +98,23 @@ def _olmo2():
     return Olmo2Config(**tiny_kwargs()), {}
 
 
+def _smollm3():
+    from transformers import SmolLM3Config
+
+    # four layers: llama.cpp's NoPE on every fourth (the file has no key for it), as transformers' default
+    return SmolLM3Config(**tiny_kwargs(num_hidden_layers=4, no_rope_layer_interval=4)), {}
+
+
+def _olmoe():
+    from transformers import OlmoeConfig
+
+    kwargs = tiny_kwargs(intermediate_size=32, num_experts=4, num_experts_per_tok=2)
+    return OlmoeConfig(**kwargs, norm_topk_prob=False), {}
+
+
 # transformers 5.24 reads none of these GGUF files (or reads a llama file with experts or a sliding
 # window as a plain Llama)
-NOT_IN_TRANSFORMERS_GGUF = {"mixtral", "mistral", "granite", "olmo2"}
+NOT_IN_TRANSFORMERS_GGUF = {"mixtral", "mistral", "granite", "olmo2", "smollm3", "olmoe"}
 CASES = {
     "gemma2": _gemma2,
     "gemma3": _gemma3,
@@ -111,6 +125,8 @@ CASES = {
     "mistral": _mistral,  # llama with a sliding window in its metadata
     "granite": _granite,
     "olmo2": _olmo2,
+    "smollm3": _smollm3,
+    "olmoe": _olmoe,
 }
 
 
@@ -146,13 +162,11 @@ def test_the_writer_follows_llamacpp(case) -> None:
 
 
 def test_gguf_logits_match_transformers(case) -> None:
-    name, hf_dir, gguf_path, _ = case
-    # transformers builds a GGUF file's tokenizer only for the architectures its GGUF reader knows
-    tokenizer = str(hf_dir) if name in ("granite", "olmo2") else None
-    check_all_logits(Reference(hf_dir, served=gguf_path, tokenizer=tokenizer))
+    _, hf_dir, gguf_path, _ = case
+    check_all_logits(Reference(hf_dir, served=gguf_path))
 
 
-@pytest.mark.parametrize("name", ["gemma2", "qwen3moe"])
+@pytest.mark.parametrize("name", ["gemma2", "qwen3moe", "smollm3", "olmoe"])
 def test_engine_greedy_on_gguf_matches_transformers(name, tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -231,3 +245,25 @@ def test_q8_0_gguf_loads_and_serves_the_files_blocks(name, tmp_path) -> None:
             assert torch.equal(module.dequantized().down_proj, float_params[f"{module_name}.down_proj"])
     outs = prefill_then_decode_logits(native, seq)
     assert_logits_close(torch.cat([outs[0], *(o[None] for o in outs[1:])]), want, rtol=0.1)
+
+
+def test_gguf_tokenizer_comes_from_the_file(case) -> None:
+    """The tokenizer and chat template come from the GGUF metadata (no --tokenizer), also for the
+    architectures transformers' GGUF model reader refuses (granite, olmo2, smollm3, olmoe): ids are the
+    file's own vocabulary, its one merge applied, its specials whole."""
+    import gguf
+
+    from radixlm.runtime.weights.tokenizer_files import tokenizer_for
+    from tests.helpers.model_helpers import CHATML_TEMPLATE
+
+    name, _, gguf_path, _ = case
+    if name.startswith("gemma"):
+        pytest.skip("transformers reads a Gemma file's tokenizer as sentencepiece; the writer's is gpt2")
+    vocab = gguf.GGUFReader(str(gguf_path)).get_field("tokenizer.ggml.tokens").contents()
+    tokenizer = tokenizer_for(str(gguf_path))
+    text = "<|im_start|>t t<|im_end|>"
+    want = [1, vocab.index("t"), vocab.index("Ġt"), 2]
+    assert tokenizer(text, add_special_tokens=False)["input_ids"] == want
+    assert tokenizer.decode(want) == text
+    assert tokenizer.chat_template == CHATML_TEMPLATE
+    assert tokenizer.eos_token_id == 2
