@@ -82,6 +82,7 @@ _RESERVED_CONTROL_TOKENS = 256
 
 
 def copy_tokenizer(writer: gguf.GGUFWriter, vocab: int, tokenizer_gguf: Path) -> None:
+    """Write ``tokenizer_gguf``'s tokenizer keys into ``writer``, its vocabulary padded to ``vocab``."""
     reader = gguf.GGUFReader(str(tokenizer_gguf))
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
