@@ -7,8 +7,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from radixlm.runtime.server.launch import launch_server
-from tests.runtime.server.test_reasoning_server import SHAPE, THINKING_TEMPLATE
+from tests.runtime.server.test_reasoning_server import SHAPE, launch_thinking_server
 
 MODEL = "tiny"
 USER = [{"role": "user", "content": "Think, then answer."}]
@@ -17,15 +16,7 @@ THINKING = {"type": "enabled", "budget_tokens": 30}
 
 @pytest.fixture(scope="module")
 def client(tiny_llama_dir):
-    with launch_server(
-        model=tiny_llama_dir,
-        device="cpu",
-        num_threads=1,
-        kv_cache_gb=0.02,
-        context_length=512,
-        chat_template=THINKING_TEMPLATE,
-        reasoning_parser="deepseek-r1",
-    ) as handle:
+    with launch_thinking_server(tiny_llama_dir) as handle:
         yield anthropic.Anthropic(base_url=handle.url, api_key="unused", max_retries=0)
 
 

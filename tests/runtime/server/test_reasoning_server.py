@@ -18,17 +18,22 @@ SHAPE = r"[a-z]{3,8} [a-z]{3,8}\n</think>\n\n[a-z]{3,8}!"
 MESSAGES = [{"role": "user", "content": "Think, then answer."}]
 
 
-@pytest.fixture(scope="module")
-def client(tiny_llama_dir):
-    with launch_server(
-        model=tiny_llama_dir,
+def launch_thinking_server(model_dir: str):
+    """A tiny-model server whose chat template thinks and whose reasoning parser splits it off."""
+    return launch_server(
+        model=model_dir,
         device="cpu",
         num_threads=1,
         kv_cache_gb=0.02,
         context_length=512,
         chat_template=THINKING_TEMPLATE,
         reasoning_parser="deepseek-r1",
-    ) as handle:
+    )
+
+
+@pytest.fixture(scope="module")
+def client(tiny_llama_dir):
+    with launch_thinking_server(tiny_llama_dir) as handle:
         yield openai.OpenAI(base_url=handle.url + "/v1", api_key="unused", max_retries=0)
 
 

@@ -7,21 +7,12 @@ import openai
 import pytest
 from openai.types.responses import ResponseOutputMessage, ResponseReasoningItem
 
-from radixlm.runtime.server.launch import launch_server
-from tests.runtime.server.test_reasoning_server import SHAPE, THINKING_TEMPLATE
+from tests.runtime.server.test_reasoning_server import SHAPE, launch_thinking_server
 
 
 @pytest.fixture(scope="module")
 def client(tiny_llama_dir):
-    with launch_server(
-        model=tiny_llama_dir,
-        device="cpu",
-        num_threads=1,
-        kv_cache_gb=0.02,
-        context_length=512,
-        chat_template=THINKING_TEMPLATE,
-        reasoning_parser="deepseek-r1",
-    ) as handle:
+    with launch_thinking_server(tiny_llama_dir) as handle:
         yield openai.OpenAI(base_url=handle.url + "/v1", api_key="unused", max_retries=0)
 
 
