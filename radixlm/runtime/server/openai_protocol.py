@@ -134,7 +134,7 @@ class CompletionRequest(_SamplingFields):
     max_tokens: int | None = Field(16, ge=0)
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
-    suffix: str | None = None  # rejected when set
+    suffix: str | None = None  # fill-in-the-middle: the text after the completion
     best_of: int | None = None  # only best_of == n
 
 
