@@ -2,57 +2,66 @@
 
 Accepted: ``input_prefix``, ``input_suffix``, ``prompt`` (text after the middle marker, the start of
 the infill already typed), ``n_predict`` (or ``max_tokens``), ``temperature``, ``top_k``, ``top_p``,
-``min_p``, ``seed``, ``stop``, ``ignore_eos``. ``input_extra`` (repository context chunks) and
-streaming are refused with a 400. The answer is llama-server's ``content`` / ``tokens_predicted`` /
-``tokens_evaluated`` / ``stop_type`` subset.
+``min_p``, ``seed``, ``stop``, ``ignore_eos``. A non-empty ``input_extra`` (repository context
+chunks) and streaming are refused with a 400. The answer is llama-server's ``content``,
+``tokens_predicted``, ``tokens_evaluated`` and ``stop_type``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.fim import fim_input_ids
 from radixlm.runtime.server.http_util import read_json_sized, until_done_or_disconnect
 from radixlm.runtime.server.offload import body_cost, maybe_off_loop
+from radixlm.runtime.server.openai_protocol import parse_body
 from radixlm.runtime.server.tokenizer_manager import GenerateItem, TokenizerManager
 
 router = APIRouter()
 
-_TEXT_FIELDS = ("input_prefix", "input_suffix", "prompt")
-_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed", "stop", "ignore_eos")
-_FIELDS = {*_TEXT_FIELDS, *_SAMPLING_FIELDS, "n_predict", "max_tokens", "input_extra", "stream", "model"}
 _STOP_TYPES = {"length": "limit", "stop": "word", "abort": "none"}
 
 
+class InfillRequest(BaseModel):
+    """llama-server's ``/infill`` body (the subset served; anything else is a 400)."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_prefix: str = ""
+    input_suffix: str = ""
+    prompt: str = ""  # after the middle marker: the start of the infill already typed
+    input_extra: list[Any] = Field(default_factory=list, max_length=0)  # repository chunks: refused
+    n_predict: int | None = Field(None, ge=-1)  # -1: up to the context (llama-server)
+    max_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    seed: int | None = Field(None, ge=-(2**63), lt=2**64)
+    stop: list[Annotated[str, Field(min_length=1)]] | None = None
+    ignore_eos: bool = False
+    stream: Literal[False] = False
+    model: str | None = None
+
+
 def _infill_item(body: Any, tokenizer: Any, model: str) -> GenerateItem:
-    if not isinstance(body, dict):
-        raise ApiError("the request body must be a JSON object")
-    unknown = sorted(k for k in body if k not in _FIELDS)
-    if unknown:
-        raise ApiError(f"unknown field(s): {', '.join(unknown)}", param=unknown[0])
-    if body.get("input_extra"):
-        raise ApiError("input_extra (repository context) is not supported", param="input_extra")
-    if body.get("stream"):
-        raise ApiError("stream is not supported on /infill", param="stream")
-    texts = {k: body.get(k) or "" for k in _TEXT_FIELDS}
-    for name, value in texts.items():
-        if not isinstance(value, str):
-            raise ApiError(f"{name} must be a string", param=name)
-    params: dict[str, Any] = {k: body[k] for k in _SAMPLING_FIELDS if body.get(k) is not None}
-    n_predict = body.get("n_predict", body.get("max_tokens"))
-    if n_predict is not None and n_predict >= 0:  # llama-server: -1 means up to the context
+    req: InfillRequest = parse_body(InfillRequest, body)
+    names = ("temperature", "top_k", "top_p", "min_p", "seed", "stop")
+    params: dict[str, Any] = {k: getattr(req, k) for k in names if getattr(req, k) is not None}
+    params["ignore_eos"] = req.ignore_eos
+    n_predict = req.n_predict if req.n_predict is not None else req.max_tokens
+    if n_predict is not None and n_predict >= 0:
         params["max_new_tokens"] = n_predict
     try:
         sampling_params = SamplingParams.from_dict(params)
     except (ValueError, TypeError) as e:
         raise ApiError(str(e)) from e
-    ids = fim_input_ids(
-        tokenizer, model, texts["input_prefix"], texts["input_suffix"], texts["prompt"], param="input_suffix"
-    )
+    prefix, suffix = req.input_prefix, req.input_suffix
+    ids = fim_input_ids(tokenizer, model, prefix, suffix, req.prompt, param="input_suffix")
     return GenerateItem(sampling_params, input_ids=ids, fill_context="max_new_tokens" not in params)
 
 
