@@ -16,6 +16,7 @@ from radixlm import CustomLogitProcessor
 from radixlm.runtime.sampling.custom_logit_processor import apply_custom_processors, load_processor
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.launch import launch_server
+from tests.helpers.engines import make_engine
 from tests.helpers.logit_processors import ForceToken, Identity, RaisesWhenAsked
 
 
@@ -110,3 +111,14 @@ def test_a_processor_that_raises_fails_its_request_only(servers):
     assert httpx.get(url + "/health", timeout=10).status_code == 200
     r = _generate(url, custom_logit_processor='{"callable": "00"}')
     assert r.status_code == 400 and "could not be loaded" in r.json()["error"]["message"]
+
+
+def test_engine_needs_the_flag_too(tiny_llama_dir):
+    params = {"max_new_tokens": 3, "custom_params": {"token_id": 72}}
+    params["custom_logit_processor"] = ForceToken.to_str()
+    common = {"device": "cpu", "num_threads": 1}
+    with make_engine(tiny_llama_dir, **common) as engine:
+        with pytest.raises(ValueError, match="enable_custom_logit_processor"):
+            engine.generate("hello", params)
+    with make_engine(tiny_llama_dir, **common, enable_custom_logit_processor=True) as engine:
+        assert engine.generate("hello", params)["output_ids"] == [72] * 3
