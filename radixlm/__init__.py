@@ -64,6 +64,7 @@ from radixlm.version import __version__  # noqa: F401  (the public version)
 _LAZY = {
     "Engine": ("radixlm.runtime.engine", "Engine"),
     "launch_server": ("radixlm.runtime.server.launch", "launch_server"),
+    "CustomLogitProcessor": ("radixlm.runtime.sampling.custom_logit_processor", "CustomLogitProcessor"),
 }
 
 
@@ -83,6 +84,7 @@ __all__ = [
     "Backend",
     "ChatTemplate",
     "CompiledFunction",
+    "CustomLogitProcessor",
     "DynamicProgramError",
     "Engine",
     "EngineBackend",

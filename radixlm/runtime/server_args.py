@@ -99,6 +99,9 @@ class ServerArgs:
     served_model_name: str | None = None
     chat_template: str | None = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
+    # Requests may send serialized Python (runtime/sampling/custom_logit_processor.py): trusts clients
+    # with arbitrary code execution in the server, so off unless asked for.
+    enable_custom_logit_processor: bool = False
     stream_interval: int = 1  # a stream sends the first token, then a chunk every this many tokens
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"

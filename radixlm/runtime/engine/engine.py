@@ -180,6 +180,7 @@ class Engine:
     # ---- plumbing ------------------------------------------------------------------------------
     def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked requests, their rids claimed; a rid in flight raises ``ValueError``."""
+        self._check_logit_processors(args.sampling_params)
         reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
         try:
             self._loop.reserve(reqs)
@@ -189,6 +190,19 @@ class Engine:
                     self._release_pins(list(req.unpin_rids))
             raise
         return reqs, single
+
+    def _check_logit_processors(self, sampling_params: Any) -> None:
+        """A ``custom_logit_processor`` needs ``enable_custom_logit_processor``, as on the server."""
+        for p in sampling_params if isinstance(sampling_params, list) else [sampling_params]:
+            text = (
+                p.get("custom_logit_processor")
+                if isinstance(p, dict)
+                else getattr(p, "custom_logit_processor", None)
+            )
+            if text is not None and not self.server_args.enable_custom_logit_processor:
+                raise ValueError(
+                    "custom_logit_processor is disabled: pass enable_custom_logit_processor=True"
+                )
 
     def _release_pins(self, unpin_rids: list[str]) -> None:
         self._loop.post(SchedulerCall(ReleasePinsReq(unpin_rids)))

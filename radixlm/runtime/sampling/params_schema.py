@@ -40,6 +40,8 @@ _OTHER_FIELDS: dict[str, dict[str, Any]] = {
     "choices": {"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "null"}]},
     "dtype": {"enum": [*DTYPES, None]},
     "ebnf": {"type": ["string", "null"]},
+    "custom_logit_processor": {"type": ["string", "null"]},
+    "custom_params": {"type": ["object", "null"]},
     "logit_bias": {
         "anyOf": [
             {

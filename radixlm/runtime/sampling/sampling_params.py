@@ -58,6 +58,10 @@ class SamplingParams:
     stop_regex: list[str] = field(default_factory=list)
     # Token id (an int or its decimal string, as JSON keys are) -> bias added to its logit.
     logit_bias: dict[Any, float] | None = None
+    # SGLang's custom logit processor (``CustomLogitProcessor.to_str()``) and the parameters its
+    # call gets for this request; served only with --enable-custom-logit-processor.
+    custom_logit_processor: str | None = None
+    custom_params: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:
@@ -130,6 +134,10 @@ class SamplingParams:
         for name in ("ebnf", "structural_tag"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 bad(name, "must be a string" if name == "ebnf" else "must be a JSON string or object")
+        if self.custom_logit_processor is not None and not isinstance(self.custom_logit_processor, str):
+            bad("custom_logit_processor", "must be the string CustomLogitProcessor.to_str() gives")
+        if self.custom_params is not None and not isinstance(self.custom_params, dict):
+            bad("custom_params", "must be an object")
         if self.dtype is not None and self.dtype not in DTYPES:
             bad("dtype", f"must be one of {', '.join(DTYPES)}")
 

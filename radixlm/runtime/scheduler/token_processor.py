@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 
 from radixlm.runtime.messages import ReqTokenOut, TokenizedGenerateReq
+from radixlm.runtime.sampling.custom_logit_processor import apply_custom_processors
 from radixlm.runtime.sampling.sampler import SampleOutput, sample
 from radixlm.runtime.sampling.sequence import SamplingSequence
 from radixlm.runtime.scheduler.cache_manager import CacheManager
@@ -167,7 +168,9 @@ class TokenProcessor:
         if rows is not None:
             logits = logits[torch.tensor(rows, device=logits.device)]
         seqs: list[SamplingSequence] = list(reqs)
-        result = sample(logits, seqs, self.eos_token_ids, errors=self.grammars.apply_masks(reqs, logits))
+        errors = apply_custom_processors(logits, seqs)  # client code: before the grammar mask
+        errors = {**self.grammars.apply_masks(reqs, logits), **errors}
+        result = sample(logits, seqs, self.eos_token_ids, errors=errors)
         self.counters.on_generated(len(reqs) - len(result.errors))
         jump = self.jump_forward
         if jump is not None and not jump.allows(running_size):

@@ -26,6 +26,7 @@ class Admission:
         # longer than this has more tokens than allowed without tokenizing it.
         self.max_prompt_chars = max_tokens * max(max_token_chars, 1)
         self.draining: str | None = None
+        self.custom_logit_processors = bool(getattr(server_args, "enable_custom_logit_processor", False))
 
     def check(self, in_flight: int, new_samples: int) -> None:
         """Raise a 503 ``ApiError`` when the server is full or draining."""
@@ -48,6 +49,24 @@ class Admission:
                 503,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
+
+    def check_logit_processor(self, params: Any) -> None:
+        """A 400 for a ``custom_logit_processor`` when they are off, or when it does not load."""
+        text = params.custom_logit_processor
+        if text is None:
+            return
+        if not self.custom_logit_processors:
+            raise ApiError(
+                "custom_logit_processor is disabled on this server: it runs the client's Python code in "
+                "the server process; --enable-custom-logit-processor trusts clients with that",
+                param="custom_logit_processor",
+            )
+        from radixlm.runtime.sampling.custom_logit_processor import load_processor
+
+        try:
+            load_processor(text)
+        except ValueError as e:
+            raise ApiError(str(e), param="custom_logit_processor") from e
 
     def check_batch_before_parsing(self, body: Any, prompt_fields: tuple[str, ...]) -> None:
         """413 when a body's batch alone holds more prompts than the server runs at once, before any

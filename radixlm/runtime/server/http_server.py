@@ -35,6 +35,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from radixlm.runtime.messages import CLIENT_ABORT_STATUS
     from radixlm.runtime.server import (
         anthropic_api,
+        infill_api,
         native_api,
         openai_api,
         ops_api,
@@ -73,6 +74,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
     app.include_router(native_api.router)
     app.include_router(openai_api.router)
+    app.include_router(infill_api.router)
     app.include_router(anthropic_api.router)
     app.include_router(program_api.router)
     app.include_router(ops_api.router)

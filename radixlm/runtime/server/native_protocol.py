@@ -32,6 +32,7 @@ PER_ITEM_FIELDS = (
     "logprob_start_len",
     "top_logprobs_num",
     "pin_children",
+    "custom_logit_processor",
 )
 PROMPT_FIELDS = ("text", "input_ids", "input_segments")
 FIELDS = {
@@ -49,7 +50,6 @@ UNSUPPORTED_IF_SET = {
     "video_data",
     "lora_path",
     "modalities",
-    "custom_logit_processor",
     "return_hidden_states",
     "data_parallel_rank",
     "log_metrics",
@@ -96,7 +96,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
     items = []
     for i, (key, prompt) in enumerate(prompts):
         values = {name: _per_item(body, name, i, n, is_batch) for name in PER_ITEM_FIELDS}
-        sampling_params = _sampling_params(values["sampling_params"])
+        sampling_params = _sampling_params(values["sampling_params"], values["custom_logit_processor"])
         pin_children = _int(values["pin_children"], "pin_children", default=0, minimum=0)
         items.append(
             GenerateItem(
@@ -211,9 +211,12 @@ def _first(value: Any) -> Any:
     return value[0] if isinstance(value, list) and value else value
 
 
-def _sampling_params(value: Any) -> SamplingParams:
+def _sampling_params(value: Any, processor: Any) -> SamplingParams:
+    """``sampling_params`` with the request's top-level ``custom_logit_processor`` (SGLang's place)."""
     if value is not None and not isinstance(value, dict):
         raise ApiError("sampling_params must be an object", param="sampling_params")
+    if processor is not None:
+        value = {**(value or {}), "custom_logit_processor": processor}
     try:
         return SamplingParams.from_dict(value)
     except (ValueError, TypeError) as e:

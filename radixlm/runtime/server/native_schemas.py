@@ -58,6 +58,7 @@ _PER_ITEM = {
     "logprob_start_len": {"type": "integer", "minimum": -1},
     "top_logprobs_num": {"type": "integer", "minimum": 0},
     "pin_children": {"type": "integer", "minimum": 0},
+    "custom_logit_processor": {"type": "string", "description": "with --enable-custom-logit-processor"},
 }
 SESSION_PARAMS_SCHEMA = {
     "type": "object",

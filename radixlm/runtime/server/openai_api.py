@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from radixlm.runtime.messages import CLIENT_ABORT_STATUS
 from radixlm.runtime.server.chat_plan import ChatPlan, plan_chat
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.fim import fim_input_ids
 from radixlm.runtime.server.function_call.streaming import DeltaTracker
 from radixlm.runtime.server.function_call.streaming import message as chat_message
 from radixlm.runtime.server.http_util import (
@@ -57,7 +58,9 @@ async def list_models(request: Request) -> dict[str, Any]:
 async def completions(request: Request) -> Any:
     body, size = await read_json_sized(request)
     _tm(request).admission.check_batch_before_parsing(body, ("prompt",))
-    req, prompts, items = await maybe_off_loop(body_cost(body, size), _completion_items, body)
+    req, prompts, items = await maybe_off_loop(
+        body_cost(body, size), _completion_items, body, _tm(request).tokenizer, _model_name(request)
+    )
 
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
@@ -137,17 +140,21 @@ async def chat_completions(request: Request) -> Any:
     return responder.body(choices, usage=_usage(group))
 
 
-def _completion_items(body: Any) -> tuple[CompletionRequest, list[Any], list[GenerateItem]]:
-    """The parsed body, its prompts and their items; what compiles the request's regexes."""
+def _completion_items(
+    body: Any, tokenizer: Any, model: str
+) -> tuple[CompletionRequest, list[Any], list[GenerateItem]]:
+    """The parsed body, its prompts and their items; what compiles the request's regexes. With a
+    ``suffix``, each prompt is the prefix of a fill-in-the-middle prompt (``fim.py``)."""
     req: CompletionRequest = parse_body(CompletionRequest, body)
-    if req.suffix:
-        raise ApiError("suffix is not supported", param="suffix")
     if req.best_of not in (None, req.n):
         raise ApiError("best_of must equal n", param="best_of")
     if req.echo and req.logprobs is not None:
         raise ApiError("echo together with logprobs is not supported", param="echo")
     params = req.sampling_params(req.max_tokens)
     prompts = _completion_prompts(req.prompt)
+    inputs = prompts
+    if req.suffix is not None:
+        inputs = [fim_input_ids(tokenizer, model, p, req.suffix) for p in prompts]
     items = [
         GenerateItem(
             params,
@@ -158,7 +165,7 @@ def _completion_items(body: Any) -> tuple[CompletionRequest, list[Any], list[Gen
             fill_context=req.max_tokens is None,
             rid=req.rid if len(prompts) == 1 else None,
         )
-        for p in prompts
+        for p in inputs
     ]
     return req, prompts, items
 

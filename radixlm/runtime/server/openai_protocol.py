@@ -68,6 +68,8 @@ class _SamplingFields(BaseModel):
     stop_regex: str | list[str] | None = None
     ebnf: str | None = None
     rid: str | None = None
+    custom_logit_processor: str | None = None  # with --enable-custom-logit-processor
+    custom_params: dict[str, Any] | None = None
 
     def sampling_params(self, max_new_tokens: int | None) -> SamplingParams:
         """``max_new_tokens`` None: up to the context (the manager caps it per prompt)."""
@@ -97,6 +99,8 @@ class _SamplingFields(BaseModel):
             "stop_regex": self.stop_regex,
             "logit_bias": self.logit_bias or None,
             "ebnf": self.ebnf,
+            "custom_logit_processor": self.custom_logit_processor,
+            "custom_params": self.custom_params,
         }
         d.update({k: v for k, v in optional.items() if v is not None})
         schema = self._response_format_schema()
@@ -134,7 +138,7 @@ class CompletionRequest(_SamplingFields):
     max_tokens: int | None = Field(16, ge=0)
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
-    suffix: str | None = None  # rejected when set
+    suffix: str | None = None  # fill-in-the-middle: the text after the completion
     best_of: int | None = None  # only best_of == n
 
 

@@ -24,6 +24,7 @@ from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
 from radixlm.runtime.server.anthropic_protocol import CountTokensRequest, MessagesRequest
 from radixlm.runtime.server.errors import ANTHROPIC_PATH
+from radixlm.runtime.server.infill_api import InfillRequest
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 from radixlm.runtime.server.responses_protocol import ResponsesRequest
@@ -49,6 +50,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     MessagesRequest,
     CountTokensRequest,
     ResponsesRequest,
+    InfillRequest,
 )
 
 # POST routes that read no body.
@@ -63,6 +65,7 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/close_session": lambda args: native.CLOSE_SESSION_SCHEMA,
     "/separate_reasoning": lambda args: native.SEPARATE_REASONING_SCHEMA,
     "/v1/completions": lambda args: {"$ref": _REF.format(model="CompletionRequest")},
+    "/infill": lambda args: {"$ref": _REF.format(model="InfillRequest")},
     "/v1/chat/completions": lambda args: {"$ref": _REF.format(model="ChatCompletionRequest")},
     "/v1/responses": lambda args: {"$ref": _REF.format(model="ResponsesRequest")},
     "/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
@@ -194,10 +197,13 @@ def _components(server_args: Any) -> dict[str, Any]:
         schema = model.model_json_schema(ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
-    for name in ("CompletionRequest", "ChatCompletionRequest"):
+    for name in ("CompletionRequest", "ChatCompletionRequest", "InfillRequest"):
         props = schemas[name]["properties"]
         for field, param in OPENAI_SAMPLING_FIELDS.items():  # checked by SamplingParams, not pydantic
-            props[field] = {"anyOf": [NUMBER_RULES[param].json_schema(), {"type": "null"}]}
+            if field in props:
+                props[field] = {"anyOf": [NUMBER_RULES[param].json_schema(), {"type": "null"}]}
+        if "n" not in props:
+            continue
         props["n"]["maximum"] = min(props["n"].get("maximum", server_args.max_n), server_args.max_n)
     return schemas
 

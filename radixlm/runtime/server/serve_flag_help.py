@@ -44,6 +44,7 @@ FIELD_HELP: dict[str, str] = {
     "served_model_name": "model name reported by /v1/models and responses",
     "chat_template": "built-in chat template name, template file or Jinja text",
     "enable_metrics": "serve Prometheus metrics at /metrics",
+    "enable_custom_logit_processor": "run requests' custom_logit_processor (client code, in the server)",
     "stream_interval": "a stream sends the first token at once, then a chunk every this many tokens",
     "tool_call_parser": "parser of tool calls in chat output (auto: from the chat template)",
     "reasoning_parser": "parser that splits reasoning from the answer",

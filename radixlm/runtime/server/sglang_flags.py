@@ -90,6 +90,9 @@ IMPLEMENTED = [
     _impl("--log-requests", "log_requests", "a line per prompt received and per sample finished"),
     _impl("--log-requests-level", "log_requests_level", "SGLang's levels 0-3"),
     _impl("--enable-metrics", "enable_metrics"),
+    _impl(
+        "--enable-custom-logit-processor", "enable_custom_logit_processor", "runs client code: trusts them"
+    ),
     _impl("--api-key", "api_key"),
     _impl("--served-model-name", "served_model_name"),
     _impl("--chat-template", "chat_template"),

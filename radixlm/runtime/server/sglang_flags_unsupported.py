@@ -161,11 +161,6 @@ NOT_IMPLEMENTED = [
         "--allow-auto-truncate",
     ),
     *_refuse(
-        "lets requests send custom logit processors (Python code)",
-        "no request-supplied code runs; such requests get a 400",
-        "--enable-custom-logit-processor",
-    ),
-    *_refuse(
         "returns hidden states with responses",
         "requests asking for them get a 400",
         "--enable-return-hidden-states",

@@ -203,6 +203,7 @@ class TokenizerManager:
             for item in items:
                 if item.sampling_params.n > self.limits.caps.max_n:  # the 400 that names n comes first
                     raise ApiError(f"n={item.sampling_params.n} is above this server's limit", param="n")
+                self.admission.check_logit_processor(item.sampling_params)
             self.admission.check(len(self._samples), sum(it.sampling_params.n for it in items))
             rids = [item.rid or uuid.uuid4().hex for item in items]
             for i, rid in enumerate(rids):
