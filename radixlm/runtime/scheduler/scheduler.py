@@ -37,6 +37,7 @@ from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
+from radixlm.runtime.scheduler.priority import retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
@@ -140,6 +141,7 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        req.priority = int(msg.priority or 0)
         return req
 
     def _enqueue(self, req: Req) -> None:
@@ -307,13 +309,14 @@ class Scheduler:
         return self.jump_forward.prepare(self.running, self.runner)
 
     def _retract_one(self) -> None:
-        """Free KV under pressure: the request with the fewest generated tokens goes back to the queue.
+        """Free KV under pressure: the lowest priority (with priority scheduling), then the request
+        with the fewest generated tokens goes back to the queue.
 
         Its computed tokens go into the tree (so the recompute mostly hits the cache) and its
         generation resumes from where it was, less an unverified jump-forward draft; greedy output
         is unchanged.
         """
-        victim = min(self.running, key=lambda r: (len(r.output_ids), -self.running.index(r)))
+        victim = retraction_victim(self.running, self.args)
         self.running.remove(victim)
         withdraw_draft(victim)
         self.cache.release(victim)

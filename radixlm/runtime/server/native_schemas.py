@@ -86,6 +86,7 @@ _OTHER = {
         ]
     },
     "session_params": {"anyOf": [{"$ref": "#/components/schemas/SessionParams"}, _NULL]},
+    "priority": {"type": ["integer", "null"]},
 }
 _UNSET = {
     "anyOf": [
