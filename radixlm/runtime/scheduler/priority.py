@@ -9,6 +9,7 @@ policy's order (lpm/fcfs) stands: every sort here is stable.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
@@ -42,3 +43,11 @@ def retraction_victim(running: list[Req], args: ServerArgs) -> Req:
         return (signed, len(req.output_ids), -index)
 
     return min(enumerate(running), key=cheapest)[1]
+
+
+def count_by_priority(waiting: list[Req], running: list[Req]) -> dict[str, dict[str, int]]:
+    """The scheduler's ``queued_by_priority`` and ``running_by_priority`` statistics (for /metrics)."""
+    return {
+        "queued_by_priority": {str(p): n for p, n in Counter(r.priority for r in waiting).items()},
+        "running_by_priority": {str(p): n for p, n in Counter(r.priority for r in running).items()},
+    }

@@ -37,7 +37,7 @@ from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import retraction_victim
+from radixlm.runtime.scheduler.priority import count_by_priority, retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
@@ -344,6 +344,7 @@ class Scheduler:
             **self.cache.stats(),
             "num_running": len(self.running) + (1 if self.chunked else 0),
             "num_queued": len(self.waiting),
+            **count_by_priority(self.waiting, self.running + ([self.chunked] if self.chunked else [])),
             "num_grammar_queue": len(self.grammars.pending),
             "num_pinned_contexts": len(self.pins),
             "gen_throughput": self.counters.gen_throughput(),

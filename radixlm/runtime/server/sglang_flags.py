@@ -125,8 +125,6 @@ IMPLEMENTED = [
             ),
         },
     ),
-    _impl("--enable-priority-scheduling", "enable_priority_scheduling", "aging: --priority-aging-rate"),
-    _impl("--schedule-low-priority-values-first", "schedule_low_priority_values_first"),
     _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
     _impl("--disable-radix-cache", "disable_radix_cache"),
     _impl("--cuda-graph-max-bs", "cuda_graph_max_bs"),
