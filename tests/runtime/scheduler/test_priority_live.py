@@ -74,3 +74,17 @@ def test_retraction_takes_the_low_priority_first(scheduler):
     assert [r.rid for r in scheduler.running] == ["r-high"] and scheduler.waiting[0].rid == "r-low"
     first_token_order(scheduler)
     assert_all_kv_returned(scheduler)
+
+
+def test_the_engine_takes_a_priority_and_names_a_bad_one(tiny_llama_dir):
+    from tests.helpers.engines import make_engine
+
+    engine = make_engine(tiny_llama_dir, device="cpu", enable_priority_scheduling=True)
+    try:
+        params = {"max_new_tokens": 3, "temperature": 0, "ignore_eos": True}
+        plain = engine.generate("hello", params)
+        assert engine.generate("hello", params, priority=9)["text"] == plain["text"]
+        with pytest.raises(ValueError, match="priority must be an integer"):
+            engine.generate("hello", params, priority="high")
+    finally:
+        engine.shutdown()
