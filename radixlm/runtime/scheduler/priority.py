@@ -51,3 +51,14 @@ def count_by_priority(waiting: list[Req], running: list[Req]) -> dict[str, dict[
         "queued_by_priority": {str(p): n for p, n in Counter(r.priority for r in waiting).items()},
         "running_by_priority": {str(p): n for p, n in Counter(r.priority for r in running).items()},
     }
+
+
+def preemption_victim(waiting: list[Req], running: list[Req], args: ServerArgs) -> Req | None:
+    """With every row taken: the running request to retract so the most urgent waiting one gets its
+    row, when their priorities differ by at least ``priority_preemption_threshold`` (SGLang's rule).
+    Priorities without aging: an aged request preempting others would make them trade rows."""
+    if not args.enable_priority_scheduling or not waiting or not running:
+        return None
+    best = max(signed_priority(r, args) for r in waiting)
+    victim = retraction_victim(running, args)
+    return victim if best - signed_priority(victim, args) >= args.priority_preemption_threshold else None

@@ -37,7 +37,7 @@ from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import count_by_priority, retraction_victim
+from radixlm.runtime.scheduler.priority import count_by_priority, preemption_victim, retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
@@ -272,6 +272,10 @@ class Scheduler:
         ``mixed_chunk_size`` prompt tokens plus one decode token of every running request."""
         if not (self.waiting or self.chunked):
             return None
+        if self.chunked is None and len(self.running) >= self.args.max_running_requests:
+            victim = preemption_victim(self.waiting, self.running, self.args)
+            if victim is not None:
+                self._retract(victim, "for a higher priority")
         mix = (
             self.args.enable_mixed_chunk
             and bool(self.running)
@@ -316,14 +320,16 @@ class Scheduler:
         generation resumes from where it was, less an unverified jump-forward draft; greedy output
         is unchanged.
         """
-        victim = retraction_victim(self.running, self.args)
+        self._retract(retraction_victim(self.running, self.args), "under KV pressure")
+
+    def _retract(self, victim: Req, why: str) -> None:
         self.running.remove(victim)
         withdraw_draft(victim)
         self.cache.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
         self.waiting.insert(0, victim)
-        logger.info("retracted %s under KV pressure", victim.rid)
+        logger.info("retracted %s %s", victim.rid, why)
 
     def _reject_unschedulable(self) -> None:
         # NOTE: nothing runs and nothing could be admitted. Pinned program contexts are only an

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import admission_order, retraction_victim
+from radixlm.runtime.scheduler.priority import admission_order, preemption_victim, retraction_victim
 from radixlm.runtime.server_args import ServerArgs
 from tests.runtime.scheduler.scheduler_fakes import make_cache, make_req
 
@@ -67,3 +67,15 @@ def test_planner_admits_the_higher_priority_into_the_last_row():
     planner = PrefillPlanner(args, make_cache(256))
     waiting = [_req("early_low", 0, 0), _req("late_high", 3, 50)]
     assert [r.rid for r in planner.plan(waiting, [], None)] == ["late_high"]
+
+
+def test_preemption_needs_full_threshold_and_ignores_aging():
+    args = ServerArgs(
+        enable_priority_scheduling=True, priority_preemption_threshold=10, priority_aging_rate=5.0
+    )
+    running = [_req("mid", 5, 0), _req("low", 0, 10)]
+    assert preemption_victim([_req("w9", 9, 20)], running, args) is None  # 9 - 0 < 10
+    assert preemption_victim([_req("w10", 10, 20)], running, args).rid == "low"
+    aged = _req("aged", 0, 30, arrived_at=0.0)  # aging orders admission, never preempts
+    assert preemption_victim([aged], running, args) is None
+    assert preemption_victim([_req("w10", 10, 20)], running, ServerArgs()) is None

@@ -88,3 +88,24 @@ def test_the_engine_takes_a_priority_and_names_a_bad_one(tiny_llama_dir):
             engine.generate("hello", params, priority="high")
     finally:
         engine.shutdown()
+
+
+def test_a_much_higher_priority_takes_a_running_row(scheduler):
+    outs: dict[str, list[int]] = {}
+    scheduler.handle(request("p-low0", 0, 40))
+    scheduler.handle(request("p-low1", 1, 60))
+    scheduler.step()
+    scheduler.step()
+    assert {r.rid for r in scheduler.running} == {"p-low0", "p-low1"}
+    scheduler.handle(request("p-urgent", 11, 80))  # 11 - 0 >= the default threshold of 10
+    for out in scheduler.step():
+        outs.setdefault(out.rid, []).extend(np.asarray(out.new_token_ids).tolist())
+    assert {r.rid for r in scheduler.running} == {"p-low1", "p-urgent"}
+    assert scheduler.waiting[0].rid == "p-low0" and scheduler.waiting[0].num_retractions == 1
+    for _ in range(50):
+        for out in scheduler.step():
+            outs.setdefault(out.rid, []).extend(np.asarray(out.new_token_ids).tolist())
+        if not scheduler.has_work():
+            break
+    assert all(len(outs[rid]) == 4 for rid in ("p-low0", "p-low1", "p-urgent"))
+    assert_all_kv_returned(scheduler)
