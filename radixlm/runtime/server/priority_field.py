@@ -6,8 +6,6 @@ from typing import Any
 
 from radixlm.runtime.server.errors import ApiError
 
-PRIORITY_SCHEMA = {"type": ["integer", "null"]}
-
 
 def parse_priority(value: Any) -> int | None:
     """An integer or null; with ``--enable-priority-scheduling`` a larger value is admitted first
