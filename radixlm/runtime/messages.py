@@ -40,6 +40,7 @@ class TokenizedGenerateReq:
     # The client's rid when this is one sample of an ``n > 1`` request (its parent): aborting the
     # parent aborts every sample.
     group_rid: str | None = None
+    priority: int | None = None  # SGLang's; used only with --enable-priority-scheduling (None: 0)
 
 
 @dataclass

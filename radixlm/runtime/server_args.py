@@ -63,6 +63,16 @@ class ServerArgs:
     max_prefill_tokens: int = 4096
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     schedule_policy: SchedulePolicy = "lpm"
+    # Priority scheduling (SGLang's): a larger ``priority`` is admitted first and retracted last
+    # (smaller first with schedule_low_priority_values_first). Off: the field is accepted and ignored.
+    enable_priority_scheduling: bool = False
+    schedule_low_priority_values_first: bool = False
+    # Aging: a waiting request's effective priority rises by this much per second of waiting, so a
+    # low priority waits at most (gap / rate) seconds behind a stream of higher ones. 0: no aging.
+    priority_aging_rate: float = 1.0
+    # With every row taken, a waiting request at least this much more urgent than the least urgent
+    # running one takes its row (that one is retracted: its computed tokens stay cached).
+    priority_preemption_threshold: int = 10
     # A prompt chunk of at most mixed_chunk_size tokens and the running decodes in one forward, so
     # a long prompt never stalls running streams for its whole prefill (SGLang's mixed chunk). On
     # by default since issue 27: one client's long prompt may not stall everyone else's streams

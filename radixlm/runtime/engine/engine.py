@@ -84,6 +84,7 @@ class Engine:
         rid: str | list[str] | None = None,
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
+        priority: int | None = None,
     ) -> dict | list[dict] | Iterator[dict]:
         """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
 
@@ -91,7 +92,8 @@ class Engine:
         prompt, n == 1) returns an iterator of dicts with the cumulative text.
         Raises ``ValueError`` naming the bad parameter for invalid input. ``pin_children`` and
         ``unpin_rids`` keep a program node's context locked in the cache until its children are
-        admitted (see ``TokenizedGenerateReq``).
+        admitted (see ``TokenizedGenerateReq``). ``priority``: SGLang's, used with
+        ``enable_priority_scheduling`` (``runtime/scheduler/priority.py``).
         """
         args = GenerateArgs(
             prompt,
@@ -105,6 +107,7 @@ class Engine:
             rid,
             pin_children,
             unpin_rids,
+            priority,
         )
         reqs, single = self._requests(args)
         if stream:
@@ -125,6 +128,7 @@ class Engine:
         rid: str | list[str] | None = None,
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
+        priority: int | None = None,
     ) -> dict | list[dict] | AsyncIterator[dict]:
         """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
         args = GenerateArgs(
@@ -139,6 +143,7 @@ class Engine:
             rid,
             pin_children,
             unpin_rids,
+            priority,
         )
         reqs, single = self._requests(args)
         if stream:

@@ -38,6 +38,7 @@ class GenerateArgs:
     rid: str | list[str] | None = None
     pin_children: int = 0
     unpin_rids: list[str] | None = None
+    priority: int | None = None
 
     def to_requests(
         self,
@@ -50,6 +51,10 @@ class GenerateArgs:
         single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
         the model cannot serve rejects the call, ``release_pins`` gets ``unpin_rids`` once per
         sample that will not be admitted."""
+        if self.priority is not None and (
+            not isinstance(self.priority, int) or isinstance(self.priority, bool)
+        ):
+            raise ValueError(f"priority must be an integer, got {self.priority!r}")
         ids_list, single = self._prompts(tokenizer)
         params = self._params(len(ids_list))
         rids = self._rids(len(ids_list))
@@ -66,6 +71,7 @@ class GenerateArgs:
                     stream=self.stream,
                     pin_children=self.pin_children,
                     unpin_rids=list(self.unpin_rids or []),
+                    priority=self.priority,
                 )
                 validate_request(req, limits)
                 reqs.extend(expand_parallel_samples(req))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 import zmq
@@ -103,6 +103,11 @@ def merge_stats(per_replica: list[dict[str, Any]]) -> dict[str, Any]:
     for name, value in per_replica[0].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             merged[name] = sum(s.get(name, 0) for s in per_replica)
+    for name in ("queued_by_priority", "running_by_priority"):  # counts per priority: summed per key
+        totals: Counter[str] = Counter()
+        for s in per_replica:
+            totals.update(s.get(name, {}))
+        merged[name] = dict(totals)
     if "cache_requested_tokens" in merged:  # a rate is not a sum
         hits, asked = merged.get("cache_hit_tokens", 0), merged["cache_requested_tokens"]
         merged["cache_hit_rate"] = hits / max(asked, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from radixlm.runtime.scheduler.cache_manager import CacheManager
+from radixlm.runtime.scheduler.priority import admission_order
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
 
@@ -29,11 +30,12 @@ class PrefillPlanner:
         return int(sum(min(r.remaining_new_tokens(), 4096) * ratio for r in running))
 
     def order(self, waiting: list[Req]) -> tuple[list[Req], dict[int, int]]:
-        """The candidates in policy order, and the cached prefix lengths already matched (by id)."""
+        """The candidates in policy order (the most urgent priority first when priority scheduling is
+        on), and the cached prefix lengths already matched (by id)."""
         if self.args.schedule_policy == "fcfs" or len(waiting) > LPM_MAX_QUEUE:
-            return list(waiting), {}
+            return admission_order(list(waiting), self.args), {}
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
-        return sorted(waiting, key=lambda r: -prefix[id(r)]), prefix
+        return admission_order(sorted(waiting, key=lambda r: -prefix[id(r)]), self.args), prefix
 
     def plan(
         self, waiting: list[Req], running: list[Req], chunked: Req | None, max_tokens: int | None = None

@@ -68,7 +68,8 @@ class Req:
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
         self.first_token_at: float | None = None  # time.perf_counter() of the first output token
         self.admitted_once = False
-        self.arrived_at = time.monotonic()  # for --queue-timeout
+        self.arrived_at = time.monotonic()  # for --queue-timeout and priority aging
+        self.priority = 0  # SGLang's request priority (scheduler/priority.py)
         self.extend_len = 0  # tokens computed in the current step
 
         # Output state

@@ -37,6 +37,7 @@ from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
+from radixlm.runtime.scheduler.priority import count_by_priority, preemption_victim, retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
@@ -140,6 +141,7 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        req.priority = int(msg.priority or 0)
         return req
 
     def _enqueue(self, req: Req) -> None:
@@ -270,6 +272,10 @@ class Scheduler:
         ``mixed_chunk_size`` prompt tokens plus one decode token of every running request."""
         if not (self.waiting or self.chunked):
             return None
+        if self.chunked is None and len(self.running) >= self.args.max_running_requests:
+            victim = preemption_victim(self.waiting, self.running, self.args)
+            if victim is not None:
+                self._retract(victim, "for a higher priority")
         mix = (
             self.args.enable_mixed_chunk
             and bool(self.running)
@@ -307,20 +313,23 @@ class Scheduler:
         return self.jump_forward.prepare(self.running, self.runner)
 
     def _retract_one(self) -> None:
-        """Free KV under pressure: the request with the fewest generated tokens goes back to the queue.
+        """Free KV under pressure: the lowest priority (with priority scheduling), then the request
+        with the fewest generated tokens goes back to the queue.
 
         Its computed tokens go into the tree (so the recompute mostly hits the cache) and its
         generation resumes from where it was, less an unverified jump-forward draft; greedy output
         is unchanged.
         """
-        victim = min(self.running, key=lambda r: (len(r.output_ids), -self.running.index(r)))
+        self._retract(retraction_victim(self.running, self.args), "under KV pressure")
+
+    def _retract(self, victim: Req, why: str) -> None:
         self.running.remove(victim)
         withdraw_draft(victim)
         self.cache.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
         self.waiting.insert(0, victim)
-        logger.info("retracted %s under KV pressure", victim.rid)
+        logger.info("retracted %s %s", victim.rid, why)
 
     def _reject_unschedulable(self) -> None:
         # NOTE: nothing runs and nothing could be admitted. Pinned program contexts are only an
@@ -341,6 +350,7 @@ class Scheduler:
             **self.cache.stats(),
             "num_running": len(self.running) + (1 if self.chunked else 0),
             "num_queued": len(self.waiting),
+            **count_by_priority(self.waiting, self.running + ([self.chunked] if self.chunked else [])),
             "num_grammar_queue": len(self.grammars.pending),
             "num_pinned_contexts": len(self.pins),
             "gen_throughput": self.counters.gen_throughput(),

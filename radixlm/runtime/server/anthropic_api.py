@@ -78,7 +78,9 @@ async def count_tokens(request: Request) -> dict[str, Any]:
 async def messages(request: Request) -> Any:
     req, cost = await read_body_costed(request, functools.partial(parse_body, MessagesRequest))
     plan, translation = await _plan(request, req, cost)
-    item = GenerateItem(plan.sampling_params, text=plan.prompt, add_special_tokens=False)
+    item = GenerateItem(
+        plan.sampling_params, text=plan.prompt, add_special_tokens=False, priority=req.priority
+    )
     tm = _tm(request)
     group = await tm.submit([item], req.stream, logprob_text=False)
     answer = _Answer(request, req, plan, translation)

@@ -164,6 +164,7 @@ class MessagesRequest(CountTokensRequest):
     service_tier: Literal["auto", "standard_only"] | None = None  # one tier here
     cache_control: dict[str, Any] | None = None
     regex: str | None = None  # SGLang's extension, as on the OpenAI routes: the answer matches it
+    priority: int | None = None  # SGLang's (runtime/scheduler/priority.py), an extra body field
 
     @model_validator(mode="after")
     def _budget_below_max_tokens(self) -> MessagesRequest:

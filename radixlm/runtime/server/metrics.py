@@ -69,6 +69,12 @@ class ServerMetrics:
         self.replica_hit_rate = per("replica_cache_hit_rate", "A replica's prefix cache hit rate", "dp_rank")
         self.replica_routed = per("replica_routed_requests", "Requests routed to one replica", "dp_rank")
         self.rank_alive = per("tp_rank_alive", "1 while a tensor-parallel rank's process lives", "tp_rank")
+        self.queued_by_priority = per(
+            "num_queue_reqs_by_priority", "Waiting requests by priority", "priority"
+        )
+        self.running_by_priority = per(
+            "num_running_reqs_by_priority", "Running requests by priority", "priority"
+        )
 
     def on_finished(self, out: ReqTextOut, started_at: float) -> None:
         """Count one finished sample; ``started_at`` is when its HTTP request arrived (perf_counter)."""
@@ -96,6 +102,7 @@ class ServerMetrics:
         self.kv_cached.set(stats.get("kv_cached", 0) / total)
         self.hit_rate.set(stats.get("cache_hit_rate", 0.0))
         self._set_parallel_gauges(stats)
+        self._set_priority_gauges(stats)
         return generate_latest(self.registry)
 
     def _set_parallel_gauges(self, stats: dict[str, Any]) -> None:
@@ -112,3 +119,13 @@ class ServerMetrics:
             self.rank_alive.labels(model_name=self.model_name, tp_rank=str(rank["tp_rank"])).set(
                 1 if rank.get("alive") else 0
             )
+
+    def _set_priority_gauges(self, stats: dict[str, Any]) -> None:
+        # NOTE: cleared first, so a priority with no request left drops out instead of going stale.
+        for gauge, key in (
+            (self.queued_by_priority, "queued_by_priority"),
+            (self.running_by_priority, "running_by_priority"),
+        ):
+            gauge.clear()
+            for priority, n in stats.get(key, {}).items():
+                gauge.labels(model_name=self.model_name, priority=priority).set(n)

@@ -23,6 +23,7 @@ from typing import Any
 
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.priority_field import parse_priority
 from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
 PER_ITEM_FIELDS = (
@@ -41,6 +42,7 @@ FIELDS = {
     "return_text_in_logprobs",
     "unpin_rids",
     "session_params",
+    "priority",
     *PER_ITEM_FIELDS,
 }
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
@@ -92,6 +94,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
     if unsupported:
         raise ApiError(f"not supported by this server: {', '.join(unsupported)}")
     prompts, is_batch = _prompts(body)
+    priority = parse_priority(body.get("priority"))
     n = len(prompts)
     items = []
     for i, (key, prompt) in enumerate(prompts):
@@ -112,6 +115,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
                 top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
                 pin_children=pin_children,
                 unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
+                priority=priority,
             )
         )
     stream = _optional(body.get("stream"), bool, "stream") or False

@@ -87,6 +87,7 @@ _OTHER = {
         ]
     },
     "session_params": {"anyOf": [{"$ref": "#/components/schemas/SessionParams"}, _NULL]},
+    "priority": {"type": ["integer", "null"]},
 }
 _UNSET = {
     "anyOf": [

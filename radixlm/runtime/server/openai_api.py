@@ -109,6 +109,7 @@ async def chat_completions(request: Request) -> Any:
         return_logprob=req.logprobs,
         top_logprobs_num=req.top_logprobs or 0,
         fill_context=max_new is None,
+        priority=req.priority,
     )
     trackers: dict[int, DeltaTracker] = {}
 
@@ -164,6 +165,7 @@ def _completion_items(
             top_logprobs_num=req.logprobs or 0,
             fill_context=req.max_tokens is None,
             rid=req.rid if len(prompts) == 1 else None,
+            priority=req.priority,
         )
         for p in inputs
     ]

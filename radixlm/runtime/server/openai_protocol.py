@@ -57,6 +57,7 @@ class _SamplingFields(BaseModel):
     top_k: int | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    priority: int | None = None  # SGLang's (runtime/scheduler/priority.py)
     min_tokens: int | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False

@@ -131,6 +131,7 @@ class _Run:
             pin_children=1 if req.store else 0,
             unpin_rids=unpin,
             pin_timeout_s=server_args.session_timeout if req.store else None,
+            priority=req.priority,
         )
         run.group = await run.tm.submit([item], req.stream, logprob_text=False)
         return run

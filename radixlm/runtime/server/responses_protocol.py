@@ -94,6 +94,7 @@ class ResponsesRequest(BaseModel):
     ignore_eos: bool = False
     regex: str | None = None
     ebnf: str | None = None
+    priority: int | None = None  # SGLang's (runtime/scheduler/priority.py)
 
     def tool_choice_value(self) -> Any:
         """``tool_choice`` as the response object echoes it."""

@@ -199,6 +199,7 @@ class SessionStore:
             pin_children=1,
             unpin_rids=unpin,
             pin_timeout_s=self.timeout_s,
+            priority=item.priority,
         )
 
     def forget_turn(self, session_id: Any, rid: str) -> None:

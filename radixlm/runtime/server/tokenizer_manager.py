@@ -1,8 +1,7 @@
 """The TokenizerManager: the main process's asyncio side of the runtime.
 
-It tokenizes requests, sends them to the scheduler, and routes the detokenizer's cumulative text
-outputs back to the waiting HTTP handlers. A dead child process, or a receive loop that fails, fails
-every pending request with a clear error instead of leaving clients hanging.
+It tokenizes requests, sends them to the scheduler and routes the detokenizer's text outputs back; a dead
+child process or a failed receive loop fails every pending request with a clear error, not a hang.
 """
 
 from __future__ import annotations
@@ -73,6 +72,7 @@ class GenerateItem:
     pin_children: int = 0  # keep the finished context locked for this many children (programs)
     unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
     pin_timeout_s: float | None = None  # sessions: their pins last as long as the session may idle
+    priority: int | None = None  # SGLang's; see runtime/scheduler/priority.py
 
 
 class TokenizerManager:
@@ -179,6 +179,7 @@ class TokenizerManager:
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
                 pin_timeout_s=item.pin_timeout_s,
+                priority=item.priority,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
