@@ -34,7 +34,8 @@ def update_weights(sched: Scheduler, msg: UpdateWeightsReq) -> UpdateWeightsOut:
 
     try:
         message = update_weights_from_disk(sched.runner, msg.model_path, msg.load_format)
-    except (ValueError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to load leaves the old weights serving
+        logger.warning("weights not updated from %s: %r", msg.model_path, exc)
         return UpdateWeightsOut(False, f"weights not updated: {exc}")
     sched.pins.release_all()
     sched.cache.flush()
@@ -49,5 +50,5 @@ def profile(profiler: StepProfiler, msg: ProfileReq) -> ProfileOut:
             where = profiler.start(msg.output_dir, msg.num_steps, msg.activities)
             return ProfileOut(True, f"profiling; the trace goes to {where}")
         return ProfileOut(True, f"trace written to {profiler.stop()}")
-    except ValueError as exc:
+    except (ValueError, OSError, RuntimeError) as exc:  # misuse, an unwritable directory, torch's refusal
         return ProfileOut(False, str(exc))
