@@ -1,9 +1,10 @@
 """Replace a loaded model's weights with another checkpoint's, in place (``/update_weights_from_disk``).
 
 The new checkpoint is loaded whole beside the old one (twice the weight memory for a moment), checked
-to have the same architecture and the same tensors (names, shapes, dtypes), and then copied into the
-served tensors: their storage stays put, so captured CUDA graphs and the attention backend keep
-pointing at valid memory. A mismatch leaves the old weights untouched.
+to have the same architecture and the same tensors (names, shapes, dtypes: ``served_tensors``), then
+served in place of the old model; under captured CUDA graphs or deterministic inference, which hold
+the served tensors, it is copied into them instead (their storage stays put). A mismatch leaves
+the old weights untouched.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from radixlm.runtime.layers.packed_weights import repack_weights
+from radixlm.runtime.layers.packed_weights import pack_model_weights, repack_weights
 from radixlm.runtime.weights.loader import load_model
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
         raise ValueError(
             f"the checkpoint's architecture {new.architecture} differs from the served {old.architecture}"
         )
-    served, loaded = runner.model.state_dict(), new.model.state_dict()
+    served, loaded = served_tensors(runner.model), served_tensors(new.model)
     if served.keys() != loaded.keys():
         extra, missing = sorted(loaded.keys() - served.keys()), sorted(served.keys() - loaded.keys())
         raise ValueError(f"the checkpoint's tensors differ: missing {missing[:5]}, unexpected {extra[:5]}")
@@ -71,8 +72,30 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
                 f"tensor {name} is {tuple(other.shape)} {other.dtype} in the checkpoint but "
                 f"{tuple(tensor.shape)} {tensor.dtype} in the served model"
             )
-    for name, tensor in served.items():
-        tensor.copy_(loaded[name])
-    repack_weights(runner.model)
-    runner.loaded = dataclasses.replace(old, model_path=new.model_path)
+    if runner.cuda_graph_runner is None and not runner.server_args.enable_deterministic_inference:
+        # NOTE: swapped, not copied: GGUF blocks are read-only views of the file's mapping
+        if not runner.server_args.disable_weight_packing:
+            pack_model_weights(new.model)
+        runner.model = new.model
+        runner.loaded = dataclasses.replace(old, model=new.model, model_path=new.model_path)
+    else:  # captured graphs and the deterministic forward point at the served tensors: copy into them
+        for name, tensor in served.items():
+            tensor.copy_(loaded[name])
+        repack_weights(runner.model)
+        runner.loaded = dataclasses.replace(old, model_path=new.model_path)
     return f"loaded {len(served)} tensors from {new.model_path}"
+
+
+def served_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor a forward reads, by name: parameters, buffers (non-persistent ones too: GGUF
+    blocks) and public plain tensor attributes (a quantized layer's bias). Not the packed copies,
+    renewed from the weights, nor "_" attributes: caches (the positions a rotary layer checked)."""
+    found: dict[str, torch.Tensor] = {}
+    for prefix, module in model.named_modules():
+        tensors = dict(module.named_parameters(recurse=False))
+        tensors.update(module.named_buffers(recurse=False))
+        tensors.update((k, v) for k, v in vars(module).items() if isinstance(v, torch.Tensor))
+        for key, value in tensors.items():
+            if value is not None and key != "packed" and not key.startswith("_"):
+                found[f"{prefix}.{key}" if prefix else key] = value
+    return found

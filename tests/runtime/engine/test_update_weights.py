@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.helpers.engines import make_engine
-from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config
+from tests.helpers.model_helpers import save_tiny_gguf, save_tiny_model, tiny_llama_config
 
 PROMPT = [1, 80, 114, 111, 102, 105, 108, 101]
 
@@ -57,3 +57,32 @@ def test_engine_profile(engine, tmp_path):
     greedy(engine, 3)
     assert str(tmp_path) in engine.stop_profile()
     assert len(glob.glob(str(tmp_path / "*.trace.json.gz"))) == 1
+
+
+def test_engine_update_from_one_gguf_to_another(tmp_path):
+    """Block-quantized GGUF weights (Q8_0, served in their own format) update like HF ones: the same
+    greedy tokens as an engine loaded from the second file directly."""
+    from transformers import LlamaForCausalLM
+
+    config = tiny_llama_config()
+    files = []
+    for seed in (11, 12):
+        torch.manual_seed(seed)
+        state = LlamaForCausalLM(config).state_dict()
+        files.append(
+            str(save_tiny_gguf(config, state, tmp_path / f"m{seed}.gguf", block_types={"proj": "Q8_0"}))
+        )
+    direct = make_engine(files[1], device="cpu", num_threads=1)
+    try:
+        expected = greedy(direct, 8)
+    finally:
+        direct.shutdown()
+    engine = make_engine(files[0], device="cpu", num_threads=1)
+    try:
+        before = greedy(engine, 8)
+        ok, message = engine.update_weights_from_disk(files[1], load_format="gguf")
+        assert ok, message
+        assert engine.model_info()["quantization"] == "q8_0"
+        assert greedy(engine, 8) == expected != before
+    finally:
+        engine.shutdown()
