@@ -78,6 +78,8 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
             pack_model_weights(new.model)
         runner.model = new.model
         runner.loaded = dataclasses.replace(old, model=new.model, model_path=new.model_path)
+    elif old.model_path.endswith(".gguf") and runner.device.type == "cpu":
+        raise ValueError("a GGUF model under deterministic inference cannot be updated: restart the server")
     else:  # captured graphs and the deterministic forward point at the served tensors: copy into them
         for name, tensor in served.items():
             tensor.copy_(loaded[name])

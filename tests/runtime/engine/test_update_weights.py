@@ -86,3 +86,17 @@ def test_engine_update_from_one_gguf_to_another(tmp_path):
         assert greedy(engine, 8) == expected != before
     finally:
         engine.shutdown()
+
+
+def test_engine_update_copies_in_place_under_deterministic_inference(tiny_llama_dir, tmp_path):
+    """Deterministic inference wraps the served tensors: the new weights are copied into them."""
+    second = str(save_tiny_model(tiny_llama_config(), tmp_path / "second", seed=5))
+    engine = make_engine(tiny_llama_dir, enable_deterministic_inference=True)
+    try:
+        model = engine.scheduler.runner.model
+        ok, message = engine.update_weights_from_disk(second)
+        assert ok, message
+        assert engine.scheduler.runner.model is model
+        assert greedy(engine, 8) == reference_greedy(second, 8)
+    finally:
+        engine.shutdown()
