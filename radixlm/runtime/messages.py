@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -66,6 +66,24 @@ class GetStatsReq:
     pass
 
 
+@dataclass
+class UpdateWeightsReq:
+    """Load new weights of the same architecture and shapes (``/update_weights_from_disk``)."""
+
+    model_path: str
+    load_format: str | None = None
+
+
+@dataclass
+class ProfileReq:
+    """Start (``output_dir``, ``num_steps``, ``activities``) or stop the torch profiler."""
+
+    action: Literal["start", "stop"]
+    output_dir: str | None = None
+    num_steps: int | None = None
+    activities: list[str] | None = None
+
+
 # ---- Scheduler -> Detokenizer / Engine ------------------------------------------------------
 # The logprob fields of ``ReqTokenOut``, passed on as deltas (only the new positions).
 LOGPROB_FIELDS = (
@@ -108,6 +126,19 @@ class BatchTokenOut:
 
 @dataclass
 class FlushCacheOut:
+    success: bool
+    message: str = ""
+
+
+@dataclass
+class UpdateWeightsOut:
+    success: bool
+    message: str = ""
+    busy: bool = False  # requests still run: the sender retries (new ones wait meanwhile)
+
+
+@dataclass
+class ProfileOut:
     success: bool
     message: str = ""
 

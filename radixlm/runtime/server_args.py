@@ -152,6 +152,7 @@ class ServerArgs:
     num_threads: int | None = None  # torch threads in the scheduler process
     enable_deterministic_inference: bool = False  # batch-invariant (runtime/executor/deterministic.py)
     debug_invariants: bool = False  # check KV ownership whenever the scheduler goes idle
+    profile_dir: str | None = None  # /start_profile's output_dir (else $SGLANG_TORCH_PROFILER_DIR)
     log_requests: bool = False  # a line per request received and finished (runtime/server/request_log.py)
     log_requests_level: int = 2  # SGLang's: 0 metadata, 1 + sampling params, 2 + text cut, 3 in full
     log_level: LogLevel = "warning"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
@@ -29,8 +30,10 @@ from radixlm.runtime.messages import (
     AbortReq,
     FlushCacheReq,
     GetStatsReq,
+    ProfileReq,
     ReleasePinsReq,
     TokenizedGenerateReq,
+    UpdateWeightsReq,
 )
 from radixlm.runtime.requests.request_validation import ModelLimits
 from radixlm.runtime.requests.server_info import build_server_info
@@ -160,6 +163,28 @@ class Engine:
         """Drop the prefix cache; False (and nothing done) while requests are running. With
         ``empty_cache``, CUDA's cached allocator blocks are released too."""
         return self._loop.call(FlushCacheReq(empty_cache=bool(empty_cache))).success
+
+    def update_weights_from_disk(self, model_path: str, load_format: str | None = None) -> tuple[bool, str]:
+        """Load a checkpoint of the same architecture and shapes, no restart: ``(success, message)``.
+        Waits for the running requests to finish on the old weights; the prefix cache is dropped."""
+        while (out := self._loop.call(UpdateWeightsReq(model_path, load_format))).busy:
+            time.sleep(0.02)
+        return out.success, out.message
+
+    def start_profile(
+        self, output_dir: str | None = None, num_steps: int | None = None, activities: list[str] | None = None
+    ) -> None:
+        """Start the torch profiler around the forward steps (``StepProfiler``); ValueError when it runs."""
+        out = self._loop.call(ProfileReq("start", output_dir, num_steps, activities))
+        if not out.success:
+            raise ValueError(out.message)
+
+    def stop_profile(self) -> str:
+        """Stop the profiler and write its trace; returns the message naming the file."""
+        out = self._loop.call(ProfileReq("stop"))
+        if not out.success:
+            raise ValueError(out.message)
+        return out.message
 
     def get_server_info(self) -> dict[str, Any]:
         stats = self._loop.call(GetStatsReq()).stats

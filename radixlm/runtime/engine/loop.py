@@ -15,8 +15,10 @@ from radixlm.runtime.messages import (
     AbortReq,
     FlushCacheReq,
     GetStatsReq,
+    ProfileReq,
     ReleasePinsReq,
     TokenizedGenerateReq,
+    UpdateWeightsReq,
 )
 from radixlm.runtime.requests.response_builder import TokenText
 
@@ -42,7 +44,7 @@ class GenerateSubmission:
 class SchedulerCall:
     """A control message for the scheduler; ``reply`` (when given) gets its answer or exception."""
 
-    msg: AbortReq | FlushCacheReq | GetStatsReq | ReleasePinsReq
+    msg: AbortReq | FlushCacheReq | GetStatsReq | ReleasePinsReq | UpdateWeightsReq | ProfileReq
     reply: Future | None = None
 
 
@@ -116,7 +118,7 @@ class EngineLoop:
         """Queue ``submission`` without checking the loop (fire and forget)."""
         self._inbox.put(submission)
 
-    def call(self, msg: FlushCacheReq | GetStatsReq) -> Any:
+    def call(self, msg: FlushCacheReq | GetStatsReq | UpdateWeightsReq | ProfileReq) -> Any:
         """The scheduler's answer to a control message (waits for the loop)."""
         reply: Future = Future()
         self.submit(SchedulerCall(msg, reply))

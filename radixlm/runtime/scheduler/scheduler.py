@@ -7,6 +7,7 @@ The server's scheduler process and the in-process ``Engine`` drive the same obje
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +21,12 @@ from radixlm.runtime.messages import (
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    ProfileReq,
     ReleasePinsReq,
     ReqTokenOut,
     StatsOut,
     TokenizedGenerateReq,
+    UpdateWeightsReq,
 )
 from radixlm.runtime.scheduler.batch_builder import (
     build_decode_batch,
@@ -35,6 +38,7 @@ from radixlm.runtime.scheduler.finish_reason import FinishAbort
 from radixlm.runtime.scheduler.forward_failures import ForwardFailures
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve_max_batch, withdraw_draft
+from radixlm.runtime.scheduler.ops_control import profile, update_weights
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
 from radixlm.runtime.scheduler.priority import count_by_priority, preemption_victim, retraction_victim
@@ -43,6 +47,7 @@ from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
 from radixlm.runtime.scheduler.step_counters import StepCounters
+from radixlm.runtime.scheduler.step_profiler import StepProfiler
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_processor import TokenProcessor
 from radixlm.runtime.server_args import ServerArgs
@@ -82,6 +87,8 @@ class Scheduler:
         self.pins = PinTable(self.cache, server_args.pin_timeout_s)
         self._seed_counter = server_args.seed
         self.counters = StepCounters()
+        self.profiler = StepProfiler(server_args.profile_dir)
+        self.hold_admission_until = 0.0  # a weight update waits for the running requests (ops_control.py)
         self.tokens = TokenProcessor(
             self.cache,
             self.stop_checker,
@@ -99,6 +106,8 @@ class Scheduler:
             FlushCacheReq: self._on_flush,
             GetStatsReq: self._on_stats,
             ReleasePinsReq: self._on_release_pins,
+            UpdateWeightsReq: lambda msg: update_weights(self, msg),
+            ProfileReq: lambda msg: profile(self.profiler, msg),
         }
 
     # ---- messages ------------------------------------------------------------------------------
@@ -218,6 +227,8 @@ class Scheduler:
         batch = self._schedule()
         if batch is not None:
             self._forward_and_process(batch)
+            if self.profiler.active:
+                self.profiler.on_forward_step()
         self.counters.num_steps += 1
         self.pins.expire()
         if self.args.debug_invariants and not self.has_work():
@@ -228,7 +239,8 @@ class Scheduler:
 
     def _forward_and_process(self, batch: ScheduledBatch) -> None:
         try:
-            logits = self.runner.forward(batch.forward_batch)
+            with self.profiler.span(f"radixlm.forward.{batch.forward_batch.mode.name.lower()}"):
+                logits = self.runner.forward(batch.forward_batch)
         except Exception as exc:  # batch-wide; repeated: BrokenRuntime (forward_failures.py)
             self.forward_failures.on_failure(exc)
             self.tokens.fail_batch(batch, exc)
@@ -260,10 +272,11 @@ class Scheduler:
         """
         # NOTE: the rejection is decided here, not after: when retraction empties the running batch
         # its requests wait for the next step's plan, which can admit them again.
-        batch = self._schedule_extend()
+        held = self.chunked is None and time.monotonic() < self.hold_admission_until
+        batch = None if held else self._schedule_extend()
         if batch is None and self.running:
             batch = self._schedule_running()
-        elif batch is None and self.waiting:
+        elif batch is None and self.waiting and not held:
             self._reject_unschedulable()
         return batch
 

@@ -43,6 +43,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         reasoning_api,
         responses_api,
         session_api,
+        weights_profile_api,
     )
     from radixlm.runtime.server.errors import ApiError, error_body_for_path
     from radixlm.runtime.server.front_door import FrontDoor, FrontDoorMiddleware
@@ -78,6 +79,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(anthropic_api.router)
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
+    app.include_router(weights_profile_api.router)
     app.include_router(session_api.router)
     app.include_router(responses_api.router)
     app.state.responses = ResponseStore(tokenizer_manager, server_args.max_stored_responses)

@@ -28,6 +28,7 @@ from radixlm.runtime.server.infill_api import InfillRequest
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 from radixlm.runtime.server.responses_protocol import ResponsesRequest
+from radixlm.runtime.server.weights_profile_api import ProfileRequest, UpdateWeightsRequest
 
 OPENAPI_PATH = "/openapi.json"
 # OpenAI field -> the sampling parameter it becomes (its range is that parameter's).
@@ -48,13 +49,15 @@ _MODELS: tuple[type[BaseModel], ...] = (
     TokenizeRequest,
     DetokenizeRequest,
     MessagesRequest,
+    UpdateWeightsRequest,
+    ProfileRequest,
     CountTokensRequest,
     ResponsesRequest,
     InfillRequest,
 )
 
 # POST routes that read no body.
-BODYLESS_POSTS = frozenset({"/health", "/flush_cache", "/health_generate"})
+BODYLESS_POSTS = frozenset({"/health", "/flush_cache", "/health_generate", "/stop_profile"})
 # path -> the body schema (given the server's arguments).
 BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/generate": lambda args: {"$ref": _REF.format(model="GenerateRequest")},
@@ -74,11 +77,13 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/v1/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
     "/v1/messages": lambda args: {"$ref": _REF.format(model="MessagesRequest")},
     "/v1/messages/count_tokens": lambda args: {"$ref": _REF.format(model="CountTokensRequest")},
+    "/update_weights_from_disk": lambda args: {"$ref": _REF.format(model="UpdateWeightsRequest")},
+    "/start_profile": lambda args: {"$ref": _REF.format(model="ProfileRequest")},
 }
 STREAMING = frozenset(
     {"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"}
 )
-TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics"})
+TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics", "/start_profile", "/stop_profile"})
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
 _COMMON_ERRORS = {

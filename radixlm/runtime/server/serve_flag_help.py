@@ -85,6 +85,7 @@ FIELD_HELP: dict[str, str] = {
     "num_threads": "torch threads in the scheduler process",
     "enable_deterministic_inference": "batch-invariant kernels: output does not depend on the batch",
     "debug_invariants": "check KV cache ownership whenever the scheduler goes idle",
+    "profile_dir": "where /start_profile writes traces (default: $SGLANG_TORCH_PROFILER_DIR, else /tmp)",
     "log_level": "logging level",
     "log_requests": "log each request received and finished (whatever --log-level says)",
     "log_requests_level": "0: metadata; 1: and sampling parameters; 2: and text, cut; 3: all of it",

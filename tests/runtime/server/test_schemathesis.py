@@ -10,6 +10,7 @@ classes of issue 27 (``hostile_strategies.py``): never a 5xx, only documented st
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from typing import Any
 
@@ -30,6 +31,7 @@ EXAMPLES_PER_MODE = 6
 TOKEN_CAP = 3  # generated tokens per sample, so the run stays short
 # most bodies there are refused
 GENERATING = ("/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages")
+PROFILE_DIR = tempfile.mkdtemp(prefix="radixlm-fuzz-profile-")
 TOKEN_FIELDS = ("max_new_tokens", "max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
@@ -77,6 +79,8 @@ def bound_body(case: Any) -> None:
     cap_tokens(body)
     if case.operation.path in ("/v1/completions", "/v1/chat/completions"):
         body.setdefault("max_tokens", TOKEN_CAP)
+    if case.operation.path == "/start_profile" and "output_dir" in body:  # not a directory of the repo
+        body["output_dir"] = PROFILE_DIR
     if case.operation.path == "/v1/responses":
         body.setdefault("max_output_tokens", TOKEN_CAP)
     params = body.get("sampling_params")
