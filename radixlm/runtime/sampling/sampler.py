@@ -31,8 +31,10 @@ def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) ->
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         cum = torch.cumsum(sorted_probs, 0)
-        # keep the smallest set whose mass reaches top_p (the token crossing the line included)
+        # keep the smallest set whose mass reaches top_p (the token crossing the line included), and
+        # always the most likely token: a top_p below float32's range (5e-324) compares as 0 here
         drop_sorted = (cum - sorted_probs) >= top_p
+        drop_sorted[0] = False
         drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
     if min_p > 0.0:

@@ -40,6 +40,21 @@ def test_top_p_keeps_the_smallest_nucleus_reaching_p():
     assert kept(filter_probs(PROBS, -1, 1.0, 0.0)) == set(range(7))
 
 
+def test_a_vanishing_top_p_keeps_the_most_likely_token():
+    # 5e-324 (the smallest float, valid per the API's (0, 1]) is 0 in float32: every token was dropped
+    for top_p in (5e-324, 1e-46, 1e-30):
+        assert kept(filter_probs(PROBS, -1, top_p, 0.0)) == {1}
+
+
+def test_a_vanishing_top_p_never_draws_a_masked_token():
+    logits = torch.log(PROBS).unsqueeze(0)
+    logits[0, 0] = -math.inf  # masked, e.g. by a grammar: token 0 is what an all-zero draw picked
+    logits[0, 1] = -math.inf
+    for seed in range(5):
+        req = make_req(seed=seed, temperature=1.0, top_p=5e-324)
+        assert sample(logits.clone(), [req], [EOS]).next_token_ids == [3]
+
+
 def test_min_p_drops_tokens_below_a_fraction_of_the_best():
     assert kept(filter_probs(PROBS, -1, 1.0, 0.3)) == {1, 3, 4}  # threshold 0.12
     assert kept(filter_probs(PROBS, -1, 1.0, 1.0)) == {1}
