@@ -15,7 +15,6 @@ import traceback
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -43,9 +42,9 @@ from radixlm.runtime.requests.request_validation import (
     prompt_ids_array,
     validate_request,
 )
-from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.admission import Admission, max_token_chars
 from radixlm.runtime.server.errors import ApiError
+from radixlm.runtime.server.generate_item import GenerateItem
 from radixlm.runtime.server.offload import REGEX_COST, grammar_chars, maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
 from radixlm.runtime.server_args import ServerArgs
@@ -53,26 +52,6 @@ from radixlm.runtime.server_args import ServerArgs
 logger = logging.getLogger(__name__)
 
 REPLY_TIMEOUT_S = 120.0  # a long prefill step can delay a flush or stats reply
-
-
-@dataclass
-class GenerateItem:
-    """One validated prompt of a request (the native and OpenAI front ends both build these)."""
-
-    sampling_params: SamplingParams
-    text: str | None = None
-    input_ids: list[int] | None = None
-    input_segments: list[dict[str, Any]] | None = None  # [{"text": str} | {"ids": [int]}]
-    rid: str | None = None
-    return_logprob: bool = False
-    logprob_start_len: int = -1
-    top_logprobs_num: int = 0
-    add_special_tokens: bool = True  # False for text that already holds them (chat templates)
-    fill_context: bool = False  # max_new_tokens = what the context leaves after the prompt
-    pin_children: int = 0  # keep the finished context locked for this many children (programs)
-    unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
-    pin_timeout_s: float | None = None  # sessions: their pins last as long as the session may idle
-    priority: int | None = None  # SGLang's; see runtime/scheduler/priority.py
 
 
 class TokenizerManager:
