@@ -164,7 +164,9 @@ def test_streamed_tool_calls_send_no_empty_deltas(client):
 
 
 def test_a_client_that_leaves_is_one_info_line(client, server):
-    body = {"model": "m", "prompt": "tell", "max_tokens": 480, "ignore_eos": True, "temperature": 0}
+    # NOTE: the server looks for a departed client every 0.5 s; 16 x 1000 tokens take some 3 s on the
+    # tiny model (480 tokens once took 0.4 s: finished before anyone looked, so nothing was logged)
+    body = {"model": "m", "prompt": "tell", "max_tokens": 1000, "n": 16, "ignore_eos": True, "temperature": 0}
     before = server.log()
     with pytest.raises(httpx.TimeoutException):
         httpx.post(server.url + "/v1/completions", json=body, timeout=0.2)

@@ -13,6 +13,9 @@ import torch.distributed as dist
 # that wait at once (its socket closes), so the long timeout never delays a failure.
 IDLE_TIMEOUT = datetime.timedelta(days=30)
 STARTUP_TIMEOUT = datetime.timedelta(minutes=10)
+LEAVE_TIMEOUT = datetime.timedelta(seconds=30)
+
+_store: dist.TCPStore | None = None  # the rendezvous store (rank 0 hosts it), kept for the leaving
 
 
 def free_local_addr() -> str:
@@ -29,15 +32,33 @@ def init_group(addr: str, rank: int, world_size: int, device: torch.device) -> N
             "this process already belongs to a tensor-parallel group: one "
             "tensor-parallel engine per process (shut the other one down first)"
         )
+    global _store
     host, port = addr.rsplit(":", 1)
-    store = dist.TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=STARTUP_TIMEOUT)
+    _store = store = dist.TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=STARTUP_TIMEOUT)
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=IDLE_TIMEOUT)
 
 
-def destroy_group() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+def destroy_group(wait_for_ranks: bool = False) -> None:
+    """Leave the group. Ranks > 0 say so in the store once they have; rank 0, with
+    ``wait_for_ranks`` (every rank was told to stop), waits up to ``LEAVE_TIMEOUT`` for that before
+    its process may end, since ending closes the store and the sockets of a rank still leaving
+    (under load such a rank aborted in its teardown)."""
+    global _store
+    if not dist.is_initialized():
+        return
+    rank, size = dist.get_rank(), dist.get_world_size()
+    dist.destroy_process_group()
+    store, _store = _store, None
+    if store is None:
+        return
+    try:
+        if rank > 0:
+            store.set(f"left/{rank}", "1")
+        elif wait_for_ranks:
+            store.wait([f"left/{r}" for r in range(1, size)], LEAVE_TIMEOUT)
+    except Exception:  # rank 0 already gone, or a rank that never says: nothing left to wait for
+        pass
 
 
 def world_size() -> int:

@@ -129,13 +129,15 @@ class TensorParallel:
     def stop(self) -> None:
         """Rank 0: stop the other ranks, wait for their processes, leave the group."""
         workers, self.workers = self.workers, []
+        told = False
         if self.dead is None and comm.world_size() > 1:
             try:
                 send_stop(self.device)
+                told = True
             except Exception:  # a rank already gone: its process is reaped below
                 logger.warning("could not tell every rank to stop", exc_info=True)
         stop_processes(workers)
-        comm.destroy_group()
+        comm.destroy_group(wait_for_ranks=told)
 
     def status(self) -> list[dict[str, Any]]:
         """Per-rank state for ``get_server_info``."""

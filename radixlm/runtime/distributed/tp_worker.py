@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 
@@ -22,6 +23,11 @@ def main() -> None:
         serve_rank(runner)
     finally:
         runner.close()
+    # NOTE: told to stop and out of the group, nothing is left to do; ending here skips the
+    # interpreter's teardown, where native threads of torch's libraries may still hold Python objects
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

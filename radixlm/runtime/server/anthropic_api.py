@@ -54,9 +54,9 @@ def _tm(request: Request) -> TokenizerManager:
 async def _plan(request: Request, req: CountTokensRequest, cost: int) -> tuple[ChatPlan, ChatTranslation]:
     translation = chat_request(req)
     chat = translation.chat
-    size = max(cost, sum(len(str(m.content)) for m in req.messages))  # cost: the body's ``body_cost``
     args = request.app.state.server_args
-    plan = await maybe_off_loop(size, plan_chat, chat, _tm(request), args, chat.max_tokens)
+    # ``cost`` (the body's ``body_cost``) already counts every message: they all arrive in the body
+    plan = await maybe_off_loop(cost, plan_chat, chat, _tm(request), args, chat.max_tokens)
     if translation.prefill:  # the answer continues the prefill: no thinking before it
         reader = ChatOutputReader(None, plan.reader.tools)
         plan = ChatPlan(plan.prompt + translation.prefill, plan.sampling_params, reader)

@@ -14,7 +14,9 @@ sum order and not the sharding). Where the step falls depends on the model's las
 CPU decode-step kernels changed the norm's and the attention's summation order, 69-76% of the tokens
 stayed within 1e-5 (measured, q4_0 cases), some generations drifting from their first token. Hence:
 greedy tokens equal, every logprob within 3e-2, and at least half of all tokens within 1e-5, which a
-wrong block or scale (an error at every token, tens of percent) cannot pass.
+wrong block or scale (an error at every token, tens of percent) cannot pass. A drift of up to 3e-2
+can flip a greedy token where tp 1's top two were nearly tied (seen once in six runs, at the last
+token): a generation may part from tp 1's there, and only there, and is compared up to that token.
 """
 
 from __future__ import annotations
@@ -59,18 +61,33 @@ def model_dirs(tmp_path_factory) -> dict[str, str]:
 
 
 def _run(engine) -> list[dict]:
-    out = engine.generate(PROMPTS, GREEDY, return_logprob=True)
+    out = engine.generate(PROMPTS, GREEDY, return_logprob=True, top_logprobs_num=2)
     again = engine.generate(PROMPTS, GREEDY)  # radix reuse, on every rank
     assert [o["output_ids"] for o in again] == [o["output_ids"] for o in out]
     return out
 
 
+def _agreed_length(got: dict, expected: dict) -> int:
+    """How many tokens ``got`` shares with ``expected``; a parting is allowed only at a near tie of
+    ``expected``'s top two (within the logprob tolerance), where the sum order may decide."""
+    a, b = got["output_ids"], expected["output_ids"]
+    n = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), len(b))
+    if n < len(b):
+        top = expected["meta_info"]["output_top_logprobs"][n]
+        margin = top[0][0] - top[1][0]
+        assert margin < 2 * LOGPROB_TOL, f"token {n} changed where tp 1's choice was clear ({margin:.3f})"
+    return n
+
+
 def _assert_same_generation(got: list[dict], expected: list[dict]) -> None:
-    assert [o["output_ids"] for o in got] == [o["output_ids"] for o in expected]
+    assert [len(o["output_ids"]) for o in got] == [len(o["output_ids"]) for o in expected]
     diffs = []
     for a, b in zip(got, expected):
-        lp_a = [t[0] for t in a["meta_info"]["output_token_logprobs"]]
-        lp_b = [t[0] for t in b["meta_info"]["output_token_logprobs"]]
+        n = _agreed_length(a, b)
+        lp_a = [t[0] for t in a["meta_info"]["output_token_logprobs"][: n + 1]]
+        lp_b = [t[0] for t in b["meta_info"]["output_token_logprobs"][: n + 1]]
+        if n < len(b["output_ids"]):  # the parting token itself: got's own choice, nearly as likely
+            lp_a, lp_b = lp_a[:-1], lp_b[:-1]
         assert lp_a == pytest.approx(lp_b, abs=LOGPROB_TOL)
         diffs += [abs(x - y) for x, y in zip(lp_a, lp_b)]
     assert sum(d <= CLOSE_TOL for d in diffs) >= CLOSE_SHARE * len(diffs)

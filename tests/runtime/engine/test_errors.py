@@ -99,4 +99,4 @@ def test_unknown_engine_option_is_named(tiny_llama_dir):
     with pytest.raises(ValueError, match="kv_cache_gigabytes"):
         make_engine(tiny_llama_dir, kv_cache_gigabytes=1)
     with pytest.raises(ValueError, match="schedule_policy"):
-        make_engine(tiny_llama_dir, schedule_policy="random")
+        make_engine(tiny_llama_dir, schedule_policy="longest-first")
