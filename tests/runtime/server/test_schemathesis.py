@@ -72,11 +72,19 @@ def cap_tokens(value: Any) -> None:
         cap_tokens(child)
 
 
-def bound_body(case: Any) -> None:
+# Valid by the document, refused by this server: the tiny model has no fill-in-the-middle tokens and
+# custom logit processors are off. Left in, every positive completion drew one of them and got 400.
+REFUSED_HERE = {"/v1/completions": ("suffix", "custom_logit_processor")}
+
+
+def bound_body(case: Any, mode: GenerationMode) -> None:
     body = case.body
     if not isinstance(body, dict):
         return
     cap_tokens(body)
+    if mode is GenerationMode.POSITIVE:
+        for field in REFUSED_HERE.get(case.operation.path, ()):
+            body.pop(field, None)
     if case.operation.path in ("/v1/completions", "/v1/chat/completions"):
         body.setdefault("max_tokens", TOKEN_CAP)
     if case.operation.path == "/start_profile" and "output_dir" in body:  # not a directory of the repo
@@ -106,7 +114,7 @@ def fuzz(operation: Any, mode: GenerationMode, url: str, failures: list[str], st
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
-        bound_body(case)
+        bound_body(case, mode)
         response = case.call(base_url=url, timeout=120)
         status = response.status_code
         statuses[(operation.label, mode.value, status)] += 1
@@ -268,7 +276,7 @@ def test_hostile_classes_through_the_document(server, api):
         @given(case=op.as_strategy(generation_mode=GenerationMode.POSITIVE), overlay=overlays(op.path))
         def run(case: Any, overlay: tuple[dict, dict]) -> None:
             apply_overlay(case, *overlay)
-            bound_body(case)
+            bound_body(case, GenerationMode.POSITIVE)
             response = case.call(base_url=server.url, timeout=120)
             assert response.status_code < 500, (response.status_code, response.text[:300])
             case.validate_response(response, checks=[status_code_conformance])
