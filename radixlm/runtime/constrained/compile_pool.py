@@ -19,6 +19,9 @@ from typing import Any
 
 MAX_SLOW_COMPILES = 8
 SLOW_AFTER_S = 0.5
+# NOTE: a worker process imports outlines before it can compile; on a loaded machine that alone can
+# outlast a short compile deadline, so starting one is bounded separately
+WORKER_START_S = 120.0
 
 
 class CompileJob:
@@ -29,8 +32,18 @@ class CompileJob:
         self.timeout_s = timeout_s
         self.future: Future = Future()
         self.started = 0.0  # monotonic time the pool started it (read only once running)
+        self.starting_worker = False  # waiting for a fresh worker process: not yet the grammar's time
         self._kill: Callable[[], None] | None = None
         self.killed = False
+
+    def worker_ready(self) -> None:
+        """The fresh worker the job waited for is up: its deadline counts from now."""
+        self.started = time.monotonic()
+        self.starting_worker = False
+
+    @property
+    def limit_s(self) -> float:
+        return WORKER_START_S if self.starting_worker else self.timeout_s
 
     def set_kill(self, kill: Callable[[], None]) -> None:
         self._kill = kill
@@ -107,10 +120,11 @@ class CompilePool:
 
     def _check(self, job: CompileJob, now: float) -> float:
         """Stop ``job`` if past its deadline; when the dispatcher must look at it next."""
-        deadline = job.started + job.timeout_s
+        deadline = job.started + job.limit_s
         if now >= deadline and not job.killed:
             self.stats["timed_out"] += 1
-            self._resolve(job, error=TimeoutError(f"grammar compilation timed out after {job.timeout_s:g} s"))
+            what = "starting a grammar compile worker" if job.starting_worker else "grammar compilation"
+            self._resolve(job, error=TimeoutError(f"{what} timed out after {job.limit_s:g} s"))
             job.kill()
         turns_slow = job.started + self.slow_after_s
         return min(deadline if not job.killed else now + 1.0, turns_slow if now < turns_slow else now + 1.0)

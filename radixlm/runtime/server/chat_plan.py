@@ -21,6 +21,8 @@ from radixlm.runtime.server.function_call.protocol import FunctionDef, NamedTool
 from radixlm.runtime.server.function_call.registry import resolve_parser
 from radixlm.runtime.server.function_call.streaming import ChatOutputReader, ChatSnapshot
 
+BAN_BIAS = -100.0  # the lowest bias a client may send, OpenAI's "ban"
+
 
 @dataclass
 class ChatPlan:
@@ -71,19 +73,33 @@ def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -
     check_history_tool_calls(messages, server_args.max_json_depth)
     uses_tool_messages = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     parser: ToolCallParser | None = None
-    if tools_on or uses_tool_messages:
+    if functions or uses_tool_messages:
+        # NOTE: under tool_choice "none" the tools stay in the prompt (as OpenAI and vLLM do): the
+        # prompt is the one the turns before rendered, so an agent's closing turn reuses their KV
         parser = resolve_parser(getattr(server_args, "tool_call_parser", None), tm.chat_template)
-        messages, tools = messages_for_template(
-            messages, functions if tools_on else [], parser, tm.chat_template
-        )
+        messages, tools = messages_for_template(messages, functions, parser, tm.chat_template)
     else:
         tools = None
     prompt = tm.apply_chat_template(messages, tools, req.chat_template_kwargs or {})
     reasoning = get_reasoning_parser(getattr(server_args, "reasoning_parser", None))
     params = req.sampling_params(max_new_tokens)
     params = _constrain(params, functions if tools_on else [], forced, parser, req, reasoning)
+    if functions and not tools_on and parser is not None:
+        params = _ban_call_marker(params, parser, tm.tokenizer)
     reader = ChatOutputReader(reasoning if req.separate_reasoning else None, parser if tools_on else None)
     return ChatPlan(prompt, params, reader)
+
+
+def _ban_call_marker(params: SamplingParams, parser: ToolCallParser, tokenizer: Any) -> SamplingParams:
+    """Tools shown but no call allowed: where the format's call marker is one token, that token is
+    banned (a marker spelled in several ordinary tokens is left alone; the output is read as text)."""
+    marker = parser.trigger
+    ids = tokenizer.encode(marker, add_special_tokens=False) if marker else []
+    if len(ids) != 1:
+        return params
+    bias = dict(params.logit_bias or {})
+    bias[ids[0]] = BAN_BIAS
+    return dataclasses.replace(params, logit_bias=bias)
 
 
 def _constrain(

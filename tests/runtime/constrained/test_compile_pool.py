@@ -10,6 +10,7 @@ import pytest
 
 from radixlm.runtime.constrained import GrammarBackend
 from radixlm.runtime.constrained.compile_pool import CompilePool
+from radixlm.runtime.constrained.outlines import workers
 from tests.helpers.tokenizers import tiny_byte_level_tokenizer
 
 # outlines-core needs far more than a minute for this schema (untyped properties, no extras allowed).
@@ -83,6 +84,22 @@ def test_identical_grammars_compile_once_when_requested_together(engine):
     assert len({id(f) for f in futures}) == 1
     futures[0].result(timeout=60)
     assert be.pool_stats["started"] == 1
+    be.shutdown()
+
+
+def test_starting_a_worker_does_not_count_against_the_compile_deadline(monkeypatch):
+    """A fresh worker imports outlines before it can compile, which on a loaded machine took longer
+    than a 2 s deadline: only the compile itself is held to the deadline."""
+    real_popen = workers.subprocess.Popen
+
+    def slow_start(*args, **kwargs):
+        time.sleep(1.5)  # a process start on a busy machine
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(workers.subprocess, "Popen", slow_start)
+    tok = tiny_byte_level_tokenizer()
+    be = GrammarBackend(tok, [tok.eos_token_id], vocab_size=len(tok), backend="outlines", compile_timeout=0.3)
+    assert be.submit("regex", "[ab]+").result(timeout=120).backend == "outlines"
     be.shutdown()
 
 

@@ -162,7 +162,7 @@ def test_forced_tool_use_round_trip(client, choice):
     )
     assert answer.stop_reason in ("end_turn", "max_tokens")
     assert [b.type for b in answer.content] == ["text"]
-    assert answer.usage.cache_read_input_tokens > 0  # the first turn's prompt is reused
+    assert answer.usage.cache_read_input_tokens >= 0.9 * first.usage.input_tokens  # tools kept under none
 
 
 def test_error_result_and_thinking_history_are_accepted(client):

@@ -96,6 +96,7 @@ def main() -> None:
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     ops = _ops(Vocabulary(eos_token_id, byte_map))
+    write_frame(replies, ("ready",))
     while True:
         try:
             op, *args = read_frame(requests)

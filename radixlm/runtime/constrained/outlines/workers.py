@@ -35,6 +35,10 @@ class _Worker:
         self._requests, self._replies = self.proc.stdin, self.proc.stdout
         write_frame(self._requests, (vocab.eos_token_id, vocab.byte_map(), WORKER_MEMORY_BYTES))
 
+    def wait_ready(self) -> None:
+        """Block until the process has imported its libraries and read its vocabulary."""
+        read_sized_frame(self._replies)
+
     def call(self, request: tuple) -> tuple[Any, int]:
         """The reply to ``request`` and its size in bytes."""
         write_frame(self._requests, request)
@@ -87,10 +91,15 @@ class GrammarWorkers:
         its memory cap: the grammar is what killed it)."""
         with self._lock:
             worker = self._idle.pop() if self._idle else None
+        fresh = worker is None
         if worker is None:
+            job.starting_worker = True
             worker = _Worker(self.vocab)
         job.set_kill(worker.terminate)
         try:
+            if fresh:
+                worker.wait_ready()
+                job.worker_ready()
             reply, size = worker.call(request)
         except (EOFError, OSError):
             worker.kill()
