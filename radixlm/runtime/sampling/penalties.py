@@ -34,8 +34,10 @@ def apply_row_penalties(
     if p.repetition_penalty != 1.0:
         seen = torch.tensor(sorted(set(req.fill_ids)), dtype=torch.int64, device=logits.device)
         seen = seen[seen < vocab]
-        vals = logits[i, seen]
-        logits[i, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        vals = logits[i, seen].double()  # NOTE: a penalty float32 rounds to 0 (5e-324) must not divide
+        penalised = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        limit = torch.finfo(logits.dtype).max
+        logits[i, seen] = penalised.clamp(-limit, limit).to(logits.dtype)
     if len(req.output_ids) < p.min_new_tokens:
         banned = [t for t in (*eos_token_ids, *p.stop_token_ids) if t < vocab]
         if banned:

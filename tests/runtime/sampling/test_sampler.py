@@ -83,6 +83,16 @@ def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
     assert logits[0].tolist() == [1.0, -4.0, 2.0, -2.0, 1.0]
 
 
+@pytest.mark.parametrize("penalty", [5e-324, 1e-40, 1e-30])
+def test_a_tiny_repetition_penalty_keeps_the_logits_finite(penalty):
+    """A penalty in (0, 2] that float32 rounds to zero (or divides past its range) must not turn the
+    seen tokens' logits into inf: the request would fail with a 500 instead of being sampled."""
+    logits = torch.tensor([[20.0, -2.0, 3.0, 1.0]])
+    req = make_req(prompt=[0], output=[1], repetition_penalty=penalty)
+    out = sample(logits, [req], [EOS])
+    assert not out.errors and out.next_token_ids == [0]  # the seen positive logit was pushed up, not broken
+
+
 def test_penalties_touch_only_the_rows_that_ask():
     logits = torch.randn(3, 10)
     before = logits.clone()
