@@ -99,6 +99,7 @@ class ServerArgs:
     served_model_name: str | None = None
     chat_template: str | None = None
     enable_metrics: bool = False  # Prometheus metrics at GET /metrics
+    disable_web_ui: bool = False  # no playground at GET / (radixlm/web)
     stream_interval: int = 1  # a stream sends the first token, then a chunk every this many tokens
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"

@@ -87,6 +87,10 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
     app.include_router(reasoning_api.router)
+    if not server_args.disable_web_ui:
+        from radixlm.web.routes import router as web_router
+
+        app.include_router(web_router)
     app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
 
     def openapi() -> dict[str, Any]:

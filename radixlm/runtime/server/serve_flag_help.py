@@ -44,6 +44,7 @@ FIELD_HELP: dict[str, str] = {
     "served_model_name": "model name reported by /v1/models and responses",
     "chat_template": "built-in chat template name, template file or Jinja text",
     "enable_metrics": "serve Prometheus metrics at /metrics",
+    "disable_web_ui": "do not serve the playground (chat, programs, server view) at /",
     "stream_interval": "a stream sends the first token at once, then a chunk every this many tokens",
     "tool_call_parser": "parser of tool calls in chat output (auto: from the chat template)",
     "reasoning_parser": "parser that splits reasoning from the answer",

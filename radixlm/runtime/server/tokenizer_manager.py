@@ -296,8 +296,9 @@ class TokenizerManager:
     async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
         return await self._request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
 
-    async def get_stats(self) -> dict[str, Any]:
-        reply: StatsOut = await self._request_reply(GetStatsReq(), StatsOut)
+    async def get_stats(self, tree_nodes: int = 0) -> dict[str, Any]:
+        """The scheduler's figures; with ``tree_nodes`` > 0 also ``tree`` and ``batch`` (the web UI)."""
+        reply: StatsOut = await self._request_reply(GetStatsReq(tree_nodes), StatsOut)
         return reply.stats
 
     async def _request_reply(self, msg: Any, reply_type: type) -> Any:
