@@ -78,6 +78,7 @@ async function send(event) {
   button.disabled = true;
   box.dataset.state = "streaming";
   let answer = "";
+  let chunks = 0;
   try {
     const response = await api("/v1/chat/completions", { method: "POST", body: JSON.stringify(body) });
     if (!response.ok) throw new Error(await errorText(response));
@@ -90,6 +91,7 @@ async function send(event) {
       if (delta.content) {
         answer += delta.content;
         content.textContent = answer;
+        box.dataset.chunks = String(++chunks);
       }
       for (const call of delta.tool_calls || []) {
         const entry = (tools[call.index] = tools[call.index] || { name: "", args: "", node: null });
