@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 Results = dict[str, dict[str, Any]]
-CLIENTS = re.compile(r"^(?P<peer>.+?),? (?P<n>\d+) (clients|stream)$")
+CLIENTS = re.compile(r"^(?:(?P<peer>.+?), )?(?P<n>\d+) (clients|stream)$")
 
 
 def throughput_series(results: Results) -> dict[str, list[tuple[int, float]]]:
     """Peer -> ``(clients, output tok/s)`` points, sorted (one stream counts as one client)."""
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for name, peer_default in (("cpu_speed", None), ("serving", "radixlm (serving benchmark)")):
+    for name, peer_default in (("cpu_speed", None), ("serving", "radixlm (serving benchmark, other run)")):
         for figure in results.get(name, {}).get("headline", []):
             match = CLIENTS.match(figure["label"])
             if match and figure["metric"].endswith("tok/s"):
-                peer = peer_default or match["peer"]
+                peer = peer_default or match["peer"] or name
                 series[peer].append((int(match["n"]), float(figure["value"])))
     return {peer: sorted(points) for peer, points in series.items()}
 
@@ -62,6 +62,7 @@ def _throughput(ax: Any, results: Results) -> bool:
     for peer, points in series.items():
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=peer)
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")
     ax.set(xlabel="concurrent clients", ylabel="output tok/s", title="throughput vs concurrency")
     ax.legend(fontsize=8)
     return bool(series)
