@@ -168,5 +168,8 @@ def test_tree_view_grows_after_a_request(page: Any, api: httpx.Client) -> None:
     assert any("zebra" in label or "A prompt" in label for label in labels)
     assert len(page.find_elements("css selector", "#charts .chart")) >= 7
     assert page.find_elements("css selector", "#metrics table")  # --enable-metrics figures
+    if os.environ.get("RADIXLM_WEB_SCREENSHOTS"):  # a few points on each chart for the picture
+        seen = page.execute_script(polls)
+        wait_for(page, f"{polls} >= {seen + 6}", "more polls")
     _screenshot(page, "server")
     assert browser_errors(page) == []

@@ -205,7 +205,8 @@ async def _watch(server: Any, tokenizer_manager: Any, procs: Any, server_args: A
         await asyncio.sleep(0.05 if not announced else CHILD_POLL_S)
         if server.started and not announced:
             url = f"http://{server_args.host}:{server_args.port}"
-            print(f"radixlm: serving {server_args.model} at {url} (OpenAI API at {url}/v1)", flush=True)
+            ui = "" if server_args.disable_web_ui else f"; playground: open {url}/ in a browser"
+            print(f"radixlm: serving {server_args.model} at {url} (OpenAI API at {url}/v1{ui})", flush=True)
             announced = True
         dead = procs.dead_child()
         if dead is not None:

@@ -16,7 +16,7 @@ function drawGraph(graph) {
   svg.replaceChildren();
   const pos = treeLayout(graph.nodes.map((n) => n.parent));
   const width = (Math.max(0, ...pos.map((p) => p.x)) + 1) * (W + 20);
-  const height = (Math.max(0, ...pos.map((p) => p.y)) + 1) * (H + 40);
+  const height = (Math.max(0, ...pos.map((p) => p.y)) + 1) * (H + 40) + 20;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("height", Math.min(height, 520));
   const at = (i) => ({ x: pos[i].x * (W + 20) + 10, y: pos[i].y * (H + 40) + 10 });
@@ -29,7 +29,10 @@ function drawGraph(graph) {
     for (const seg of node.extend) {
       if (seg.var === undefined) continue;
       const from = at(seg.node);
-      svg.append(svgEl("line", { x1: from.x + W, y1: from.y + H / 2, x2: to.x, y2: to.y + H / 2, stroke: "#c07a1a", "stroke-dasharray": "4 3" }));
+      // a variable's value flowing into a later node: a dashed curve under the two boxes
+      const [x1, y1, x2, y2] = [from.x + W / 2, from.y + H, to.x + W / 2, to.y + H];
+      const d = `M ${x1} ${y1} Q ${(x1 + x2) / 2} ${Math.max(y1, y2) + 34} ${x2} ${y2}`;
+      svg.append(svgEl("path", { d, fill: "none", stroke: "#c07a1a", "stroke-dasharray": "4 3" }));
     }
   }
   for (const node of graph.nodes) {
@@ -49,18 +52,18 @@ function markDone(id, value, meta) {
   g.dataset.state = "done";
   g.querySelector("rect").setAttribute("fill", "#dff3e4");
   g.querySelector("rect").setAttribute("stroke", "#17803d");
-  if (value !== undefined) {
-    const text = String(value);
-    g.querySelector(".value").textContent = text.length > 26 ? text.slice(0, 25) + "…" : text || "(empty)";
-  }
-  if (meta) g.querySelector(".meta").textContent = `${meta.completion_tokens ?? "?"} tok, ${meta.cached_tokens ?? 0} cached`;
+  const text = value === undefined ? "context ready" : String(value);
+  g.querySelector(".value").textContent = text.length > 26 ? text.slice(0, 25) + "…" : text || "(empty)";
+  if (meta && meta.choices) g.querySelector(".meta").textContent = `${meta.choices.length} choices scored`;
+  else if (meta) g.querySelector(".meta").textContent = `${meta.completion_tokens} tok, ${meta.cached_tokens ?? 0} cached`;
 }
 
 function addRow(event) {
   const meta = event.meta_info || {};
   const row = el("tr");
   row.append(el("td", {}, String(event.node)), el("td", {}, event.name || ""), el("td", { class: "value" }, String(event.value)));
-  row.append(el("td", {}, `${meta.prompt_tokens ?? "?"} in / ${meta.completion_tokens ?? "?"} out`), el("td", {}, String(meta.cached_tokens ?? 0)));
+  const tokens = meta.choices ? `${meta.choices.length} choices scored` : `${meta.prompt_tokens} in / ${meta.completion_tokens} out`;
+  row.append(el("td", {}, tokens), el("td", {}, meta.choices ? "-" : String(meta.cached_tokens ?? 0)));
   document.querySelector("#node-table tbody").append(row);
 }
 
@@ -95,6 +98,9 @@ async function run() {
         buffer = buffer.slice(cut + 1);
         if (event.event === "node") {
           markDone(event.node, event.value, event.meta_info);
+          // a node ran on its parents' contexts, so those are complete too
+          for (let p = graph.nodes[event.node].parent; p !== null; p = graph.nodes[p].parent)
+            if (document.querySelector(`#graph g[data-node="${p}"]`).dataset.state !== "done") markDone(p);
           addRow(event);
         } else if (event.event === "error") throw new Error(event.message);
         else if (event.event === "done") {
