@@ -18,7 +18,7 @@ from radixlm.runtime.server.http_util import read_json
 from radixlm.runtime.server.program_api import ProgramRequests
 from radixlm.web.assets import CSP, read_asset
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter()
 MAX_TREE_NODES = 400  # the server view draws at most this many radix tree nodes
 PREVIEW_TOKENS = 12
 _NO_CACHE = {"Cache-Control": "no-cache"}
@@ -31,11 +31,15 @@ async def index() -> Response:
 
 
 @router.get("/ui/api/server")
-async def server_view(request: Request, max_nodes: int = MAX_TREE_NODES) -> dict[str, Any]:
-    """The scheduler's figures, the running batch and the radix tree (at most ``max_nodes`` nodes;
-    ``tree.truncated`` says more exist), each node with a decoded preview of its first tokens."""
+async def server_view(request: Request) -> dict[str, Any]:
+    """The scheduler's figures, the running batch and the radix tree (at most ``?max_nodes=``, default
+    and cap 400, nodes; ``tree.truncated`` says more exist), each node with a decoded preview of its
+    first tokens."""
+    raw = request.query_params.get("max_nodes", str(MAX_TREE_NODES))
+    max_nodes = int(raw) if raw.isdigit() else 0
     if not 1 <= max_nodes <= MAX_TREE_NODES:
-        raise ApiError(f"max_nodes must be in [1, {MAX_TREE_NODES}], got {max_nodes}", 400, "max_nodes")
+        message = f"max_nodes must be an integer in [1, {MAX_TREE_NODES}], got {raw[:20]!r}"
+        raise ApiError(message, 400, "max_nodes")
     tm = request.app.state.tokenizer_manager
     stats = await tm.get_stats(tree_nodes=max_nodes)
     for node in stats.get("tree", {}).get("nodes", []):

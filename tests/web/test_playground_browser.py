@@ -173,3 +173,32 @@ def test_tree_view_grows_after_a_request(page: Any, api: httpx.Client) -> None:
         wait_for(page, f"{polls} >= {seen + 6}", "more polls")
     _screenshot(page, "server")
     assert browser_errors(page) == []
+
+
+# ---- the page's JSON endpoints on the same live server (these run without a browser too) ----------
+
+
+def test_server_view_json_is_bounded_and_names_holders(api: httpx.Client) -> None:
+    for text in ("First prompt about apples.", "Second prompt about pears."):
+        api.post("/generate", json={"text": text, "sampling_params": {"max_new_tokens": 2}})
+    view = api.get("/ui/api/server", params={"max_nodes": 1}).json()
+    assert len(view["tree"]["nodes"]) == 2 and view["tree"]["truncated"] is True
+    assert view["tree"]["nodes"][0]["parent"] is None and view["tree"]["nodes"][1]["parent"] == 0
+    assert view["batch"] == [] and view["kv_total"] > 0
+    full = api.get("/ui/api/server").json()["tree"]["nodes"]
+    assert any(n["text"].startswith("First") for n in full) and all(n["held_by"] == [] for n in full)
+    assert api.get("/ui/api/server", params={"max_nodes": "lots"}).status_code == 400
+
+
+def test_program_stream_sends_one_event_per_node_then_done(api: httpx.Client) -> None:
+    from radixlm.web.example_programs import OUTPUT
+
+    graph = json.loads(OUTPUT.read_text())[0]["graph"]
+    with api.stream("POST", "/ui/api/program", json={"graph": graph}) as response:
+        assert response.status_code == 200
+        events = [json.loads(line) for line in response.iter_lines() if line]
+    ran = [n["id"] for n in graph["nodes"] if n["op"] and n["op"]["type"] in ("gen", "select")]
+    assert sorted(e["node"] for e in events[:-1]) == ran and events[-1] == {"event": "done"}
+    assert all(e["event"] == "node" for e in events[:-1])
+    assert api.post("/ui/api/program", json={"graph": {"nodes": "x"}}).status_code == 400
+    assert api.get("/ui/api/server").json()["num_pinned_contexts"] == 0  # pins released at the end
