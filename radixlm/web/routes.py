@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
@@ -36,7 +37,7 @@ async def server_view(request: Request) -> dict[str, Any]:
     and cap 400, nodes; ``tree.truncated`` says more exist), each node with a decoded preview of its
     first tokens."""
     raw = request.query_params.get("max_nodes", str(MAX_TREE_NODES))
-    max_nodes = int(raw) if raw.isdigit() else 0
+    max_nodes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 6 else 0
     if not 1 <= max_nodes <= MAX_TREE_NODES:
         message = f"max_nodes must be an integer in [1, {MAX_TREE_NODES}], got {raw[:20]!r}"
         raise ApiError(message, 400, "max_nodes")
@@ -72,7 +73,10 @@ async def run_program_live(request: Request) -> StreamingResponse:
         except (ValueError, KeyError, TypeError, ApiError) as e:
             yield _line({"event": "error", "message": str(getattr(e, "message", e))})
         finally:
-            await requests.release()
+            # NOTE: a client that left cancels this generator's scope, which would cancel any
+            # await here too; the pins must still be released.
+            with anyio.CancelScope(shield=True):
+                await requests.release()
 
     return StreamingResponse(lines(), media_type="application/x-ndjson", headers=_NO_CACHE)
 

@@ -69,3 +69,9 @@ def test_shipped_example_graphs_are_the_compilers_output() -> None:
     assert example_programs.OUTPUT.read_text(encoding="utf-8") == example_programs.render(), (
         "run: python -m radixlm.web.example_programs"
     )
+
+
+@pytest.mark.parametrize("value", ["0", "401", "lots", "²", "9" * 5000, "-1"])
+def test_tree_cap_outside_its_range_is_a_400(value: str) -> None:
+    response = _client().get("/ui/api/server", params={"max_nodes": value})
+    assert response.status_code == 400 and "max_nodes" in response.json()["error"]["message"]
