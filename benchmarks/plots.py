@@ -5,6 +5,9 @@ benchmark's ``--json``, or transcribed from the dated log with its source named)
 table says which each is.
 
     python -m benchmarks.plots            # needs matplotlib: pip install -e ".[bench]"
+
+It also draws the cross-result headline plots of ``plots_headline.py`` (throughput vs concurrency
+against the peers, TTFT/TPOT, the decode step by part, grammar times).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks import plots_headline
 from benchmarks.harness import REPO, RESULTS
 
 FIGURES = REPO / "benchmarks" / "figures"
@@ -120,6 +124,8 @@ def main() -> None:
     args.figures.mkdir(parents=True, exist_ok=True)
     for name, record in results:
         print(plot(name, record, args.figures))
+    for path in plots_headline.render(dict(results), args.figures):
+        print(path)
     write_table(args.readme, table(results))
     print(f"table of {len(results)} results written to {args.readme}")
 

@@ -122,6 +122,8 @@ async def run_level(
         "ttft_p99_ms": 1000 * percentile(ttfts, 99),
         "tpot_p50_ms": 1000 * percentile(tpots, 50),
         "tpot_p99_ms": 1000 * percentile(tpots, 99),
+        "ttft_ms": [round(1000 * t, 2) for t in ttfts],  # each request's, for the latency plot
+        "tpot_ms": [round(1000 * t, 3) for t in tpots],
     }
 
 
@@ -183,7 +185,7 @@ def main() -> None:
                 )
             )
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if not isinstance(v, list)}), flush=True)
     finally:
         if handle is not None:
             handle.shutdown()

@@ -63,7 +63,7 @@ class FlushCacheReq:
 
 @dataclass
 class GetStatsReq:
-    pass
+    tree_nodes: int = 0  # > 0: also a radix tree snapshot of at most this many nodes, and the batch
 
 
 @dataclass

@@ -112,6 +112,7 @@ class ServerArgs:
     # Requests may send serialized Python (runtime/sampling/custom_logit_processor.py): trusts clients
     # with arbitrary code execution in the server, so off unless asked for.
     enable_custom_logit_processor: bool = False
+    disable_web_ui: bool = False  # no playground at GET / (radixlm/web)
     stream_interval: int = 1  # a stream sends the first token, then a chunk every this many tokens
     tool_call_parser: ToolCallParserName = "auto"
     reasoning_parser: ReasoningParserName = "none"

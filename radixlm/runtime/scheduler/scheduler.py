@@ -206,7 +206,9 @@ class Scheduler:
         return FlushCacheOut(True, "")
 
     def _on_stats(self, msg: GetStatsReq) -> StatsOut:
-        return StatsOut(self.stats())
+        if msg.tree_nodes <= 0:
+            return StatsOut(self.stats())
+        return StatsOut({**self.stats(), **self.snapshot(msg.tree_nodes)})
 
     # ---- the loop body -------------------------------------------------------------------------
     def has_work(self) -> bool:
@@ -370,6 +372,19 @@ class Scheduler:
             "tp_ranks": self.runner.tp_status(),
             **self.counters.as_dict(),
         }
+
+    def snapshot(self, max_nodes: int) -> dict[str, Any]:
+        """The web UI's server view: ``tree`` (see ``radix.snapshot``) and ``batch`` (the running
+        requests: rid, prompt and output tokens, cached prefix)."""
+        from radixlm.radix.snapshot import tree_snapshot
+
+        running = self.running + ([self.chunked] if self.chunked else [])
+        holders = [(r.rid, r.last_node) for r in running if r.last_node is not None]
+        batch = [
+            dict(rid=r.rid, prompt=len(r.origin_input_ids), output=len(r.output_ids), cached=r.prefix_len)
+            for r in running
+        ]
+        return {"tree": tree_snapshot(self.cache.tree.root, max_nodes, holders), "batch": batch}
 
     def check_kv_integrity(self) -> None:
         """Assert the KV ownership invariant (call when idle, or any time between steps)."""

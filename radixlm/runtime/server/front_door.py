@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from radixlm.runtime.server.errors import error_body_for_path
+from radixlm.web.assets import is_web_asset
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})
 JSON_TYPES = ("application/json", "application/problem+json")
@@ -69,6 +70,7 @@ class FrontDoor:
         self.api_key = server_args.api_key.encode() if server_args.api_key else None
         self.max_body = server_args.max_request_bytes
         self.body_timeout = server_args.body_timeout
+        self.web_ui = not getattr(server_args, "disable_web_ui", False)
 
     def host_allowed(self, host: str) -> bool:
         return self.any_host or host_name(host) in self.hosts
@@ -142,7 +144,10 @@ class FrontDoorMiddleware:
         if scope["method"] not in ("GET", "HEAD") and ctype and ctype not in JSON_TYPES:
             return 415, f"the body must be JSON (Content-Type: application/json), not {ctype[:60]!r}"
         authorization = headers.get("authorization", "").encode("latin-1")
-        if not self.door.key_ok(authorization, headers.get("x-api-key", "").encode("latin-1")):
+        # NOTE: a browser cannot send a key while loading a page; the playground's files hold no
+        # data (its JSON endpoints under /ui/api/ need the key like every other route).
+        public = self.door.web_ui and scope["method"] in ("GET", "HEAD") and is_web_asset(scope["path"])
+        if not public and not self.door.key_ok(authorization, headers.get("x-api-key", "").encode("latin-1")):
             return 401, "invalid or missing API key (send Authorization: Bearer <key> or x-api-key: <key>)"
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.door.max_body:

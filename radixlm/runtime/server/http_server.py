@@ -91,6 +91,10 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
     app.include_router(reasoning_api.router)
+    if not server_args.disable_web_ui:
+        from radixlm.web.routes import router as web_router
+
+        app.include_router(web_router)
     app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
 
     def openapi() -> dict[str, Any]:
@@ -205,7 +209,8 @@ async def _watch(server: Any, tokenizer_manager: Any, procs: Any, server_args: A
         await asyncio.sleep(0.05 if not announced else CHILD_POLL_S)
         if server.started and not announced:
             url = f"http://{server_args.host}:{server_args.port}"
-            print(f"radixlm: serving {server_args.model} at {url} (OpenAI API at {url}/v1)", flush=True)
+            ui = "" if server_args.disable_web_ui else f"; playground: open {url}/ in a browser"
+            print(f"radixlm: serving {server_args.model} at {url} (OpenAI API at {url}/v1{ui})", flush=True)
             announced = True
         dead = procs.dead_child()
         if dead is not None:

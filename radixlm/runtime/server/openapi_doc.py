@@ -62,6 +62,7 @@ BODYLESS_POSTS = frozenset({"/health", "/flush_cache", "/health_generate", "/sto
 BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/generate": lambda args: {"$ref": _REF.format(model="GenerateRequest")},
     "/program": lambda args: native.program_schema(args.max_program_nodes),
+    "/ui/api/program": lambda args: native.program_schema(args.max_program_nodes),
     "/abort_request": lambda args: native.ABORT_SCHEMA,
     "/concate_and_append_request": lambda args: {"description": "any JSON (a no-op)"},
     "/open_session": lambda args: native.OPEN_SESSION_SCHEMA,
@@ -84,6 +85,11 @@ STREAMING = frozenset(
     {"/generate", "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"}
 )
 TEXT_RESPONSES = frozenset({"/flush_cache", "/metrics", "/start_profile", "/stop_profile"})
+OTHER_RESPONSES = {  # the web playground (radixlm/web): its page, its files, its program stream
+    "/": {"text/html": {"schema": {"type": "string"}}},
+    "/ui/{name}": {"*/*": {"schema": {"type": "string"}}},
+    "/ui/api/program": {"application/x-ndjson": {"schema": {"type": "string"}}},
+}
 EMPTY_RESPONSES = frozenset({"/health", "/health_generate", "/close_session"})
 # Every operation may get these: the front door's refusals and a full or draining server.
 _COMMON_ERRORS = {
@@ -100,6 +106,7 @@ _EXTRA_ERRORS = {
     "/v1/models/{model_id}": {"404": "no such model"},
     "/open_session": {"429": "too many open sessions"},
     "/v1/responses/{response_id}": {"404": "no stored response with that id"},
+    "/ui/{name}": {"404": "no such playground file"},
 }
 ERROR_SCHEMA = {
     "type": "object",
@@ -181,6 +188,8 @@ def _ok(path: str) -> dict[str, Any]:
         return {"description": "OK"}
     if path in TEXT_RESPONSES:
         return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    if path in OTHER_RESPONSES:
+        return {"description": "OK", "content": OTHER_RESPONSES[path]}
     content: dict[str, Any] = {"application/json": {"schema": {}}}
     if path in STREAMING:
         content["text/event-stream"] = {"schema": {"type": "string"}}

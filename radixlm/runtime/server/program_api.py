@@ -33,27 +33,38 @@ async def run_program(request: Request) -> Any:
         check_graph(graph, request.app.state.server_args.max_program_nodes)
     except InvalidGraph as e:
         raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
-    held: Counter[str] = Counter()  # pinned rid -> children not yet submitted
-
-    async def generate(req_body: dict[str, Any]) -> Any:
-        req = parse_generate(req_body, pins_allowed=True)
-        # NOTE: once submitted, a child releases its unit itself (admitted, rejected or aborted).
-        held.subtract(req_body.get("unpin_rids") or [])
-        group = await tm.submit(req.items, False, req.return_text_in_logprobs)
-        try:
-            await group.wait()
-        except BaseException:
-            await tm.abort(group)
-            raise
-        if req_body.get("pin_children"):
-            held[req_body["rid"]] += req_body["pin_children"]
-        return group_result(group, req.is_batch)
-
+    requests = ProgramRequests(tm)
     try:
-        return await until_done_or_disconnect(execute_program(graph, generate), request)
+        return await until_done_or_disconnect(execute_program(graph, requests.generate), request)
     except ClientDisconnected:
         return Response(status_code=CLIENT_ABORT_STATUS)
     except (ValueError, KeyError, TypeError) as e:
         raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
     finally:
-        await tm.release_pins({rid: count for rid, count in held.items() if count > 0})
+        await requests.release()
+
+
+class ProgramRequests:
+    """The requests of one program run: ``generate`` sends a node's request straight to the
+    scheduler; ``release`` (always, at the end) frees the pins its nodes still hold."""
+
+    def __init__(self, tm: TokenizerManager) -> None:
+        self.tm = tm
+        self.held: Counter[str] = Counter()  # pinned rid -> children not yet submitted
+
+    async def generate(self, req_body: dict[str, Any]) -> Any:
+        req = parse_generate(req_body, pins_allowed=True)
+        # NOTE: once submitted, a child releases its unit itself (admitted, rejected or aborted).
+        self.held.subtract(req_body.get("unpin_rids") or [])
+        group = await self.tm.submit(req.items, False, req.return_text_in_logprobs)
+        try:
+            await group.wait()
+        except BaseException:
+            await self.tm.abort(group)
+            raise
+        if req_body.get("pin_children"):
+            self.held[req_body["rid"]] += req_body["pin_children"]
+        return group_result(group, req.is_batch)
+
+    async def release(self) -> None:
+        await self.tm.release_pins({rid: count for rid, count in self.held.items() if count > 0})

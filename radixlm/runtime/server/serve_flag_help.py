@@ -49,6 +49,7 @@ FIELD_HELP: dict[str, str] = {
     "chat_template": "built-in chat template name, template file or Jinja text",
     "enable_metrics": "serve Prometheus metrics at /metrics",
     "enable_custom_logit_processor": "run requests' custom_logit_processor (client code, in the server)",
+    "disable_web_ui": "do not serve the playground (chat, programs, server view) at /",
     "stream_interval": "a stream sends the first token at once, then a chunk every this many tokens",
     "tool_call_parser": "parser of tool calls in chat output (auto: from the chat template)",
     "reasoning_parser": "parser that splits reasoning from the answer",

@@ -277,8 +277,9 @@ class TokenizerManager:
     async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
         return await self.request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
 
-    async def get_stats(self) -> dict[str, Any]:
-        reply: StatsOut = await self.request_reply(GetStatsReq(), StatsOut)
+    async def get_stats(self, tree_nodes: int = 0) -> dict[str, Any]:
+        """The scheduler's figures; with ``tree_nodes`` > 0 also ``tree`` and ``batch`` (the web UI)."""
+        reply: StatsOut = await self.request_reply(GetStatsReq(tree_nodes), StatsOut)
         return reply.stats
 
     async def request_reply(self, msg: Any, reply_type: type) -> Any:
