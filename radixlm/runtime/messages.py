@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -73,6 +73,30 @@ LOGPROB_FIELDS = (
     "output_token_logprobs",
     "output_top_logprobs",
 )
+
+
+@dataclass
+class EncodeReq:
+    """Embed (``kind="embed"``) or score (``"classify"``) whole sequences: prefill only, no KV kept.
+
+    ``token_type_ids`` (encoders' sentence pairs) is parallel to ``input_ids`` or None; ``dimensions``
+    truncates embeddings (Matryoshka). Answered by one ``EncodeOut``, in order of arrival."""
+
+    rid: str
+    kind: Literal["embed", "classify"]
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None = None
+    dimensions: int | None = None
+
+
+@dataclass
+class EncodeOut:
+    """One vector per sequence (embeddings, or the classification head's logits), or ``error``."""
+
+    rid: str
+    vectors: list[list[float]] = field(default_factory=list)
+    error: str = ""
+    status: int = 400
 
 
 @dataclass
