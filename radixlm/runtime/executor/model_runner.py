@@ -198,6 +198,7 @@ class ModelRunner:
             "dtype": _dtype_name(self.dtype),
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
+            "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
         }
 
     def tp_status(self) -> list[dict]:

@@ -35,6 +35,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from radixlm.runtime.messages import CLIENT_ABORT_STATUS
     from radixlm.runtime.server import (
         anthropic_api,
+        embeddings_api,
         native_api,
         openai_api,
         ops_api,
@@ -48,6 +49,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from radixlm.runtime.server.http_util import ClientDisconnected
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
     from radixlm.runtime.server.responses_store import ResponseStore
+    from radixlm.runtime.server.serving_mode import ServingModeGate
     from radixlm.runtime.server.sessions import SessionStore
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
@@ -87,6 +89,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
 
         tokenizer_manager.metrics = ServerMetrics(app.state.served_model_name)
     app.include_router(reasoning_api.router)
+    if server_args.is_embedding:
+        app.include_router(embeddings_api.router)
+    app.add_middleware(ServingModeGate, is_embedding=server_args.is_embedding)  # inside the front door
     app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
 
     def openapi() -> dict[str, Any]:

@@ -294,13 +294,13 @@ class TokenizerManager:
 
     # ---- control ---------------------------------------------------------------------------
     async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
-        return await self._request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
+        return await self.request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
 
     async def get_stats(self) -> dict[str, Any]:
-        reply: StatsOut = await self._request_reply(GetStatsReq(), StatsOut)
+        reply: StatsOut = await self.request_reply(GetStatsReq(), StatsOut)
         return reply.stats
 
-    async def _request_reply(self, msg: Any, reply_type: type) -> Any:
+    async def request_reply(self, msg: Any, reply_type: type) -> Any:
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         future = asyncio.get_running_loop().create_future()
