@@ -78,7 +78,7 @@ class _Layer(nn.Module):
         self.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
         self.act = _activation(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         bs, length, hidden = x.shape
         att = self.attention.self
 
@@ -140,7 +140,8 @@ class EncoderModel(nn.Module):
 
     def forward(self, ids: torch.Tensor, types: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
         valid = torch.arange(ids.shape[1], device=ids.device)[None] < lens[:, None]
-        mask = valid[:, None, None, :]  # every query attends to its own sequence's real tokens
+        # every query attends to its own sequence's real tokens; no mask at all when none is padded
+        mask = None if bool(valid.all()) else valid[:, None, None, :]
         x = self.body.embeddings(ids, types)
         for layer in self.body.encoder.layer:
             x = layer(x, mask)

@@ -37,13 +37,19 @@ class EncodeStep:
         if problem:
             return EncodeOut(msg.rid, error=problem)
         types = msg.token_type_ids or [[0] * len(ids) for ids in msg.input_ids]
+        order = list(range(len(msg.input_ids)))
+        if self.is_encoder:  # it pads a batch to its longest sequence: batch similar lengths together
+            order.sort(key=lambda i: len(msg.input_ids[i]))
+        all_ids, all_types = [msg.input_ids[i] for i in order], [types[i] for i in order]
         chunks = []
-        for lo, hi in self._batches([len(ids) for ids in msg.input_ids]):
-            ids, tts = msg.input_ids[lo:hi], types[lo:hi]
+        for lo, hi in self._batches([len(ids) for ids in all_ids]):
+            ids, tts = all_ids[lo:hi], all_types[lo:hi]
             chunks.append(
                 self._encoder(ids, tts, msg.kind) if self.is_encoder else self._decoder(ids, msg.kind)
             )
-        out = torch.cat(chunks)
+        sorted_out = torch.cat(chunks)
+        out = torch.empty_like(sorted_out)
+        out[torch.tensor(order)] = sorted_out
         if msg.kind == "embed":
             out = finish(out, self.pooling.normalize, msg.dimensions)
         return EncodeOut(msg.rid, out.tolist())
