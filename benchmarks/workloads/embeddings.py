@@ -25,14 +25,16 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 30))) + "." for _ in range(n)]
 
 
-def rate(fn, texts: list[str], batch: int, repeats: int) -> float:
-    """Best sentences/s of ``repeats`` passes over ``texts`` in calls of ``batch`` sentences."""
-    best = 0.0
+def rates(fns: list, texts: list[str], batch: int, repeats: int) -> list[float]:
+    """Each of ``fns``' best sentences/s over ``repeats`` passes of ``texts`` in calls of ``batch``
+    sentences; the passes alternate between the functions, so a busy machine slows both alike."""
+    best = [0.0] * len(fns)
     for _ in range(repeats):
-        start = time.perf_counter()
-        for lo in range(0, len(texts), batch):
-            fn(texts[lo : lo + batch])
-        best = max(best, len(texts) / (time.perf_counter() - start))
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            for lo in range(0, len(texts), batch):
+                fn(texts[lo : lo + batch])
+            best[k] = max(best[k], len(texts) / (time.perf_counter() - start))
     return best
 
 
@@ -62,8 +64,7 @@ def main() -> None:
             def st_encode(chunk: list[str], b: int = batch) -> None:
                 st_model.encode(chunk, batch_size=b, convert_to_numpy=True)
 
-            ours = rate(engine.encode, texts[:n], batch, args.repeats)
-            theirs = rate(st_encode, texts[:n], batch, args.repeats)
+            ours, theirs = rates([engine.encode, st_encode], texts[:n], batch, args.repeats)
             rows.append({"batch": batch, "radixlm_s": round(ours, 1), "st_s": round(theirs, 1)})
             rows[-1]["ratio"] = round(ours / theirs, 2)
     finally:

@@ -55,6 +55,9 @@ class EncodeStep:
         return EncodeOut(msg.rid, out.tolist())
 
     def _check(self, msg: EncodeReq) -> str:
+        model = self.runner.model
+        if msg.kind == "classify" and not (getattr(model, "has_head", False) or hasattr(model, "score")):
+            return "input: this model has no classification head (a *ForSequenceClassification checkpoint)"
         if msg.dimensions is not None and msg.kind == "embed":
             width = int(self.runner.loaded.hf_config.get("hidden_size", 0))
             if not self.pooling.matryoshka:
