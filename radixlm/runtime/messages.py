@@ -95,6 +95,30 @@ LOGPROB_FIELDS = (
 
 
 @dataclass
+class EncodeReq:
+    """Embed (``kind="embed"``) or score (``"classify"``) whole sequences: prefill only, no KV kept.
+
+    ``token_type_ids`` (encoders' sentence pairs) is parallel to ``input_ids`` or None; ``dimensions``
+    truncates embeddings (Matryoshka). Answered by one ``EncodeOut``, in order of arrival."""
+
+    rid: str
+    kind: Literal["embed", "classify"]
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None = None
+    dimensions: int | None = None
+
+
+@dataclass
+class EncodeOut:
+    """One vector per sequence (embeddings, or the classification head's logits), or ``error``."""
+
+    rid: str
+    vectors: list[list[float]] = field(default_factory=list)
+    error: str = ""
+    status: int = 400
+
+
+@dataclass
 class ReqTokenOut:
     """New tokens of one request since its last output."""
 

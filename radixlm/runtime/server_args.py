@@ -80,6 +80,9 @@ class ServerArgs:
     enable_mixed_chunk: bool = True
     mixed_chunk_size: int = 128
     disable_radix_cache: bool = False
+    # Serve the model as an embedding / scoring model: /encode, /v1/embeddings, /v1/rerank, /classify
+    # (generation routes answer 400). Encoder checkpoints (BERT, XLM-R) need it.
+    is_embedding: bool = False
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
     # Sessions (/open_session): at most this many open; one idle this many seconds is closed.

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import radixlm._env  # noqa: F401  (thread settings before torch)
+from radixlm.runtime.engine.encode_api import EncodeMixin
 from radixlm.runtime.engine.generate_args import GenerateArgs, InputIds, Prompt, SamplingParamsArg
 from radixlm.runtime.engine.loop import EngineError, EngineLoop, GenerateSubmission, SchedulerCall
 from radixlm.runtime.engine.result_stream import (
@@ -45,7 +46,7 @@ TOKEN_TEXT_CACHE_SIZE = 1 << 16
 StreamKind = TypeVar("StreamKind", bound=ResultStream)
 
 
-class Engine:
+class Engine(EncodeMixin):
     """Serve many requests at once in this process, sharing KV through the radix cache.
 
     Thread-safe: ``generate`` may be called from many threads; ``async_generate`` from any event loop.
@@ -211,6 +212,10 @@ class Engine:
     def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked requests, their rids claimed; a rid in flight raises ``ValueError``."""
         self._check_logit_processors(args.sampling_params)
+        if self.server_args.is_embedding:
+            raise ValueError(
+                "this engine serves embeddings (is_embedding=True): use encode, rerank or classify"
+            )
         reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
         try:
             self._loop.reserve(reqs)

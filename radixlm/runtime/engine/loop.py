@@ -13,6 +13,7 @@ from typing import Any
 from radixlm.runtime.engine.tracker import RequestTracker, Sink
 from radixlm.runtime.messages import (
     AbortReq,
+    EncodeReq,
     FlushCacheReq,
     GetStatsReq,
     ProfileReq,
@@ -44,7 +45,7 @@ class GenerateSubmission:
 class SchedulerCall:
     """A control message for the scheduler; ``reply`` (when given) gets its answer or exception."""
 
-    msg: AbortReq | FlushCacheReq | GetStatsReq | ReleasePinsReq | UpdateWeightsReq | ProfileReq
+    msg: AbortReq | FlushCacheReq | GetStatsReq | ReleasePinsReq | UpdateWeightsReq | ProfileReq | EncodeReq
     reply: Future | None = None
 
 
@@ -118,7 +119,7 @@ class EngineLoop:
         """Queue ``submission`` without checking the loop (fire and forget)."""
         self._inbox.put(submission)
 
-    def call(self, msg: FlushCacheReq | GetStatsReq | UpdateWeightsReq | ProfileReq) -> Any:
+    def call(self, msg: FlushCacheReq | GetStatsReq | UpdateWeightsReq | ProfileReq | EncodeReq) -> Any:
         """The scheduler's answer to a control message (waits for the loop)."""
         reply: Future = Future()
         self.submit(SchedulerCall(msg, reply))

@@ -97,6 +97,11 @@ class ModelRunner:
             quantization=server_args.quantization,
             model_impl=server_args.model_impl,
         )
+        if not server_args.is_embedding and not getattr(self.loaded.model, "generates", True):
+            raise ValueError(
+                f"{self.loaded.architecture} embeds or scores text and does not generate: serve it with "
+                "--is-embedding (is_embedding=True)"
+            )
         if self.loaded.model_impl == "transformers":
             try:
                 check_fallback_options(server_args.quantization, server_args.tp_size)
@@ -182,7 +187,7 @@ class ModelRunner:
             "tokenizer_path": self.server_args.tokenizer or given,
             "local_model_path": loaded.model_path,
             "local_tokenizer_path": loaded.tokenizer_path,
-            "is_generation": True,
+            "is_generation": not self.server_args.is_embedding,
             "chat_template": loaded.chat_template,
             "context_length": self.context_length,
             "vocab_size": self.vocab_size,
@@ -193,6 +198,7 @@ class ModelRunner:
             "dtype": _dtype_name(self.dtype),
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
+            "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
         }
 
     def tp_status(self) -> list[dict]:
@@ -219,6 +225,8 @@ class ModelRunner:
 
     def _num_kv_slots(self) -> int:
         args, loaded = self.server_args, self.loaded
+        if getattr(self.model, "is_encoder", False):
+            return 1  # an encoder attends within its own forward and keeps no KV
         if args.max_total_tokens:
             return int(args.max_total_tokens)
         per_slot = KVPool.bytes_per_slot(loaded.num_layers, self.num_kv_heads, loaded.head_dim, self.kv_dtype)

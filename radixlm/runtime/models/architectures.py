@@ -8,6 +8,7 @@ from torch import nn
 from radixlm.runtime.models.gemma import GemmaForCausalLM
 from radixlm.runtime.models.granite import GraniteForCausalLM
 from radixlm.runtime.models.llama import LlamaForCausalLM
+from radixlm.runtime.models.llama_pooled import LlamaEmbeddingModel, LlamaForSequenceClassification
 from radixlm.runtime.models.mixtral import MixtralForCausalLM
 from radixlm.runtime.models.olmo2 import Olmo2ForCausalLM
 from radixlm.runtime.models.olmoe import OlmoeForCausalLM
@@ -29,6 +30,15 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "OlmoeForCausalLM": OlmoeForCausalLM,
     "Gemma2ForCausalLM": GemmaForCausalLM,
     "Gemma3ForCausalLM": GemmaForCausalLM,  # text only (Gemma3TextConfig)
+    # embeddings and scores (--is-embedding): a bare decoder, a last-token score head
+    "LlamaModel": LlamaEmbeddingModel,
+    "MistralModel": LlamaEmbeddingModel,
+    "Qwen2Model": LlamaEmbeddingModel,
+    "Qwen3Model": LlamaEmbeddingModel,
+    "LlamaForSequenceClassification": LlamaForSequenceClassification,
+    "MistralForSequenceClassification": LlamaForSequenceClassification,
+    "Qwen2ForSequenceClassification": LlamaForSequenceClassification,
+    "Qwen3ForSequenceClassification": LlamaForSequenceClassification,
 }
 
 

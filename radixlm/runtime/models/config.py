@@ -67,7 +67,11 @@ class ModelConfig:
 
 def _attention_flags(architecture: str, attention_bias: bool) -> tuple[bool, bool, bool]:
     """(q/k/v bias, o_proj bias, q/k norm): Qwen2 always has q/k/v biases and no o_proj bias; Qwen3
-    adds the q/k norm; the others follow the config's ``attention_bias``."""
+    adds the q/k norm; the others follow the config's ``attention_bias``. A family's bare decoder
+    (``Qwen3Model``) and classifier (``Qwen3ForSequenceClassification``) are built like its causal LM."""
+    for suffix in ("ForSequenceClassification", "Model"):
+        if architecture.endswith(suffix):
+            architecture = architecture.removesuffix(suffix) + "ForCausalLM"
     if architecture == "Qwen2ForCausalLM":
         return True, False, False
     return attention_bias, attention_bias, architecture == "Qwen3ForCausalLM"

@@ -18,6 +18,8 @@ from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
+    EncodeOut,
+    EncodeReq,
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
@@ -28,6 +30,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     UpdateWeightsReq,
 )
+from radixlm.runtime.pooling.encode_step import EncodeStep
 from radixlm.runtime.scheduler.batch_builder import (
     build_decode_batch,
     build_extend_batch,
@@ -100,8 +103,10 @@ class Scheduler:
             self.eos_token_ids,
             self.jump_forward,
         )
+        self.encoder = EncodeStep(self.runner, self.cache, server_args.max_prefill_tokens)
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
+            EncodeReq: self._on_encode,
             AbortReq: self._on_abort,
             FlushCacheReq: self._on_flush,
             GetStatsReq: self._on_stats,
@@ -192,6 +197,16 @@ class Scheduler:
                 self.tokens.finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
             else:
                 req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
+
+    def _on_encode(self, msg: EncodeReq) -> EncodeOut:
+        """Embed or score at once, between steps (prefill only; no KV kept). A failure fails this
+        request alone (a 500)."""
+        self.counters.num_requests += 1
+        try:
+            return self.encoder.run(msg)
+        except Exception as exc:  # noqa: BLE001 - any error of one request fails only that request
+            logger.exception("encode request %s failed", msg.rid)
+            return EncodeOut(msg.rid, error=f"encoding failed: {exc!r}", status=500)
 
     def _on_release_pins(self, msg: ReleasePinsReq) -> None:
         self.pins.release_children(msg.unpin_rids)

@@ -35,6 +35,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from radixlm.runtime.messages import CLIENT_ABORT_STATUS
     from radixlm.runtime.server import (
         anthropic_api,
+        embeddings_api,
         infill_api,
         native_api,
         openai_api,
@@ -50,6 +51,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     from radixlm.runtime.server.http_util import ClientDisconnected
     from radixlm.runtime.server.openapi_doc import OPENAPI_PATH, openapi_document
     from radixlm.runtime.server.responses_store import ResponseStore
+    from radixlm.runtime.server.serving_mode import ServingModeGate
     from radixlm.runtime.server.sessions import SessionStore
 
     app = FastAPI(title="radixlm", docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
@@ -95,6 +97,9 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         from radixlm.web.routes import router as web_router
 
         app.include_router(web_router)
+    if server_args.is_embedding:
+        app.include_router(embeddings_api.router)
+    app.add_middleware(ServingModeGate, is_embedding=server_args.is_embedding)  # inside the front door
     app.add_middleware(FrontDoorMiddleware, front_door=FrontDoor(server_args))
 
     def openapi() -> dict[str, Any]:

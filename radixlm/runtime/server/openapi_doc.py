@@ -23,11 +23,18 @@ from radixlm.runtime.sampling.param_rules import NUMBER_RULES
 from radixlm.runtime.sampling.params_schema import sampling_params_schema
 from radixlm.runtime.server import native_schemas as native
 from radixlm.runtime.server.anthropic_protocol import CountTokensRequest, MessagesRequest
+from radixlm.runtime.server.embeddings_protocol import (
+    ClassifyRequest,
+    EmbeddingRequest,
+    EncodeRequest,
+    RerankRequest,
+)
 from radixlm.runtime.server.errors import ANTHROPIC_PATH
 from radixlm.runtime.server.infill_api import InfillRequest
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 from radixlm.runtime.server.responses_protocol import ResponsesRequest
+from radixlm.runtime.server.serving_mode import mode_error
 from radixlm.runtime.server.weights_profile_api import ProfileRequest, UpdateWeightsRequest
 
 OPENAPI_PATH = "/openapi.json"
@@ -54,6 +61,10 @@ _MODELS: tuple[type[BaseModel], ...] = (
     CountTokensRequest,
     ResponsesRequest,
     InfillRequest,
+    EmbeddingRequest,
+    EncodeRequest,
+    RerankRequest,
+    ClassifyRequest,
 )
 
 # POST routes that read no body.
@@ -72,6 +83,12 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/infill": lambda args: {"$ref": _REF.format(model="InfillRequest")},
     "/v1/chat/completions": lambda args: {"$ref": _REF.format(model="ChatCompletionRequest")},
     "/v1/responses": lambda args: {"$ref": _REF.format(model="ResponsesRequest")},
+    "/v1/embeddings": lambda args: {"$ref": _REF.format(model="EmbeddingRequest")},
+    "/encode": lambda args: {"$ref": _REF.format(model="EncodeRequest")},
+    "/v1/rerank": lambda args: {"$ref": _REF.format(model="RerankRequest")},
+    "/rerank": lambda args: {"$ref": _REF.format(model="RerankRequest")},
+    "/classify": lambda args: {"$ref": _REF.format(model="ClassifyRequest")},
+    "/v1/classify": lambda args: {"$ref": _REF.format(model="ClassifyRequest")},
     "/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
     "/v1/tokenize": lambda args: {"$ref": _REF.format(model="TokenizeRequest")},
     "/detokenize": lambda args: {"$ref": _REF.format(model="DetokenizeRequest")},
@@ -145,6 +162,8 @@ def openapi_document(app: Any, server_args: Any, vocab_size: int | None = None) 
         token_id["maximum"] = vocab_size - 1
     doc["components"]["schemas"]["TokenId"] = token_id
     doc["paths"][OPENAPI_PATH] = {"get": {"summary": "This document", "responses": {}}}
+    embedding = bool(getattr(server_args, "is_embedding", False))
+    doc["paths"] = {p: ops for p, ops in doc["paths"].items() if mode_error(p, embedding) is None}
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
             _describe(path, method, operation, server_args)

@@ -27,6 +27,8 @@ FIELD_HELP: dict[str, str] = {
     "enable_mixed_chunk": "run a prompt chunk together with the running decodes in one forward pass",
     "mixed_chunk_size": "prompt tokens in a mixed chunk at most",
     "disable_radix_cache": "do not reuse cached prefixes (RadixAttention off)",
+    "is_embedding": "serve an embedding, rerank or classification model (/v1/embeddings, /encode, "
+    "/v1/rerank, /classify); generation routes answer 400",
     "new_token_ratio": "fraction of max_new_tokens reserved for running requests",
     "pin_timeout_s": "seconds after which a program's pinned context is released regardless",
     "max_sessions": "open sessions (/open_session) at most",

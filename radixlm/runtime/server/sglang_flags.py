@@ -130,6 +130,7 @@ IMPLEMENTED = [
     ),
     _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
     _impl("--disable-radix-cache", "disable_radix_cache"),
+    _impl("--is-embedding", "is_embedding", "also rerank (/v1/rerank) and classify (/classify) models"),
     _impl("--cuda-graph-max-bs", "cuda_graph_max_bs"),
     _impl("--disable-cuda-graph", "disable_cuda_graph"),
 ]

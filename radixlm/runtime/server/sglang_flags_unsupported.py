@@ -51,11 +51,6 @@ NOT_IMPLEMENTED = [
         "needs its own code fails to load with an error",
         "--trust-remote-code",
     ),
-    *_refuse(
-        "serves a causal LM as an embedding model (/encode, /v1/embeddings)",
-        "radixlm serves generation only",
-        "--is-embedding",
-    ),
     *_warn(
         "turns on image/audio/video inputs",
         "text only: such inputs get a 400 naming them",

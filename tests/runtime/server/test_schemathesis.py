@@ -292,3 +292,33 @@ def test_hostile_classes_through_the_document(server, api):
             failures.append(f"{op.label}: {type(e).__name__}: {str(e)[:1500]}")
     assert not failures, "\n\n".join(failures)
     assert_server_kv_returned(server.url)
+
+
+@pytest.fixture(scope="module")
+def embedding_server(tmp_path_factory):
+    from tests.helpers.embedding_models import save_st_decoder
+    from tests.helpers.model_helpers import tiny_qwen3_config
+
+    path = save_st_decoder(tiny_qwen3_config(), tmp_path_factory.mktemp("embedder"), "lasttoken", True)
+    with launch_server(
+        model=str(path), device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=256, is_embedding=True
+    ) as handle:
+        yield handle
+
+
+def test_embedding_operations_against_their_document(embedding_server):
+    """An embedding server's own routes (``--is-embedding``) fuzzed the same way."""
+    from radixlm.runtime.server.serving_mode import EMBEDDING_PATHS
+
+    api = schemathesis.openapi.from_url(embedding_server.url + "/openapi.json")
+    ops = [op for op in operations(api) if op.path in EMBEDDING_PATHS]
+    assert {op.path for op in ops} == EMBEDDING_PATHS
+    failures: list[str] = []
+    statuses: Counter = Counter()
+    for op in ops:
+        for mode in GenerationMode:
+            fuzz(op, mode, embedding_server.url, failures, statuses)
+    assert not failures, "\n\n".join(failures)
+    accepted = {label for label, mode, status in statuses if mode == "positive" and status == 200}
+    assert {"POST /v1/embeddings", "POST /encode"} <= accepted, statuses
+    assert_server_kv_returned(embedding_server.url)

@@ -1,0 +1,173 @@
+"""BERT / RoBERTa / XLM-R encoders (bidirectional attention, no KV cache): sentence embeddings and
+cross-encoder scores.
+
+An encoder runs as its own padded forward over a batch (``EncodeStep`` calls it), not through the
+paged KV pool: every token attends to every other token of its sequence, once. Module names follow
+the Hugging Face checkpoints, so loading is a name-for-name copy (less the ``bert.``/``roberta.``
+prefix of the classification checkpoints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ENCODER_ARCHITECTURES = {
+    "BertModel": ("bert", False),
+    "RobertaModel": ("roberta", False),
+    "XLMRobertaModel": ("roberta", False),
+    "BertForSequenceClassification": ("bert", True),
+    "RobertaForSequenceClassification": ("roberta", True),
+    "XLMRobertaForSequenceClassification": ("roberta", True),
+}
+_ACTIVATIONS = {
+    "gelu": lambda x: F.gelu(x),
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
+def _activation(cfg: dict[str, Any]) -> Any:
+    name = cfg.get("hidden_act", "gelu")
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"encoder hidden_act {name!r} is not supported (expected {', '.join(_ACTIVATIONS)})")
+    return _ACTIVATIONS[name]
+
+
+class _Embeddings(nn.Module):
+    def __init__(self, cfg: dict[str, Any], roberta: bool) -> None:
+        super().__init__()
+        hidden = cfg["hidden_size"]
+        self.word_embeddings = nn.Embedding(cfg["vocab_size"], hidden)
+        self.position_embeddings = nn.Embedding(cfg["max_position_embeddings"], hidden)
+        self.token_type_embeddings = nn.Embedding(max(int(cfg.get("type_vocab_size", 2)), 1), hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=cfg.get("layer_norm_eps", 1e-12))
+        # RoBERTa counts positions from padding_idx + 1 (its position table reserves the pad rows)
+        self.position_offset = int(cfg.get("pad_token_id", 1)) + 1 if roberta else 0
+
+    def forward(self, ids: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device) + self.position_offset
+        x = (
+            self.word_embeddings(ids)
+            + self.position_embeddings(positions)[None]
+            + self.token_type_embeddings(types)
+        )
+        return self.LayerNorm(x)
+
+
+class _Layer(nn.Module):
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__()
+        hidden, eps = cfg["hidden_size"], cfg.get("layer_norm_eps", 1e-12)
+        self.num_heads = cfg["num_attention_heads"]
+        self.attention = nn.Module()
+        self.attention.self = nn.Module()
+        for name in ("query", "key", "value"):
+            setattr(self.attention.self, name, nn.Linear(hidden, hidden))
+        self.attention.output = nn.Module()
+        self.attention.output.dense = nn.Linear(hidden, hidden)
+        self.attention.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.intermediate = nn.Module()
+        self.intermediate.dense = nn.Linear(hidden, cfg["intermediate_size"])
+        self.output = nn.Module()
+        self.output.dense = nn.Linear(cfg["intermediate_size"], hidden)
+        self.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.act = _activation(cfg)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        bs, length, hidden = x.shape
+        att = self.attention.self
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(bs, length, self.num_heads, -1).transpose(1, 2)
+
+        q, k, v = heads(att.query(x)), heads(att.key(x)), heads(att.value(x))
+        a = (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            .transpose(1, 2)
+            .reshape(bs, length, hidden)
+        )
+        x = self.attention.output.LayerNorm(x + self.attention.output.dense(a))
+        return self.output.LayerNorm(x + self.output.dense(self.act(self.intermediate.dense(x))))
+
+
+class _Encoder(nn.Module):
+    def __init__(self, cfg: dict[str, Any], roberta: bool) -> None:
+        super().__init__()
+        self.embeddings = _Embeddings(cfg, roberta)
+        self.encoder = nn.Module()
+        self.encoder.layer = nn.ModuleList(_Layer(cfg) for _ in range(cfg["num_hidden_layers"]))
+
+
+class EncoderModel(nn.Module):
+    """An encoder, optionally with its sequence-classification head.
+
+    ``forward(ids, types, lens)`` -> the last hidden states ``[bs, L, hidden]`` of a right-padded
+    batch; ``classify`` -> the head's logits ``[bs, num_labels]``.
+    """
+
+    is_encoder = True
+    supports_cuda_graph = False
+    generates = False  # served with --is-embedding only
+
+    def __init__(self, hf_config: dict[str, Any]) -> None:
+        super().__init__()
+        architecture = (hf_config.get("architectures") or [""])[0]
+        if architecture not in ENCODER_ARCHITECTURES:
+            raise ValueError(f"{architecture!r} is not an encoder architecture")
+        self.prefix, self.has_head = ENCODER_ARCHITECTURES[architecture]
+        roberta = self.prefix == "roberta"
+        self.hf_config = hf_config
+        setattr(self, self.prefix, _Encoder(hf_config, roberta))
+        hidden = hf_config["hidden_size"]
+        self.num_labels = len(hf_config.get("id2label") or {}) or int(hf_config.get("num_labels", 2))
+        if self.has_head and roberta:
+            self.classifier = nn.Module()
+            self.classifier.dense = nn.Linear(hidden, hidden)
+            self.classifier.out_proj = nn.Linear(hidden, self.num_labels)
+        elif self.has_head:
+            getattr(self, self.prefix).pooler = nn.Module()
+            getattr(self, self.prefix).pooler.dense = nn.Linear(hidden, hidden)
+            self.classifier = nn.Linear(hidden, self.num_labels)
+
+    @property
+    def body(self) -> _Encoder:
+        return getattr(self, self.prefix)
+
+    def forward(self, ids: torch.Tensor, types: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        valid = torch.arange(ids.shape[1], device=ids.device)[None] < lens[:, None]
+        # every query attends to its own sequence's real tokens; no mask at all when none is padded
+        mask = None if bool(valid.all()) else valid[:, None, None, :]
+        x = self.body.embeddings(ids, types)
+        for layer in self.body.encoder.layer:
+            x = layer(x, mask)
+        return x
+
+    def classify(self, ids: torch.Tensor, types: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        if not self.has_head:
+            raise ValueError(
+                "this encoder has no classification head (a *ForSequenceClassification checkpoint)"
+            )
+        cls = self.forward(ids, types, lens)[:, 0]
+        if self.prefix == "roberta":
+            return self.classifier.out_proj(torch.tanh(self.classifier.dense(cls))).float()
+        return self.classifier(torch.tanh(self.body.pooler.dense(cls))).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy the checkpoint's tensors; ValueError naming any parameter left unset."""
+        params = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            key = name if name.startswith((f"{self.prefix}.", "classifier.")) else f"{self.prefix}.{name}"
+            if key not in params:
+                continue  # position_ids buffers, a pooler this task does not use
+            with torch.no_grad():
+                params[key].copy_(tensor)
+            loaded.add(key)
+        missing = sorted(set(params) - loaded)
+        if missing:
+            raise ValueError(f"no checkpoint tensor for {', '.join(missing[:8])}")

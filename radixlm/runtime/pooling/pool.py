@@ -1,0 +1,38 @@
+"""Pool token states into one vector per sequence, then normalize and truncate (Matryoshka)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from radixlm.runtime.pooling.pooling_config import PoolingMethod
+
+
+def pool_packed(hidden: torch.Tensor, lens: list[int], method: PoolingMethod) -> torch.Tensor:
+    """``hidden`` ``[sum(lens), H]`` (sequences back to back) -> ``[len(lens), H]`` float32."""
+    out = []
+    start = 0
+    for n in lens:
+        seq = hidden[start : start + n]
+        out.append(seq[-1] if method == "last" else seq[0] if method == "cls" else seq.float().mean(0))
+        start += n
+    return torch.stack(out).float()
+
+
+def pool_padded(hidden: torch.Tensor, lens: torch.Tensor, method: PoolingMethod) -> torch.Tensor:
+    """``hidden`` ``[bs, L, H]`` right-padded to ``L`` -> ``[bs, H]`` float32."""
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    if method == "cls":
+        return hidden[:, 0].float()
+    if method == "last":
+        return hidden[rows, lens - 1].float()
+    mask = (torch.arange(hidden.shape[1], device=hidden.device)[None] < lens[:, None]).unsqueeze(-1)
+    return (hidden.float() * mask).sum(1) / lens[:, None].float()
+
+
+def finish(vectors: torch.Tensor, normalize: bool, dimensions: int | None) -> torch.Tensor:
+    """Truncate to ``dimensions`` (then renormalize when the model normalizes), else normalize as the
+    model does."""
+    if dimensions is not None:
+        vectors = vectors[:, :dimensions]
+    return F.normalize(vectors, dim=-1) if normalize else vectors
