@@ -31,6 +31,7 @@ from radixlm.runtime.server.embeddings_protocol import (
 )
 from radixlm.runtime.server.errors import ANTHROPIC_PATH
 from radixlm.runtime.server.infill_api import InfillRequest
+from radixlm.runtime.server.native_schemas import TOKEN_ID_REF
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest
 from radixlm.runtime.server.ops_api import DetokenizeRequest, TokenizeRequest
 from radixlm.runtime.server.responses_protocol import ResponsesRequest
@@ -161,6 +162,7 @@ def openapi_document(app: Any, server_args: Any, vocab_size: int | None = None) 
     if vocab_size:
         token_id["maximum"] = vocab_size - 1
     doc["components"]["schemas"]["TokenId"] = token_id
+    _bound_encode_inputs(doc["components"]["schemas"])
     doc["paths"][OPENAPI_PATH] = {"get": {"summary": "This document", "responses": {}}}
     embedding = bool(getattr(server_args, "is_embedding", False))
     doc["paths"] = {p: ops for p, ops in doc["paths"].items() if mode_error(p, embedding) is None}
@@ -168,6 +170,39 @@ def openapi_document(app: Any, server_args: Any, vocab_size: int | None = None) 
         for method, operation in operations.items():
             _describe(path, method, operation, server_args)
     return doc
+
+
+_TEXT = {"type": "string", "minLength": 1}
+_IDS = {"type": "array", "minItems": 1, "items": TOKEN_ID_REF}
+# The embedding routes' inputs as the server accepts them: nothing empty, ids in the vocabulary
+# (the pydantic models stay loose so that the server's own messages name the field).
+_ENCODE_INPUT = {
+    "anyOf": [
+        _TEXT,
+        {"type": "array", "minItems": 1, "items": _TEXT},
+        _IDS,
+        {"type": "array", "minItems": 1, "items": _IDS},
+    ]
+}
+_ENCODE_FIELDS = {
+    "EmbeddingRequest": {"input": _ENCODE_INPUT},
+    "ClassifyRequest": {"input": _ENCODE_INPUT},
+    "EncodeRequest": {
+        "text": {"anyOf": [*_ENCODE_INPUT["anyOf"][:2], {"type": "null"}]},
+        "input_ids": {"anyOf": [*_ENCODE_INPUT["anyOf"][2:], {"type": "null"}]},
+    },
+}
+_ONE_OF_TEXT_OR_IDS = [
+    {"required": [field], "properties": {field: {"not": {"type": "null"}}}} for field in ("text", "input_ids")
+]
+
+
+def _bound_encode_inputs(schemas: dict[str, Any]) -> None:
+    for model, fields in _ENCODE_FIELDS.items():
+        props = schemas[model]["properties"]
+        for field, schema in fields.items():
+            props[field] = {**schema, "title": props[field].get("title", field)}
+    schemas["EncodeRequest"]["anyOf"] = _ONE_OF_TEXT_OR_IDS
 
 
 ANTHROPIC_ERROR_SCHEMA = {

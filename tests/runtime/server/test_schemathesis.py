@@ -74,7 +74,14 @@ def cap_tokens(value: Any) -> None:
 
 # Valid by the document, refused by this server: the tiny model has no fill-in-the-middle tokens and
 # custom logit processors are off. Left in, every positive completion drew one of them and got 400.
-REFUSED_HERE = {"/v1/completions": ("suffix", "custom_logit_processor")}
+# Likewise the tiny embedder has no Matryoshka dimensions.
+REFUSED_HERE = {
+    "/v1/completions": ("suffix", "custom_logit_processor"),
+    "/v1/embeddings": ("dimensions",),
+    "/encode": ("dimensions",),
+    "/classify": ("dimensions",),
+    "/v1/classify": ("dimensions",),
+}
 
 
 def bound_body(case: Any, mode: GenerationMode) -> None:
