@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.requests.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
@@ -40,6 +41,9 @@ class TokenizedGenerateReq:
     # The client's rid when this is one sample of an ``n > 1`` request (its parent): aborting the
     # parent aborts every sample.
     group_rid: str | None = None
+    # A vision-language model's images: ``input_ids`` holds the processor's image token at their
+    # positions; the scheduler swaps in hash-derived pads (``runtime/multimodal/items.py``).
+    mm_inputs: MultimodalInputs | None = None
 
 
 @dataclass

@@ -32,6 +32,8 @@ from radixlm.runtime.messages import (
     ReleasePinsReq,
     TokenizedGenerateReq,
 )
+from radixlm.runtime.multimodal.image_source import ImagePolicy
+from radixlm.runtime.multimodal.request_images import load_prompt_processor
 from radixlm.runtime.requests.request_validation import ModelLimits
 from radixlm.runtime.requests.server_info import build_server_info
 from radixlm.runtime.scheduler.scheduler import Scheduler
@@ -69,6 +71,10 @@ class Engine:
         self._token_text = functools.lru_cache(maxsize=TOKEN_TEXT_CACHE_SIZE)(self._decode_one)
         self._rid_counter = itertools.count()
         self._loop = EngineLoop(self.scheduler, self.tokenizer)
+        self._images = (
+            load_prompt_processor(self.scheduler.model_info()),
+            ImagePolicy.from_server_args(self.server_args, trusted=True),
+        )
 
     # ---- public API ----------------------------------------------------------------------------
     def generate(
@@ -84,6 +90,7 @@ class Engine:
         rid: str | list[str] | None = None,
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
+        image_data: Any = None,
     ) -> dict | list[dict] | Iterator[dict]:
         """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
 
@@ -91,7 +98,9 @@ class Engine:
         prompt, n == 1) returns an iterator of dicts with the cumulative text.
         Raises ``ValueError`` naming the bad parameter for invalid input. ``pin_children`` and
         ``unpin_rids`` keep a program node's context locked in the cache until its children are
-        admitted (see ``TokenizedGenerateReq``).
+        admitted (see ``TokenizedGenerateReq``). ``image_data`` (a vision-language model): per prompt
+        an image or a list (bytes, a path, a data URL, base64, a PIL image), one per image placeholder
+        (``model_info()["image_token"]``) in the prompt text.
         """
         args = GenerateArgs(
             prompt,
@@ -105,6 +114,7 @@ class Engine:
             rid,
             pin_children,
             unpin_rids,
+            image_data,
         )
         reqs, single = self._requests(args)
         if stream:
@@ -125,6 +135,7 @@ class Engine:
         rid: str | list[str] | None = None,
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
+        image_data: Any = None,
     ) -> dict | list[dict] | AsyncIterator[dict]:
         """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
         args = GenerateArgs(
@@ -139,6 +150,7 @@ class Engine:
             rid,
             pin_children,
             unpin_rids,
+            image_data,
         )
         reqs, single = self._requests(args)
         if stream:
@@ -180,7 +192,9 @@ class Engine:
     # ---- plumbing ------------------------------------------------------------------------------
     def _requests(self, args: GenerateArgs) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked requests, their rids claimed; a rid in flight raises ``ValueError``."""
-        reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+        reqs, single = args.to_requests(
+            self.tokenizer, self.limits, self._new_rid, self._release_pins, self._images
+        )
         try:
             self._loop.reserve(reqs)
         except ValueError:

@@ -4,9 +4,11 @@ tower call per crop shape), then the rows each request's prefill chunk places at
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import torch
 
+from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.multimodal.encoder_cache import EncoderCache
 from radixlm.runtime.multimodal.items import ImageItem, MultimodalInputs
 
@@ -56,3 +58,31 @@ def chunk_rows(
         offsets.append(pos - start)
         rows.append(encoded[mm.items[i].key][row])
     return offsets, rows
+
+
+def attach_image_rows(fb: ForwardBatch, reqs: list[Any], model: torch.nn.Module, cache: EncoderCache) -> None:
+    """Set ``fb.mm_positions``/``mm_embeds`` for the image tokens among each request's new tokens
+    (``req.kv_len`` on, ``req.extend_len`` of them, in batch order), encoding the images they need
+    in one pass: an image wholly inside a cached prefix is not encoded again."""
+    spans = []
+    needed: list[ImageItem] = []
+    offset = 0
+    for req in reqs:
+        mm: MultimodalInputs | None = req.mm
+        if mm is not None and req.kv_len < len(req.origin_input_ids):
+            start, end = req.kv_len, req.kv_len + req.extend_len
+            if mm.rows_in(start, end):
+                spans.append((offset, start, end, mm))
+                needed.extend(mm.items)
+        offset += req.extend_len
+    if not spans:
+        return
+    encoded = encode_images(model, cache, needed)
+    positions: list[int] = []
+    rows: list[torch.Tensor] = []
+    for base, start, end, mm in spans:
+        offsets, chunk = chunk_rows(mm, start, end, encoded)
+        positions.extend(base + o for o in offsets)
+        rows.extend(chunk)
+    fb.mm_positions = torch.tensor(positions, dtype=torch.int64, device=fb.input_ids.device)
+    fb.mm_embeds = torch.stack(rows)

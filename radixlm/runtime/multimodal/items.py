@@ -44,6 +44,17 @@ class MultimodalInputs:
     items: list[ImageItem] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
 
+    def padded(self, ids: list[int], vocab_size: int) -> list[int]:
+        """``ids`` with each image's tokens replaced by its pad value."""
+        out = list(ids)
+        k = 0
+        for item in self.items:
+            pad = item.pad_value(vocab_size)
+            for pos in self.positions[k : k + item.num_tokens]:
+                out[pos] = pad
+            k += item.num_tokens
+        return out
+
     def rows_in(self, start: int, end: int) -> list[tuple[int, int, int]]:
         """``(prompt position, item index, row in the item's output)`` per image token in
         ``[start, end)``."""

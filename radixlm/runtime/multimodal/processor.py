@@ -6,8 +6,6 @@ import io
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from radixlm.runtime.multimodal.items import ImageItem, MultimodalInputs, content_key
 
 
@@ -31,17 +29,16 @@ class ImagePromptProcessor:
     """Wraps the model directory's ``AutoProcessor``; ``image_token`` is the placeholder text a prompt
     carries once per image (the processor expands it into the image's tokens)."""
 
-    def __init__(self, model_dir: str, vocab_size: int) -> None:
+    def __init__(self, model_dir: str) -> None:
         from transformers import AutoProcessor
 
         self.processor = AutoProcessor.from_pretrained(model_dir)
         self.image_token: str = self.processor.image_token
         self.image_token_id = int(self.processor.tokenizer.convert_tokens_to_ids(self.image_token))
-        self.vocab_size = vocab_size
 
     def __call__(self, text: str, images: list[Any]) -> tuple[list[int], MultimodalInputs]:
-        """``text`` with one ``image_token`` per image -> (prompt ids, its images). Image tokens carry
-        their image's pad value (``ImageItem.pad_value``)."""
+        """``text`` with one ``image_token`` per image -> (prompt ids, its images); image tokens are
+        the processor's ``image_token_id`` (``MultimodalInputs.padded`` swaps in the pads)."""
         found = text.count(self.image_token)
         if found != len(images):
             raise ValueError(f"the prompt has {found} image placeholders for {len(images)} images")
@@ -64,19 +61,4 @@ class ImagePromptProcessor:
             )
         if sum(item.num_tokens for item in mm.items) != len(positions):
             raise ValueError("the processor's image tokens do not match its image crops")
-        k = 0
-        for item in mm.items:
-            pad = item.pad_value(self.vocab_size)
-            for pos in positions[k : k + item.num_tokens]:
-                ids[pos] = pad
-            k += item.num_tokens
         return ids, mm
-
-
-def load_image_processor(
-    model_dir: str, model: torch.nn.Module, vocab_size: int
-) -> ImagePromptProcessor | None:
-    """The processor of a multimodal model (``is_multimodal``), None for a text-only one."""
-    if not getattr(model, "is_multimodal", False):
-        return None
-    return ImagePromptProcessor(model_dir, vocab_size)

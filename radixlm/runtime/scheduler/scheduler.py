@@ -140,6 +140,9 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        if msg.mm_inputs is not None and msg.mm_inputs.items:
+            req.mm = msg.mm_inputs
+            req.origin_input_ids = msg.mm_inputs.padded(input_ids, self.runner.vocab_size)
         return req
 
     def _enqueue(self, req: Req) -> None:

@@ -31,7 +31,7 @@ def setup(tmp_path_factory):
     path = save_tiny_idefics3(tmp_path_factory.mktemp("idefics3"))
     runner = make_runner(path)
     hf = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
-    return path, runner, hf, ImagePromptProcessor(str(path), runner.vocab_size)
+    return path, runner, hf, ImagePromptProcessor(str(path))
 
 
 def ours(runner, proc, text, images, chunk: int | None = None, steps: int = 0):
@@ -78,8 +78,9 @@ def test_logits_and_greedy_match_transformers(setup, case):
 
 def test_pads_follow_the_image(setup):
     _, runner, _, proc = setup
-    a, _ = proc("x<image>y", [random_image(7)])
-    b, _ = proc("x<image>y", [random_image(7)])
-    c, _ = proc("x<image>y", [random_image(8)])
+    a, b, c = (
+        mm.padded(ids, runner.vocab_size)
+        for ids, mm in (proc("x<image>y", [random_image(s)]) for s in (7, 7, 8))
+    )
     assert a == b and a != c
     assert all(t >= runner.vocab_size for t in set(a) - set(c))

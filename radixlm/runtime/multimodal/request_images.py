@@ -1,0 +1,39 @@
+"""A prompt and its images -> the prompt ids and ``MultimodalInputs``, under the server's policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from radixlm.runtime.multimodal.image_source import ImagePolicy, image_bytes
+from radixlm.runtime.multimodal.items import MultimodalInputs
+from radixlm.runtime.multimodal.processor import ImagePromptProcessor
+
+
+def load_prompt_processor(model_info: dict[str, Any]) -> ImagePromptProcessor | None:
+    """The image processor of a vision-language model, None for a text-only one."""
+    if not model_info.get("is_multimodal"):
+        return None
+    return ImagePromptProcessor(str(model_info["local_model_path"]))
+
+
+def per_prompt_images(image_data: Any, num_prompts: int, single: bool) -> list[list[Any]]:
+    """SGLang's ``image_data`` shapes: one image or a list of them for a single prompt; for a batch, one
+    entry per prompt (an image, a list of images, or None)."""
+    if image_data is None:
+        return [[] for _ in range(num_prompts)]
+    if single:
+        return [list(image_data) if isinstance(image_data, list) else [image_data]]
+    if not isinstance(image_data, list) or len(image_data) != num_prompts:
+        raise ValueError(f"image_data must have one entry per prompt ({num_prompts})")
+    return [[] if d is None else list(d) if isinstance(d, list) else [d] for d in image_data]
+
+
+def tokenize_with_images(
+    processor: ImagePromptProcessor | None, policy: ImagePolicy, text: str, refs: list[Any]
+) -> tuple[list[int], MultimodalInputs]:
+    """``text`` (one ``processor.image_token`` per image) with ``refs``; ValueError for a text-only
+    model, too many or too large images, or a reference the policy does not allow."""
+    if processor is None:
+        raise ValueError("this model is text-only: it takes no images")
+    policy.check_count(len(refs))
+    return processor(text, [image_bytes(r, policy) for r in refs])
