@@ -36,19 +36,28 @@ class ImagePromptProcessor:
         self.image_token: str = self.processor.image_token
         self.image_token_id = int(self.processor.tokenizer.convert_tokens_to_ids(self.image_token))
 
-    def __call__(self, text: str, images: list[Any]) -> tuple[list[int], MultimodalInputs]:
+    def __call__(
+        self, text: str, images: list[Any], add_special_tokens: bool = True
+    ) -> tuple[list[int], MultimodalInputs]:
         """``text`` with one ``image_token`` per image -> (prompt ids, its images); image tokens are
         the processor's ``image_token_id`` (``MultimodalInputs.padded`` swaps in the pads)."""
         found = text.count(self.image_token)
         if found != len(images):
             raise ValueError(f"the prompt has {found} image placeholders for {len(images)} images")
+        if not images:
+            return self.processor.tokenizer.encode(
+                text, add_special_tokens=add_special_tokens
+            ), MultimodalInputs()
         pil = [open_image(img) for img in images]
-        out = self.processor(text=[text], images=[pil] if pil else None, return_tensors="pt")
+        out = self.processor(
+            text=[text],
+            images=[pil] if pil else None,
+            return_tensors="pt",
+            add_special_tokens=add_special_tokens,
+        )
         ids: list[int] = out["input_ids"][0].tolist()
         positions = [i for i, t in enumerate(ids) if t == self.image_token_id]
         mm = MultimodalInputs(positions=positions)
-        if not pil:
-            return ids, mm
         crops_total = int(out["pixel_values"].shape[1])
         per_crop = len(positions) // crops_total
         for img in pil:

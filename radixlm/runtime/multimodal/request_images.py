@@ -29,11 +29,46 @@ def per_prompt_images(image_data: Any, num_prompts: int, single: bool) -> list[l
 
 
 def tokenize_with_images(
-    processor: ImagePromptProcessor | None, policy: ImagePolicy, text: str, refs: list[Any]
+    processor: ImagePromptProcessor | None,
+    policy: ImagePolicy,
+    text: str,
+    refs: list[Any],
+    add_special_tokens: bool = True,
 ) -> tuple[list[int], MultimodalInputs]:
     """``text`` (one ``processor.image_token`` per image) with ``refs``; ValueError for a text-only
     model, too many or too large images, or a reference the policy does not allow."""
     if processor is None:
         raise ValueError("this model is text-only: it takes no images")
     policy.check_count(len(refs))
-    return processor(text, [image_bytes(r, policy) for r in refs])
+    return processor(text, [image_bytes(r, policy) for r in refs], add_special_tokens)
+
+
+def tokenize_segments_with_images(
+    processor: ImagePromptProcessor | None,
+    policy: ImagePolicy,
+    segments: list[dict[str, Any]],
+    refs: list[Any],
+) -> tuple[list[int], MultimodalInputs]:
+    """``input_segments`` (text pieces, each tokenized on its own, and token ids) whose text pieces hold
+    the image placeholders, in order, for ``refs``."""
+    if processor is None:
+        raise ValueError("this model is text-only: it takes no images")
+    policy.check_count(len(refs))
+    ids: list[int] = []
+    mm = MultimodalInputs()
+    used = 0
+    for seg in segments:
+        if "ids" in seg:
+            ids.extend(seg["ids"])
+            continue
+        text = seg["text"]
+        count = text.count(processor.image_token)
+        mine = [image_bytes(r, policy) for r in refs[used : used + count]]
+        used += count
+        seg_ids, seg_mm = processor(text, mine, add_special_tokens=False)
+        mm.items.extend(seg_mm.items)
+        mm.positions.extend(len(ids) + p for p in seg_mm.positions)
+        ids.extend(seg_ids)
+    if used != len(refs):
+        raise ValueError(f"the prompt has {used} image placeholders for {len(refs)} images")
+    return ids, mm

@@ -37,6 +37,13 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
+from radixlm.runtime.multimodal.image_source import ImagePolicy
+from radixlm.runtime.multimodal.items import MultimodalInputs
+from radixlm.runtime.multimodal.request_images import (
+    load_prompt_processor,
+    tokenize_segments_with_images,
+    tokenize_with_images,
+)
 from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.requests.request_validation import (
     InvalidRequest,
@@ -64,6 +71,7 @@ class GenerateItem:
     text: str | None = None
     input_ids: list[int] | None = None
     input_segments: list[dict[str, Any]] | None = None  # [{"text": str} | {"ids": [int]}]
+    image_data: list[Any] = dataclasses.field(default_factory=list)  # one per image placeholder in text
     rid: str | None = None
     return_logprob: bool = False
     logprob_start_len: int = -1
@@ -90,6 +98,9 @@ class TokenizerManager:
         self.tokenizer = tokenizer
         self.model_info = model_info
         self.limits = ModelLimits.from_model_info(model_info, server_args)
+        self.image_processor = load_prompt_processor(model_info)  # None: a text-only model
+        self.image_token: str | None = model_info.get("image_token") if self.image_processor else None
+        self.image_policy = ImagePolicy.from_server_args(server_args)
         self.admission = Admission(server_args, self.limits.context_length, max_token_chars(tokenizer))
         self.context_length = self.limits.context_length
         self.stream_interval = server_args.stream_interval
@@ -165,12 +176,34 @@ class TokenizerManager:
             return list(item.input_ids)
         return self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
 
+    def _prompt(self, item: GenerateItem) -> tuple[list[int], MultimodalInputs | None]:
+        """The prompt's ids and, with ``image_data``, its images (ValueError for bad ones)."""
+        if not item.image_data:
+            return self.tokenize(item), None
+        for text in _prompt_texts(item):
+            self.admission.check_prompt_text(text, "input_segments" if item.input_segments else "text")
+        if item.input_segments is not None:
+            return tokenize_segments_with_images(
+                self.image_processor, self.image_policy, item.input_segments, item.image_data
+            )
+        if item.text is None:
+            raise ValueError("image_data needs a text prompt (with one image placeholder per image)")
+        return tokenize_with_images(
+            self.image_processor, self.image_policy, item.text, item.image_data, item.add_special_tokens
+        )
+
     def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
         """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
         try:
+            ids, mm = self._prompt(item)
+        except InvalidRequest as e:
+            raise ApiError(str(e), param=e.param) from e
+        except ValueError as e:  # the images: unreadable, too many, too large, not allowed, text-only
+            raise ApiError(str(e), param="image_data") from e
+        try:
             req = TokenizedGenerateReq(
                 rid=rid,
-                input_ids=prompt_ids_array(self.tokenize(item), self.limits),
+                input_ids=prompt_ids_array(ids, self.limits),
                 sampling_params=item.sampling_params,
                 return_logprob=item.return_logprob,
                 logprob_start_len=item.logprob_start_len,
@@ -179,6 +212,7 @@ class TokenizerManager:
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
                 pin_timeout_s=item.pin_timeout_s,
+                mm_inputs=mm,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
