@@ -7,6 +7,7 @@ from typing import Any
 from radixlm.runtime.multimodal.image_source import ImagePolicy, image_bytes
 from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
+from radixlm.runtime.requests.request_validation import InvalidRequest
 
 
 def load_prompt_processor(model_info: dict[str, Any]) -> ImagePromptProcessor | None:
@@ -72,3 +73,32 @@ def tokenize_segments_with_images(
     if used != len(refs):
         raise ValueError(f"the prompt has {used} image placeholders for {len(refs)} images")
     return ids, mm
+
+
+class ImageInputs:
+    """A server front end's images: the model's processor (None: text-only) and the server's policy."""
+
+    def __init__(self, model_info: dict[str, Any], server_args: Any) -> None:
+        self.processor = load_prompt_processor(model_info)
+        self.policy = ImagePolicy.from_server_args(server_args)
+
+    def prompt(self, item: Any, check_text: Any) -> tuple[list[int], MultimodalInputs]:
+        """``item``'s (a ``GenerateItem`` with ``image_data``) ids and images; ``InvalidRequest`` on
+        ``image_data`` for bad images. ``check_text(text, field)`` bounds each text before tokenizing."""
+        try:
+            if item.input_segments is not None:
+                for seg in item.input_segments:
+                    check_text(seg.get("text", ""), "input_segments")
+                return tokenize_segments_with_images(
+                    self.processor, self.policy, item.input_segments, item.image_data
+                )
+            if item.text is None:
+                raise ValueError("image_data needs a text prompt (with one image placeholder per image)")
+            check_text(item.text, "text")
+            return tokenize_with_images(
+                self.processor, self.policy, item.text, item.image_data, item.add_special_tokens
+            )
+        except InvalidRequest:
+            raise
+        except ValueError as e:  # unreadable, too many, too large, not allowed, or a text-only model
+            raise InvalidRequest(str(e), "image_data") from e

@@ -68,7 +68,7 @@ def _template_messages(req: Any, image_token: str | None) -> list[dict[str, Any]
 def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -> ChatPlan:
     """Raises ``ApiError`` naming the field a request gets wrong."""
     functions, forced, tools_on = _offered(req)
-    image_token = getattr(tm, "image_token", None)
+    image_token = tm.model_info.get("image_token")
     messages = _template_messages(req, image_token)
     images = [url for m in req.messages for url in m.image_urls()]
     check_history_tool_calls(messages, server_args.max_json_depth)

@@ -37,13 +37,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
-from radixlm.runtime.multimodal.image_source import ImagePolicy
-from radixlm.runtime.multimodal.items import MultimodalInputs
-from radixlm.runtime.multimodal.request_images import (
-    load_prompt_processor,
-    tokenize_segments_with_images,
-    tokenize_with_images,
-)
+from radixlm.runtime.multimodal.request_images import ImageInputs
 from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.requests.request_validation import (
     InvalidRequest,
@@ -53,6 +47,7 @@ from radixlm.runtime.requests.request_validation import (
 )
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.admission import Admission, max_token_chars
+from radixlm.runtime.server.chat_template_names import reserved_template_names
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.offload import REGEX_COST, grammar_chars, maybe_off_loop
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -98,9 +93,7 @@ class TokenizerManager:
         self.tokenizer = tokenizer
         self.model_info = model_info
         self.limits = ModelLimits.from_model_info(model_info, server_args)
-        self.image_processor = load_prompt_processor(model_info)  # None: a text-only model
-        self.image_token: str | None = model_info.get("image_token") if self.image_processor else None
-        self.image_policy = ImagePolicy.from_server_args(server_args)
+        self.images = ImageInputs(model_info, server_args)  # a vision-language model's processor
         self.admission = Admission(server_args, self.limits.context_length, max_token_chars(tokenizer))
         self.context_length = self.limits.context_length
         self.stream_interval = server_args.stream_interval
@@ -141,7 +134,7 @@ class TokenizerManager:
         """The prompt text; ``template_kwargs`` (the request's ``chat_template_kwargs``) may not name
         what the template is already given (messages, tools, ...): 400."""
         template_kwargs = template_kwargs or {}
-        taken = sorted(set(template_kwargs) & _reserved_template_names(self.tokenizer))
+        taken = sorted(set(template_kwargs) & reserved_template_names(self.tokenizer))
         if taken:
             raise ApiError(
                 f"chat_template_kwargs may not set {', '.join(taken)} (set by the server)",
@@ -176,31 +169,14 @@ class TokenizerManager:
             return list(item.input_ids)
         return self.tokenizer.encode(item.text or "", add_special_tokens=item.add_special_tokens)
 
-    def _prompt(self, item: GenerateItem) -> tuple[list[int], MultimodalInputs | None]:
-        """The prompt's ids and, with ``image_data``, its images (ValueError for bad ones)."""
-        if not item.image_data:
-            return self.tokenize(item), None
-        for text in _prompt_texts(item):
-            self.admission.check_prompt_text(text, "input_segments" if item.input_segments else "text")
-        if item.input_segments is not None:
-            return tokenize_segments_with_images(
-                self.image_processor, self.image_policy, item.input_segments, item.image_data
-            )
-        if item.text is None:
-            raise ValueError("image_data needs a text prompt (with one image placeholder per image)")
-        return tokenize_with_images(
-            self.image_processor, self.image_policy, item.text, item.image_data, item.add_special_tokens
-        )
-
     def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
         """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
         try:
-            ids, mm = self._prompt(item)
-        except InvalidRequest as e:
-            raise ApiError(str(e), param=e.param) from e
-        except ValueError as e:  # the images: unreadable, too many, too large, not allowed, text-only
-            raise ApiError(str(e), param="image_data") from e
-        try:
+            ids, mm = (
+                self.images.prompt(item, self.admission.check_prompt_text)
+                if item.image_data
+                else (self.tokenize(item), None)
+            )
             req = TokenizedGenerateReq(
                 rid=rid,
                 input_ids=prompt_ids_array(ids, self.limits),
@@ -414,16 +390,6 @@ class TokenizerManager:
 
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
-
-
-def _reserved_template_names(tokenizer: Any) -> set[str]:
-    """Names a chat template gets from the tokenizer itself: ``apply_chat_template``'s parameters, the
-    variables it renders with, and the special tokens it passes (a clash is a TypeError, not a 400)."""
-    import inspect
-
-    names = set(inspect.signature(tokenizer.apply_chat_template).parameters) - {"kwargs"}
-    names |= {"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now"}
-    return names | set(getattr(tokenizer, "special_tokens_map", {}) or {})
 
 
 def _prompt_texts(item: GenerateItem) -> list[str]:
