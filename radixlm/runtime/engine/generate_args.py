@@ -12,7 +12,11 @@ from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_sampl
 from radixlm.runtime.multimodal.image_source import ImagePolicy
 from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
-from radixlm.runtime.multimodal.request_images import per_prompt_images, tokenize_with_images
+from radixlm.runtime.multimodal.request_images import (
+    NO_INPUT_LOGPROBS,
+    per_prompt_images,
+    tokenize_with_images,
+)
 from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.requests.request_validation import (
     InvalidRequest,
@@ -115,6 +119,8 @@ class GenerateArgs:
             return [None] * count
         if self.prompt is None:
             raise ValueError("image_data needs a text prompt (with one image placeholder per image)")
+        if self.return_logprob and self.logprob_start_len >= 0:
+            raise ValueError(NO_INPUT_LOGPROBS)
         processor, policy = images if images is not None else (None, ImagePolicy())
         texts = [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
         refs = per_prompt_images(self.image_data, count, single)

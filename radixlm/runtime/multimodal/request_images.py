@@ -9,6 +9,8 @@ from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
 from radixlm.runtime.requests.request_validation import InvalidRequest
 
+NO_INPUT_LOGPROBS = "input logprobs (logprob_start_len >= 0) are not served for prompts with images"
+
 
 def load_prompt_processor(model_info: dict[str, Any]) -> ImagePromptProcessor | None:
     """The image processor of a vision-language model, None for a text-only one."""
@@ -85,6 +87,8 @@ class ImageInputs:
     def prompt(self, item: Any, check_text: Any) -> tuple[list[int], MultimodalInputs]:
         """``item``'s (a ``GenerateItem`` with ``image_data``) ids and images; ``InvalidRequest`` on
         ``image_data`` for bad images. ``check_text(text, field)`` bounds each text before tokenizing."""
+        if item.return_logprob and item.logprob_start_len >= 0:
+            raise InvalidRequest(NO_INPUT_LOGPROBS, "logprob_start_len")
         try:
             if item.input_segments is not None:
                 for seg in item.input_segments:

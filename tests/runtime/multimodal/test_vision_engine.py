@@ -91,6 +91,8 @@ def test_bad_images_are_rejected(engine, tmp_path):
         engine.generate("<image><image>", GREEDY, image_data=png(1))
     with pytest.raises(ValueError, match="not a readable image"):
         engine.generate("<image>", GREEDY, image_data=b"not an image")
+    with pytest.raises(ValueError, match="input logprobs"):
+        engine.generate("<image>", GREEDY, image_data=png(1), return_logprob=True, logprob_start_len=0)
     with pytest.raises(ValueError, match="does not fetch image URLs"):
         engine.generate("<image>", GREEDY, image_data="http://example.com/cat.png")
 
