@@ -220,6 +220,7 @@ class TokenizerManager:
             size = sum(len(t) for item in items for t in _prompt_texts(item))
             size += sum(len(item.input_ids or ()) for item in items)
             size += REGEX_COST * sum(grammar_chars(item.sampling_params) for item in items)  # limits checked
+            size += (1 << 20) * sum(len(item.image_data) for item in items)  # images: always off the loop
             built = await maybe_off_loop(size, self._build_all, items, rids, stream)
             requests = [(rid, req, expand_parallel_samples(req)) for rid, req in zip(rids, built)]
             # NOTE: checked again after the awaits above, and registered with no await in between.
