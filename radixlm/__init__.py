@@ -38,6 +38,7 @@ from radixlm.frontend.api import (
     user,
     user_begin,
     user_end,
+    video,
 )
 from radixlm.frontend.backends.anthropic import Anthropic
 from radixlm.frontend.backends.base import Backend
@@ -126,4 +127,5 @@ __all__ = [
     "user",
     "user_begin",
     "user_end",
+    "video",
 ]

@@ -22,6 +22,7 @@ from radixlm.frontend.ir import (
     SeparateReasoning,
     role,
 )
+from radixlm.frontend.media import sample_frames
 from radixlm.program.choices import ChoicesSamplingMethod, method_name
 
 
@@ -151,9 +152,16 @@ def separate_reasoning(expr: Expr | None = None, model_type: str | None = None) 
     return ExprList([expr, SeparateReasoning(named[-1], parser.name)])
 
 
-def image(path: str) -> Expr:
-    """An image input (raises a clear error at run time on text-only models)."""
-    return Image(path)
+def image(path_or_bytes: str | bytes) -> Expr:
+    """An image input: a file path, raw bytes, or a data/http(s) URL (a text-only model refuses it
+    at run time with a clear error). Backends: Runtime and RuntimeEndpoint."""
+    return Image(path_or_bytes)
+
+
+def video(path: str | list[Any], num_frames: int) -> Expr:
+    """``num_frames`` frames sampled evenly from ``path`` (a directory of frame images or a list of
+    frames; no video decoder is bundled), fed to the model as images."""
+    return ExprList([Image(frame) for frame in sample_frames(path, num_frames)])
 
 
 def system(expr: ExprLike | None = None) -> Expr:

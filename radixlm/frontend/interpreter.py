@@ -80,7 +80,8 @@ class StreamExecutor:
         self.state_id = ctx.next_state_id()
         ctx.executors.append(self)
         self.text_ = ""
-        self.context: Context = []  # what the model sees: text_ with each gen's output ids
+        self.context: Context = []  # what the model sees: text_ with each gen's output ids, and images:
+        self.images: list[str] = []  # the image() payloads, in order (their placeholders are in text_)
         self.messages_: list[dict[str, str]] = []
         self.variables: dict[str, Any] = {}
         self.meta_info: dict[str, Any] = {}
@@ -88,16 +89,14 @@ class StreamExecutor:
         self._var_events: dict[str, threading.Event] = {}
         self._turns = Turns(ctx.chat_template)
         self._role_start = 0  # where the open turn's content starts in text_
-        self._op_index = 0
-        self._fork_point = 0
+        self._op_index = self._fork_point = 0
         self._scopes: dict[str, int] = {}  # open var_scope blocks: name -> where their text starts
         self._spec_chat, self._spec_text = speculation(ctx.backend, ctx.api_spec_tokens, ctx.stream)
         self._spec_turn: ChatTurn | None = None  # the open assistant turn, held back (chat API)
         # Streaming: every appended piece of text as (variable name or None, chunk).
         self._chunks: list[tuple[str | None, str]] = []
         self._cond = threading.Condition()
-        self._finished = False
-        self._ended = False
+        self._finished = self._ended = False
         self._queue: queue.Queue | None = None
         if use_thread:
             self._queue = queue.Queue()
@@ -202,9 +201,9 @@ class StreamExecutor:
         elif isinstance(leaf, VarRef):
             self._fill(str(self.ctx.var_refs[leaf.key]))
         elif isinstance(leaf, Image):
-            if self.ctx.backend is None:
-                raise ValueError("image() needs a backend")
-            self.ctx.backend.check_image()
+            placeholder, payload = self._backend().image_input(leaf.path)
+            self.images.append(payload)  # every later request of this state carries it
+            self._fill(placeholder)
         elif isinstance(leaf, SeparateReasoning):
             reasoning, answer = separate_reasoning(str(self.get_var(leaf.name)), leaf.model_type)
             self.set_var(leaf.name, answer)
@@ -310,6 +309,7 @@ class StreamExecutor:
         return backend.generate(req)
 
     def _with_messages(self, req: dict[str, Any]) -> dict[str, Any]:
+        req = {**req, "image_data": list(self.images)} if self.images else req
         if self.ctx.backend is not None and self.ctx.backend.chat_mode:
             req = {**req, "messages": self._messages_for_request()}
         return req
@@ -353,7 +353,7 @@ class StreamExecutor:
         for _ in range(size):
             child = StreamExecutor(self.ctx, use_thread=self.ctx.replay is None)
             child.text_ = self.text_
-            child.context = list(self.context)
+            child.context, child.images = list(self.context), list(self.images)
             child.messages_ = list(self.messages_)
             child.variables = dict(self.variables)
             child.meta_info = dict(self.meta_info)

@@ -165,12 +165,12 @@ class RoleEnd(Expr):
 
 @dataclass(eq=False)
 class Image(Expr):
-    """An image input; only multimodal models accept it."""
+    """An image input (a path, bytes or URL); only multimodal models accept it."""
 
-    path: str
+    path: str | bytes
 
     def __repr__(self) -> str:
-        return f"image({self.path!r})"
+        return f"image({self.path!r})" if isinstance(self.path, str) else f"image(<{len(self.path)} bytes>)"
 
 
 @dataclass(eq=False)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.requests.request_ids import sample_rid
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 
@@ -41,6 +42,9 @@ class TokenizedGenerateReq:
     # parent aborts every sample.
     group_rid: str | None = None
     priority: int | None = None  # SGLang's; used only with --enable-priority-scheduling (None: 0)
+    # A vision-language model's images: ``input_ids`` holds the processor's image token at their
+    # positions; the scheduler swaps in hash-derived pads (``runtime/multimodal/items.py``).
+    mm_inputs: MultimodalInputs | None = None
 
 
 @dataclass

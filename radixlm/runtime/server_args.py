@@ -139,6 +139,12 @@ class ServerArgs:
     max_top_logprobs: int = 20  # top_logprobs_num per position (vLLM's --max-logprobs, OpenAI's 20)
     max_logprob_entries: int = 1 << 20  # top logprobs per request: positions x top_logprobs_num
     max_program_nodes: int = 1024
+    # Images (vision-language models, runtime/multimodal/)
+    max_images_per_request: int = 16
+    max_image_bytes: int = 20 << 20  # one image's encoded bytes (data URL, file or download)
+    allowed_local_media_path: str | None = None  # image_url file paths are read only under this directory
+    allow_image_downloads: bool = False  # http(s) image_url fetches (off: no network access)
+    mm_encoder_cache_mb: int = 256  # image encoder outputs kept by content hash
     health_stall_timeout: float = 30.0  # /health is 503 when the scheduler loop stalls this long
     max_forward_failures: int = 3  # forward passes failing in a row before the runtime stops
     shutdown_grace_s: float = 10.0  # on SIGTERM, in-flight requests get this long to finish
@@ -179,6 +185,9 @@ class ServerArgs:
         for name in ("header_timeout", "body_timeout", "timeout_keep_alive"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        for name in ("max_images_per_request", "max_image_bytes", "mm_encoder_cache_mb"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_parallel_args(self)
 
     def replace(self, **changes: Any) -> ServerArgs:

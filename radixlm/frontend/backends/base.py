@@ -62,8 +62,9 @@ class Backend:
     def check_request(self, req: Request) -> None:
         """Raise ``UnsupportedFeatureError`` for what this backend cannot serve."""
 
-    def check_image(self) -> None:
-        """Raise unless the model accepts images (no model served by radixlm does yet)."""
+    def image_input(self, ref: str | bytes) -> tuple[str, str]:
+        """(the text placeholder the prompt carries, what the request's ``image_data`` carries) for
+        one image; raises ``UnsupportedFeatureError`` where images are not served."""
         model = self.model_info().get("model_path") or self.model_info().get("model") or "the model"
         raise UnsupportedFeatureError(self.name, "image inputs", f"{model} is a text-only model")
 

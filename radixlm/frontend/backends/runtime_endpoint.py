@@ -12,6 +12,7 @@ from typing import Any
 
 from radixlm.frontend.backends.base import Backend
 from radixlm.frontend.chat_template import ChatTemplate, get_chat_template
+from radixlm.frontend.media import image_payload
 from radixlm.program.protocols import Request
 
 
@@ -143,6 +144,14 @@ class RuntimeEndpoint(Backend):
         if self._model_info is None:
             self._model_info = self._request("GET", "/get_model_info")
         return self._model_info
+
+    def image_input(self, ref: str | bytes) -> tuple[str, str]:
+        """A vision-language model's image placeholder, and the image as a data URL (files are read
+        here, so the server needs no access to them)."""
+        token = self.model_info().get("image_token")
+        if not token:
+            return super().image_input(ref)
+        return str(token), image_payload(ref)
 
     def get_server_info(self) -> dict[str, Any]:
         return self._request("GET", "/get_server_info")

@@ -36,6 +36,8 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     UpdateWeightsReq,
 )
+from radixlm.runtime.multimodal.image_source import ImagePolicy
+from radixlm.runtime.multimodal.request_images import load_prompt_processor
 from radixlm.runtime.requests.request_validation import ModelLimits
 from radixlm.runtime.requests.server_info import build_server_info
 from radixlm.runtime.scheduler.scheduler import Scheduler
@@ -73,6 +75,10 @@ class Engine(EncodeMixin):
         self._token_text = functools.lru_cache(maxsize=TOKEN_TEXT_CACHE_SIZE)(self._decode_one)
         self._rid_counter = itertools.count()
         self._loop = EngineLoop(self.scheduler, self.tokenizer)
+        self._images = (
+            load_prompt_processor(self.scheduler.model_info()),
+            ImagePolicy.from_server_args(self.server_args, trusted=True),
+        )
 
     # ---- public API ----------------------------------------------------------------------------
     def generate(
@@ -89,6 +95,7 @@ class Engine(EncodeMixin):
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
         priority: int | None = None,
+        image_data: Any = None,
     ) -> dict | list[dict] | Iterator[dict]:
         """Generate for one prompt (returns a dict) or a list of prompts (returns a list of dicts).
 
@@ -98,6 +105,9 @@ class Engine(EncodeMixin):
         ``unpin_rids`` keep a program node's context locked in the cache until its children are
         admitted (see ``TokenizedGenerateReq``). ``priority``: SGLang's, used with
         ``enable_priority_scheduling`` (``runtime/scheduler/priority.py``).
+        ``image_data`` (a vision-language model): per prompt
+        an image or a list (bytes, a path, a data URL, base64, a PIL image), one per image placeholder
+        (``model_info()["image_token"]``) in the prompt text.
         """
         args = GenerateArgs(
             prompt,
@@ -112,6 +122,7 @@ class Engine(EncodeMixin):
             pin_children,
             unpin_rids,
             priority,
+            image_data,
         )
         reqs, single = self._requests(args)
         if stream:
@@ -133,6 +144,7 @@ class Engine(EncodeMixin):
         pin_children: int = 0,
         unpin_rids: list[str] | None = None,
         priority: int | None = None,
+        image_data: Any = None,
     ) -> dict | list[dict] | AsyncIterator[dict]:
         """The asyncio version of ``generate``; with ``stream=True`` returns an async iterator."""
         args = GenerateArgs(
@@ -148,6 +160,7 @@ class Engine(EncodeMixin):
             pin_children,
             unpin_rids,
             priority,
+            image_data,
         )
         reqs, single = self._requests(args)
         if stream:
@@ -216,7 +229,9 @@ class Engine(EncodeMixin):
             raise ValueError(
                 "this engine serves embeddings (is_embedding=True): use encode, rerank or classify"
             )
-        reqs, single = args.to_requests(self.tokenizer, self.limits, self._new_rid, self._release_pins)
+        reqs, single = args.to_requests(
+            self.tokenizer, self.limits, self._new_rid, self._release_pins, self._images
+        )
         try:
             self._loop.reserve(reqs)
         except ValueError:

@@ -9,6 +9,14 @@ from typing import Any
 import numpy as np
 
 from radixlm.runtime.messages import TokenizedGenerateReq, expand_parallel_samples
+from radixlm.runtime.multimodal.image_source import ImagePolicy
+from radixlm.runtime.multimodal.items import MultimodalInputs
+from radixlm.runtime.multimodal.processor import ImagePromptProcessor
+from radixlm.runtime.multimodal.request_images import (
+    NO_INPUT_LOGPROBS,
+    per_prompt_images,
+    tokenize_with_images,
+)
 from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.requests.request_validation import (
     InvalidRequest,
@@ -39,6 +47,7 @@ class GenerateArgs:
     pin_children: int = 0
     unpin_rids: list[str] | None = None
     priority: int | None = None
+    image_data: Any = None  # SGLang's: per prompt an image (bytes, path, data URL, base64) or a list
 
     def to_requests(
         self,
@@ -46,6 +55,7 @@ class GenerateArgs:
         limits: ModelLimits,
         new_rid: Callable[[], str],
         release_pins: Callable[[list[str]], None],
+        images: tuple[ImagePromptProcessor | None, ImagePolicy] | None = None,
     ) -> tuple[list[TokenizedGenerateReq], bool]:
         """The checked scheduler requests (``n`` samples split off) and whether the caller gets a
         single result rather than a list. Raises ``ValueError`` naming the problem; when a prompt
@@ -56,11 +66,14 @@ class GenerateArgs:
         ):
             raise ValueError(f"priority must be an integer, got {self.priority!r}")
         ids_list, single = self._prompts(tokenizer)
+        mm_list = self._images(images, single, len(ids_list))
+        if any(mm is not None for mm in mm_list):
+            ids_list = [ids if mm is None else mm[0] for ids, mm in zip(ids_list, mm_list)]
         params = self._params(len(ids_list))
         rids = self._rids(len(ids_list))
         reqs: list[TokenizedGenerateReq] = []
         try:
-            for ids, p, rid in zip(ids_list, params, rids):
+            for ids, p, rid, mm in zip(ids_list, params, rids, mm_list):
                 req = TokenizedGenerateReq(
                     rid=rid or new_rid(),
                     input_ids=prompt_ids_array(ids, limits),
@@ -72,6 +85,7 @@ class GenerateArgs:
                     pin_children=self.pin_children,
                     unpin_rids=list(self.unpin_rids or []),
                     priority=self.priority,
+                    mm_inputs=None if mm is None else mm[1],
                 )
                 validate_request(req, limits)
                 reqs.extend(expand_parallel_samples(req))
@@ -102,6 +116,21 @@ class GenerateArgs:
         if not ids_list:
             raise ValueError("prompt must not be an empty list")
         return ids_list, single
+
+    def _images(
+        self, images: tuple[ImagePromptProcessor | None, ImagePolicy] | None, single: bool, count: int
+    ) -> list[tuple[list[int], MultimodalInputs] | None]:
+        """Per prompt, its ids and images when ``image_data`` gives it any."""
+        if self.image_data is None:
+            return [None] * count
+        if self.prompt is None:
+            raise ValueError("image_data needs a text prompt (with one image placeholder per image)")
+        if self.return_logprob and self.logprob_start_len >= 0:
+            raise ValueError(NO_INPUT_LOGPROBS)
+        processor, policy = images if images is not None else (None, ImagePolicy())
+        texts = [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+        refs = per_prompt_images(self.image_data, count, single)
+        return [tokenize_with_images(processor, policy, t, r) if r else None for t, r in zip(texts, refs)]
 
     def _rids(self, count: int) -> list[str | None]:
         """One client rid (or None: the engine makes one) per prompt; ``ValueError`` for a rid that

@@ -75,6 +75,10 @@ class ForwardBatch:
     seq_lens_cpu: list[int] | None = None
     extend_prefix_lens_cpu: list[int] | None = None
     extend_seq_lens_cpu: list[int] | None = None
+    # Image rows (multimodal models): the token-axis indices ``[k]`` whose input rows are ``mm_embeds``
+    # ``[k, hidden]`` instead of their tokens' embeddings (``runtime/multimodal/``).
+    mm_positions: torch.Tensor | None = None
+    mm_embeds: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:

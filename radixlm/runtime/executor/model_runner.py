@@ -17,6 +17,7 @@ from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.models.transformers_fallback import check_fallback_options
+from radixlm.runtime.multimodal.encoder_cache import EncoderCache
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.weights.loader import load_model
 
@@ -119,6 +120,10 @@ class ModelRunner:
         # deterministic inference reroutes every product through F.linear: a packed copy would idle
         if not (server_args.disable_weight_packing or server_args.enable_deterministic_inference):
             pack_model_weights(self.model)
+        self.is_multimodal = bool(getattr(self.model, "is_multimodal", False))
+        self.encoder_cache = (
+            EncoderCache(server_args.mm_encoder_cache_mb << 20) if self.is_multimodal else None
+        )
         model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
         if self.context_length > model_max:
             logger.warning(
@@ -188,6 +193,8 @@ class ModelRunner:
             "local_model_path": loaded.model_path,
             "local_tokenizer_path": loaded.tokenizer_path,
             "is_generation": not self.server_args.is_embedding,
+            "is_multimodal": self.is_multimodal,  # takes images (runtime/multimodal/)
+            "image_token": self._image_token(),
             "chat_template": loaded.chat_template,
             "context_length": self.context_length,
             "vocab_size": self.vocab_size,
@@ -200,6 +207,13 @@ class ModelRunner:
             "quantization": self.quantization,
             "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
         }
+
+    def _image_token(self) -> str | None:
+        """The placeholder a prompt's text carries once per image (None: a text-only model)."""
+        token_id = getattr(self.model, "image_token_id", None)
+        if token_id is None or self.loaded.tokenizer is None:
+            return None
+        return str(self.loaded.tokenizer.convert_ids_to_tokens(int(token_id)))
 
     def tp_status(self) -> list[dict]:
         """Each tensor-parallel rank's pid and liveness (one entry without parallelism)."""

@@ -38,6 +38,9 @@ class ModelConfig:
         archs = cfg.get("architectures") or []
         if not archs:
             raise ValueError("config.json has no 'architectures' entry")
+        whole = cfg
+        if isinstance(cfg.get("text_config"), dict) and "num_attention_heads" not in cfg:
+            cfg = {**cfg["text_config"], "architectures": archs}  # a vision-language model's LM
         num_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         theta, scaling = _rope(cfg, archs[0])
@@ -61,7 +64,7 @@ class ModelConfig:
             qk_norm=qk_norm,
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             hidden_act=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
-            hf=dict(cfg),
+            hf=dict(whole),
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.multimodal.encoder_stage import attach_image_rows
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 
@@ -60,6 +61,9 @@ def build_extend_batch(reqs: list[Req], runner: Any, kind: BatchKind = BatchKind
         extend_prefix_lens_cpu=[r.kv_len for r in reqs],
         extend_seq_lens_cpu=[r.extend_len for r in reqs],
     )
+    cache = getattr(runner, "encoder_cache", None)
+    if cache is not None:  # a vision-language model: the encoder stage first
+        attach_image_rows(fb, reqs, runner.model, cache)
     return ScheduledBatch(kind, list(reqs), fb, sample_rows, input_logprob_rows=input_rows)
 
 

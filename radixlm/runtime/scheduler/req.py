@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from radixlm.runtime.constrained.matcher_protocol import Matcher
+from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.sampling.stop_regex import StopRegexes
 from radixlm.runtime.scheduler.finish_reason import FinishReason
@@ -59,6 +60,7 @@ class Req:
         self.stream = stream
         self.seed = seed
         self.output_ids: list[int] = []
+        self.mm: MultimodalInputs | None = None  # its images (prompt ids then carry their pads)
 
         # KV state
         self.row: int | None = None

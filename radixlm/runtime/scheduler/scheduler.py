@@ -20,13 +20,11 @@ from radixlm.runtime.messages import (
     AbortReq,
     EncodeOut,
     EncodeReq,
-    FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
     ProfileReq,
     ReleasePinsReq,
     ReqTokenOut,
-    StatsOut,
     TokenizedGenerateReq,
     UpdateWeightsReq,
 )
@@ -44,11 +42,12 @@ from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve
 from radixlm.runtime.scheduler.ops_control import profile, update_weights
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import count_by_priority, preemption_victim, retraction_victim
+from radixlm.runtime.scheduler.priority import preemption_victim, retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
+from radixlm.runtime.scheduler.scheduler_views import SchedulerViews
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.step_profiler import StepProfiler
 from radixlm.runtime.scheduler.stop_checker import StopChecker
@@ -58,7 +57,7 @@ from radixlm.runtime.server_args import ServerArgs
 logger = logging.getLogger(__name__)
 
 
-class Scheduler:
+class Scheduler(SchedulerViews):
     """Continuous batching over a radix-cached, paged KV pool. Single-threaded by design."""
 
     def __init__(self, server_args: ServerArgs, model_runner: ModelRunner | None = None) -> None:
@@ -156,6 +155,9 @@ class Scheduler:
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
         req.priority = int(msg.priority or 0)
+        if msg.mm_inputs is not None and msg.mm_inputs.items:
+            req.mm = msg.mm_inputs
+            req.origin_input_ids = msg.mm_inputs.padded(input_ids, self.runner.vocab_size)
         return req
 
     def _enqueue(self, req: Req) -> None:
@@ -210,20 +212,6 @@ class Scheduler:
 
     def _on_release_pins(self, msg: ReleasePinsReq) -> None:
         self.pins.release_children(msg.unpin_rids)
-
-    def _on_flush(self, msg: FlushCacheReq) -> FlushCacheOut:
-        if self.has_work():
-            return FlushCacheOut(False, "cannot flush the cache while requests are running")
-        self.pins.release_all()
-        self.cache.flush()
-        if msg.empty_cache and self.runner.device.type == "cuda":
-            torch.cuda.empty_cache()
-        return FlushCacheOut(True, "")
-
-    def _on_stats(self, msg: GetStatsReq) -> StatsOut:
-        if msg.tree_nodes <= 0:
-            return StatsOut(self.stats())
-        return StatsOut({**self.stats(), **self.snapshot(msg.tree_nodes)})
 
     # ---- the loop body -------------------------------------------------------------------------
     def has_work(self) -> bool:
@@ -374,41 +362,6 @@ class Scheduler:
     def _next_seed(self) -> int:
         self._seed_counter += 1
         return (self._seed_counter * 2654435761) % (2**31)
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            **self.cache.stats(),
-            "num_running": len(self.running) + (1 if self.chunked else 0),
-            "num_queued": len(self.waiting),
-            **count_by_priority(self.waiting, self.running + ([self.chunked] if self.chunked else [])),
-            "num_grammar_queue": len(self.grammars.pending),
-            "num_pinned_contexts": len(self.pins),
-            "gen_throughput": self.counters.gen_throughput(),
-            "tp_ranks": self.runner.tp_status(),
-            **self.counters.as_dict(),
-        }
-
-    def snapshot(self, max_nodes: int) -> dict[str, Any]:
-        """The web UI's server view: ``tree`` (see ``radix.snapshot``) and ``batch`` (the running
-        requests: rid, prompt and output tokens, cached prefix)."""
-        from radixlm.radix.snapshot import tree_snapshot
-
-        running = self.running + ([self.chunked] if self.chunked else [])
-        holders = [(r.rid, r.last_node) for r in running if r.last_node is not None]
-        batch = [
-            dict(rid=r.rid, prompt=len(r.origin_input_ids), output=len(r.output_ids), cached=r.prefix_len)
-            for r in running
-        ]
-        return {"tree": tree_snapshot(self.cache.tree.root, max_nodes, holders), "batch": batch}
-
-    def check_kv_integrity(self) -> None:
-        """Assert the KV ownership invariant (call when idle, or any time between steps)."""
-        running = self.running + ([self.chunked] if self.chunked else [])
-        self.cache.check_integrity(running)
-
-    def model_info(self) -> dict[str, Any]:
-        """What a client needs to know of the served model (``get_model_info``)."""
-        return {**self.runner.model_info(), "kv_slots": self.cache.capacity}
 
     def shutdown(self) -> None:
         self.grammars.shutdown()

@@ -4,7 +4,7 @@ and the reader of its output (the OpenAI chat handler's tools and reasoning part
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from radixlm.program.reasoning import get_reasoning_parser
@@ -29,6 +29,7 @@ class ChatPlan:
     prompt: str
     sampling_params: SamplingParams
     reader: ChatOutputReader
+    images: list[str] = field(default_factory=list)  # the image_url parts' URLs, in prompt order
 
     @staticmethod
     def finish_reason(reason: str | None, snap: ChatSnapshot) -> str | None:
@@ -54,10 +55,10 @@ def _offered(req: Any) -> tuple[list[FunctionDef], list[FunctionDef], bool]:
     return functions, [], choice == "auto"
 
 
-def _template_messages(req: Any) -> list[dict[str, Any]]:
+def _template_messages(req: Any, image_token: str | None) -> list[dict[str, Any]]:
     out = []
     for m in req.messages:
-        d = m.as_template_input()
+        d = m.as_template_input(image_token)
         extra = m.model_extra or {}
         for key in ("tool_calls", "tool_call_id", "name"):
             if extra.get(key) is not None:
@@ -69,7 +70,9 @@ def _template_messages(req: Any) -> list[dict[str, Any]]:
 def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -> ChatPlan:
     """Raises ``ApiError`` naming the field a request gets wrong."""
     functions, forced, tools_on = _offered(req)
-    messages = _template_messages(req)
+    image_token = tm.model_info.get("image_token")
+    messages = _template_messages(req, image_token)
+    images = [url for m in req.messages for url in m.image_urls()]
     check_history_tool_calls(messages, server_args.max_json_depth)
     uses_tool_messages = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     parser: ToolCallParser | None = None
@@ -87,7 +90,7 @@ def plan_chat(req: Any, tm: Any, server_args: Any, max_new_tokens: int | None) -
     if functions and not tools_on and parser is not None:
         params = _ban_call_marker(params, parser, tm.tokenizer)
     reader = ChatOutputReader(reasoning if req.separate_reasoning else None, parser if tools_on else None)
-    return ChatPlan(prompt, params, reader)
+    return ChatPlan(prompt, params, reader, images)
 
 
 def _ban_call_marker(params: SamplingParams, parser: ToolCallParser, tokenizer: Any) -> SamplingParams:

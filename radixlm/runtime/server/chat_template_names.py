@@ -8,6 +8,7 @@ marker) and, with ``add_generation_prompt``, opens the assistant's turn.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def _role_template(turn: str, generation_prompt: str, system_default: str = "", prelude: str = "") -> str:
@@ -131,3 +132,13 @@ def resolve_chat_template(value: str | None) -> str | None:
     raise ValueError(
         f"--chat-template {value!r} is neither a built-in template ({names}), a file, nor Jinja text"
     )
+
+
+def reserved_template_names(tokenizer: Any) -> set[str]:
+    """Names a chat template gets from the tokenizer itself: ``apply_chat_template``'s parameters, the
+    variables it renders with, and the special tokens it passes (a clash is a TypeError, not a 400)."""
+    import inspect
+
+    names = set(inspect.signature(tokenizer.apply_chat_template).parameters) - {"kwargs"}
+    names |= {"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now"}
+    return names | set(getattr(tokenizer, "special_tokens_map", {}) or {})

@@ -17,6 +17,7 @@ class GenerateItem:
     text: str | None = None
     input_ids: list[int] | None = None
     input_segments: list[dict[str, Any]] | None = None  # [{"text": str} | {"ids": [int]}]
+    image_data: list[Any] = dataclasses.field(default_factory=list)  # one per image placeholder in text
     rid: str | None = None
     return_logprob: bool = False
     logprob_start_len: int = -1

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from radixlm.runtime.multimodal.request_images import per_prompt_images
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.priority_field import parse_priority
@@ -43,11 +44,11 @@ FIELDS = {
     "unpin_rids",
     "session_params",
     "priority",
+    "image_data",  # SGLang's shape: per prompt an image (data URL, base64, path, URL) or a list
     *PER_ITEM_FIELDS,
 }
 # SGLang fields we accept only when unset (null, false or empty): anything else is a clear 400.
 UNSUPPORTED_IF_SET = {
-    "image_data",
     "audio_data",
     "video_data",
     "lora_path",
@@ -96,6 +97,12 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
     prompts, is_batch = _prompts(body)
     priority = parse_priority(body.get("priority"))
     n = len(prompts)
+    try:
+        images = per_prompt_images(
+            None if is_unset(body.get("image_data")) else body["image_data"], n, not is_batch
+        )
+    except ValueError as e:
+        raise ApiError(str(e), param="image_data") from e
     items = []
     for i, (key, prompt) in enumerate(prompts):
         values = {name: _per_item(body, name, i, n, is_batch) for name in PER_ITEM_FIELDS}
@@ -107,6 +114,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
                 text=prompt if key == "text" else None,
                 input_ids=prompt if key == "input_ids" else None,
                 input_segments=prompt if key == "input_segments" else None,
+                image_data=images[i],
                 rid=_optional(values["rid"], str, "rid"),
                 return_logprob=bool(_optional(values["return_logprob"], bool, "return_logprob") or False),
                 logprob_start_len=_int(

@@ -88,6 +88,19 @@ _OTHER = {
     },
     "session_params": {"anyOf": [{"$ref": "#/components/schemas/SessionParams"}, _NULL]},
     "priority": {"type": ["integer", "null"]},
+    # per prompt an image (data URL, base64, path or URL) or a list of them (vision-language models)
+    "image_data": {
+        "anyOf": [
+            {"type": "string"},
+            {
+                "type": "array",
+                "items": {
+                    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}, _NULL]
+                },
+            },
+            _NULL,
+        ]
+    },
 }
 _UNSET = {
     "anyOf": [

@@ -104,6 +104,7 @@ async def chat_completions(request: Request) -> Any:
     item = GenerateItem(
         plan.sampling_params,
         text=plan.prompt,
+        image_data=plan.images,
         add_special_tokens=False,
         rid=req.rid,
         return_logprob=req.logprobs,

@@ -148,19 +148,42 @@ class ChatMessage(BaseModel):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[dict[str, Any]] | None = None
 
-    def as_template_input(self) -> dict[str, Any]:
+    def as_template_input(self, image_token: str | None = None) -> dict[str, Any]:
+        """The message for the chat template; each ``image_url`` part becomes ``image_token`` (the
+        model's image placeholder; None: a text-only model, which refuses images)."""
         content = self.content
         if isinstance(content, list):
             parts = []
             for part in content:
+                if part.get("type") == "image_url":
+                    if image_token is None:
+                        raise ApiError("this model is text-only: it takes no images", param="messages")
+                    parts.append(image_token)
+                    continue
                 if part.get("type") != "text" or not isinstance(part.get("text"), str):
                     raise ApiError(
-                        f"only text content parts are supported, got {part.get('type')!r}", param="messages"
+                        f"only text and image_url content parts are supported, got {part.get('type')!r}",
+                        param="messages",
                     )
                 parts.append(part["text"])
             content = "".join(parts)
         role = "system" if self.role == "developer" else self.role
         return {"role": role, "content": content or ""}
+
+    def image_urls(self) -> list[str]:
+        """The ``image_url`` parts' URLs, in order."""
+        if not isinstance(self.content, list):
+            return []
+        urls = []
+        for part in self.content:
+            if part.get("type") != "image_url":
+                continue
+            ref = part.get("image_url")
+            url = ref.get("url") if isinstance(ref, dict) else ref
+            if not isinstance(url, str):
+                raise ApiError("an image_url part needs image_url.url (a string)", param="messages")
+            urls.append(url)
+        return urls
 
 
 class ChatCompletionRequest(_SamplingFields):

@@ -35,6 +35,7 @@ from radixlm.runtime.messages import (
     TokenizedGenerateReq,
     expand_parallel_samples,
 )
+from radixlm.runtime.multimodal.request_images import ImageInputs
 from radixlm.runtime.requests.request_ids import InvalidRid, check_client_rid
 from radixlm.runtime.requests.request_validation import (
     InvalidRequest,
@@ -43,6 +44,7 @@ from radixlm.runtime.requests.request_validation import (
     validate_request,
 )
 from radixlm.runtime.server.admission import Admission, max_token_chars
+from radixlm.runtime.server.chat_template_names import reserved_template_names
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.generate_item import GenerateItem
 from radixlm.runtime.server.offload import REGEX_COST, grammar_chars, maybe_off_loop
@@ -69,6 +71,7 @@ class TokenizerManager:
         self.tokenizer = tokenizer
         self.model_info = model_info
         self.limits = ModelLimits.from_model_info(model_info, server_args)
+        self.images = ImageInputs(model_info, server_args)  # a vision-language model's processor
         self.admission = Admission(server_args, self.limits.context_length, max_token_chars(tokenizer))
         self.context_length = self.limits.context_length
         self.stream_interval = server_args.stream_interval
@@ -109,7 +112,7 @@ class TokenizerManager:
         """The prompt text; ``template_kwargs`` (the request's ``chat_template_kwargs``) may not name
         what the template is already given (messages, tools, ...): 400."""
         template_kwargs = template_kwargs or {}
-        taken = sorted(set(template_kwargs) & _reserved_template_names(self.tokenizer))
+        taken = sorted(set(template_kwargs) & reserved_template_names(self.tokenizer))
         if taken:
             raise ApiError(
                 f"chat_template_kwargs may not set {', '.join(taken)} (set by the server)",
@@ -147,9 +150,14 @@ class TokenizerManager:
     def build_request(self, item: GenerateItem, rid: str, stream: bool) -> TokenizedGenerateReq:
         """Tokenize and check one prompt; raises ``ApiError`` (400) naming what the model cannot serve."""
         try:
+            ids, mm = (
+                self.images.prompt(item, self.admission.check_prompt_text)
+                if item.image_data
+                else (self.tokenize(item), None)
+            )
             req = TokenizedGenerateReq(
                 rid=rid,
-                input_ids=prompt_ids_array(self.tokenize(item), self.limits),
+                input_ids=prompt_ids_array(ids, self.limits),
                 sampling_params=item.sampling_params,
                 return_logprob=item.return_logprob,
                 logprob_start_len=item.logprob_start_len,
@@ -159,6 +167,7 @@ class TokenizerManager:
                 unpin_rids=list(item.unpin_rids),
                 pin_timeout_s=item.pin_timeout_s,
                 priority=item.priority,
+                mm_inputs=mm,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
@@ -191,6 +200,7 @@ class TokenizerManager:
             size = sum(len(t) for item in items for t in _prompt_texts(item))
             size += sum(len(item.input_ids or ()) for item in items)
             size += REGEX_COST * sum(grammar_chars(item.sampling_params) for item in items)  # limits checked
+            size += (1 << 20) * sum(len(item.image_data) for item in items)  # images: always off the loop
             built = await maybe_off_loop(size, self._build_all, items, rids, stream)
             requests = [(rid, req, expand_parallel_samples(req)) for rid, req in zip(rids, built)]
             # NOTE: checked again after the awaits above, and registered with no await in between.
@@ -362,16 +372,6 @@ class TokenizerManager:
 
     def _decode_one(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id])
-
-
-def _reserved_template_names(tokenizer: Any) -> set[str]:
-    """Names a chat template gets from the tokenizer itself: ``apply_chat_template``'s parameters, the
-    variables it renders with, and the special tokens it passes (a clash is a TypeError, not a 400)."""
-    import inspect
-
-    names = set(inspect.signature(tokenizer.apply_chat_template).parameters) - {"kwargs"}
-    names |= {"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now"}
-    return names | set(getattr(tokenizer, "special_tokens_map", {}) or {})
 
 
 def _prompt_texts(item: GenerateItem) -> list[str]:

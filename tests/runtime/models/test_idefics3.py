@@ -1,0 +1,86 @@
+"""Idefics3 (SmolVLM) against transformers on a tiny random checkpoint: logits and greedy tokens with one
+and two images, an image at the prompt's start and mid-conversation, prefill cut through an image."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from radixlm.runtime.executor.forward_batch import ForwardMode
+from radixlm.runtime.multimodal.encoder_cache import EncoderCache
+from radixlm.runtime.multimodal.encoder_stage import chunk_rows, encode_images
+from radixlm.runtime.multimodal.processor import ImagePromptProcessor
+from tests.helpers.model_helpers import PagedSession, assert_logits_close, make_runner
+from tests.helpers.vision_helpers import random_image, save_tiny_idefics3
+
+PROMPTS = {
+    "start": ("<image>what is this?", [0]),
+    "two": ("a<image> and <image> compare", [1, 2]),
+    "mid": (
+        "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\nhi<|im_end|>\n<|im_start|>user\n"
+        "look: <image><|im_end|>\n",
+        [3],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from transformers import AutoModelForImageTextToText
+
+    path = save_tiny_idefics3(tmp_path_factory.mktemp("idefics3"))
+    runner = make_runner(path)
+    hf = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
+    return path, runner, hf, ImagePromptProcessor(str(path))
+
+
+def ours(runner, proc, text, images, chunk: int | None = None, steps: int = 0):
+    """All prompt logits (prefill in chunks of ``chunk``), then ``steps`` greedy tokens."""
+    ids, mm = proc(text, images)
+    encoded = encode_images(runner.model, EncoderCache(1 << 20), mm.items)
+    s = PagedSession(runner)
+    row = s.open()
+    chunk = chunk or len(ids)
+    logits = []
+    for start in range(0, len(ids), chunk):
+        end = min(start + chunk, len(ids))
+        offsets, rows = chunk_rows(mm, start, end, encoded)
+        fb = s._build(ForwardMode.EXTEND, [row], [ids[start:end]], True)
+        if offsets:
+            fb.mm_positions, fb.mm_embeds = torch.tensor(offsets), torch.stack(rows)
+        logits.append(runner.forward(fb))
+    out = []
+    tok = int(logits[-1][-1].argmax())
+    for _ in range(steps):
+        out.append(tok)
+        tok = int(s.decode([row], [tok])[0].argmax())
+    s.close(row)
+    return torch.cat(logits), out
+
+
+@pytest.mark.parametrize("case", sorted(PROMPTS))
+def test_logits_and_greedy_match_transformers(setup, case):
+    path, runner, hf, proc = setup
+    text, seeds = PROMPTS[case]
+    images = [random_image(s, (30 + 7 * s, 50 - 5 * s)) for s in seeds]
+    inputs = proc.processor(text=[text], images=[images], return_tensors="pt")
+    with torch.no_grad():
+        ref = hf(**inputs).logits[0]
+        gen = hf.generate(
+            **inputs, max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0, min_new_tokens=8
+        )[0, inputs["input_ids"].shape[1] :].tolist()
+    logits, tokens = ours(runner, proc, text, images, steps=8)
+    assert_logits_close(logits, ref)
+    assert tokens == gen
+    chunked, _ = ours(runner, proc, text, images, chunk=3)  # chunks cut through the image's 4 tokens
+    assert_logits_close(chunked, ref)
+
+
+def test_pads_follow_the_image(setup):
+    _, runner, _, proc = setup
+    a, b, c = (
+        mm.padded(ids, runner.vocab_size)
+        for ids, mm in (proc("x<image>y", [random_image(s)]) for s in (7, 7, 8))
+    )
+    assert a == b and a != c
+    assert all(t >= runner.vocab_size for t in set(a) - set(c))
