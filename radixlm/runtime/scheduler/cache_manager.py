@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from radixlm.radix import PrefixCache, create_prefix_cache
+from radixlm.radix.tiered_cache import TieredRadixCache
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.scheduler.req import Req
@@ -37,12 +38,21 @@ class _NullFreer:
 class CacheManager:
     """Rows, slots and the prefix cache, behind a narrow API the scheduler calls."""
 
-    def __init__(self, req_to_token_pool: ReqToTokenPool, kv_pool: KVPool, disable_radix_cache: bool) -> None:
+    def __init__(
+        self,
+        req_to_token_pool: ReqToTokenPool,
+        kv_pool: KVPool,
+        disable_radix_cache: bool,
+        tree: PrefixCache | None = None,
+    ) -> None:
+        """``tree``: a prefix cache over ``kv_pool``'s allocator to use instead of the default one
+        (a ``TieredRadixCache`` with the hierarchical cache on)."""
         self.req_to_token_pool = req_to_token_pool
         self.kv_pool = kv_pool
         self.allocator = kv_pool.allocator
         self._new_prefix_cache = functools.partial(create_prefix_cache, disabled=disable_radix_cache)
-        self.tree = self._new_prefix_cache(self.allocator)
+        self.tree = tree if tree is not None else self._new_prefix_cache(self.allocator)
+        self.tiered = tree if isinstance(tree, TieredRadixCache) else None
 
     # ---- capacity ------------------------------------------------------------------------------
     @property
@@ -85,7 +95,10 @@ class CacheManager:
         row = self.req_to_token_pool.alloc()
         if row is None:
             return False
-        match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        if self.tiered is not None:
+            self.tiered.load_back(prefix_ids, self.alloc_slots)
+        match = self.tree.match_prefix(prefix_ids, count=not req.admitted_once)
         prefix_len = int(match.slots.numel())
         self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
         slots = self._extend_slots(req, prefix_len, max_extend)
@@ -209,6 +222,7 @@ class CacheManager:
             "cache_hit_tokens": tree_stats.get("hit_tokens", 0),
             "cache_requested_tokens": tree_stats.get("requested_tokens", 0),
             "cache_evicted_tokens": tree_stats.get("evicted_tokens", 0),
+            **{k: v for k, v in tree_stats.items() if k.startswith("host_")},
         }
 
     def check_integrity(self, running: Iterable[Req]) -> None:
@@ -228,6 +242,19 @@ class CacheManager:
                 f"free {parts[0].numel()}, tree {parts[1].numel()}"
             )
         self.tree.check_invariants()
+        if self.tiered is not None:
+            _check_host_rows(self.tiered)
+
+
+def _check_host_rows(tree: TieredRadixCache) -> None:
+    """Every host row is free or held by exactly one tree node."""
+    every = torch.cat([tree.host.free_rows().to(torch.int64), tree.host_rows()])
+    capacity = tree.host.num_rows
+    if every.numel() != capacity or not torch.equal(every.sort().values, torch.arange(1, capacity + 1)):
+        raise AssertionError(
+            f"host tier ownership broken: {every.numel()} rows accounted for, capacity {capacity}; "
+            f"tree {tree.host_size()}"
+        )
 
 
 def _row_of(req: Req) -> int:

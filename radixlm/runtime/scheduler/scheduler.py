@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
+from radixlm.runtime.kv_tiers.factory import create_tiered_cache
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
@@ -59,8 +60,11 @@ class Scheduler:
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = list(loaded.eos_token_ids)
         self.context_length = self.runner.context_length
+        tree = None
+        if server_args.enable_hierarchical_cache and not server_args.disable_radix_cache:
+            tree = create_tiered_cache(server_args, self.runner.kv_pool)
         self.cache = CacheManager(
-            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache
+            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache, tree
         )
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)

@@ -1,0 +1,66 @@
+"""The host tier (L2): a preallocated arena of KV rows shaped like the pool's slots."""
+
+from __future__ import annotations
+
+import torch
+
+from radixlm.runtime.memory.kv_pool import KVPool, SlotAllocator
+
+
+class HostArena:
+    """K and V rows ``[num_layers, num_rows + 1, num_kv_heads, head_dim]`` in CPU memory.
+
+    ``dtype`` may be narrower than the pool's (e.g. float16 under a float32 pool): rows are rounded on
+    the way down and widened on the way back. Row 0 is never handed out (as the pool's slot 0).
+    """
+
+    def __init__(self, pool: KVPool, num_rows: int, dtype: torch.dtype | None = None) -> None:
+        if num_rows <= 0:
+            raise ValueError(f"host KV tier: {num_rows} rows; it needs at least one")
+        self.pool = pool
+        self.dtype = dtype or pool.dtype
+        self.num_rows = num_rows
+        shape = (pool.num_layers, num_rows + 1, pool.num_kv_heads, pool.head_dim)
+        self.k = torch.empty(shape, dtype=self.dtype)
+        self.v = torch.empty(shape, dtype=self.dtype)
+        self.bytes_per_token = KVPool.bytes_per_slot(
+            pool.num_layers, pool.num_kv_heads, pool.head_dim, self.dtype
+        )
+        self._rows = SlotAllocator(num_rows)
+
+    @staticmethod
+    def rows_for_bytes(pool: KVPool, nbytes: float, dtype: torch.dtype | None = None) -> int:
+        """How many rows ``nbytes`` of host memory hold."""
+        per = KVPool.bytes_per_slot(pool.num_layers, pool.num_kv_heads, pool.head_dim, dtype or pool.dtype)
+        return int(nbytes // per)
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        return self._rows.alloc(n)
+
+    def free(self, rows: torch.Tensor) -> None:
+        self._rows.free(rows)
+
+    def available_size(self) -> int:
+        return self._rows.available_size()
+
+    def free_rows(self) -> torch.Tensor:
+        return self._rows.free_slots()
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+    def write(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
+        """Copy pool ``slots`` into host ``rows`` (every layer, K and V)."""
+        rows = rows.cpu()
+        for layer in range(self.pool.num_layers):
+            k, v = self.pool.get_kv_buffer(layer)
+            self.k[layer].index_copy_(0, rows, k[slots].to("cpu", self.dtype))
+            self.v[layer].index_copy_(0, rows, v[slots].to("cpu", self.dtype))
+
+    def read(self, rows: torch.Tensor, slots: torch.Tensor) -> None:
+        """Copy host ``rows`` into pool ``slots``."""
+        rows = rows.cpu()
+        for layer in range(self.pool.num_layers):
+            k, v = self.pool.get_kv_buffer(layer)
+            k.index_copy_(0, slots, self.k[layer][rows].to(k.device, k.dtype))
+            v.index_copy_(0, slots, self.v[layer][rows].to(v.device, v.dtype))
