@@ -6,6 +6,8 @@ import torch
 
 from radixlm.radix.tiered_cache import TieredRadixCache
 from radixlm.runtime.executor.model_runner import resolve_dtype
+from radixlm.runtime.kv_tiers.disk_store import DiskStore
+from radixlm.runtime.kv_tiers.fingerprint import model_fingerprint
 from radixlm.runtime.kv_tiers.host_arena import HostArena
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.server_args import ServerArgs
@@ -21,6 +23,8 @@ def host_tier_dtype(args: ServerArgs, pool: KVPool) -> torch.dtype:
 def create_tiered_cache(args: ServerArgs, pool: KVPool) -> TieredRadixCache:
     """A ``TieredRadixCache`` over ``pool`` with a host arena of ``--hicache-size`` GB, or
     ``--hicache-ratio`` times the pool's bytes when the size is 0."""
+    if args.tp_size > 1:
+        raise ValueError("--enable-hierarchical-cache: not with tp_size > 1 (each rank holds its own KV)")
     dtype = host_tier_dtype(args, pool)
     if args.hicache_size > 0:
         nbytes = args.hicache_size * 1e9
@@ -34,3 +38,14 @@ def create_tiered_cache(args: ServerArgs, pool: KVPool) -> TieredRadixCache:
         )
     host = HostArena(pool, rows, dtype)
     return TieredRadixCache(pool.allocator, host, args.hicache_write_policy, pool.device)
+
+
+def create_disk_store(args: ServerArgs, pool: KVPool, model_path: str) -> DiskStore | None:
+    """The ``--hicache-storage-dir`` tier (None without one), bounded by ``--hicache-storage-size`` GB."""
+    if not args.hicache_storage_dir:
+        return None
+    if args.tp_size > 1:
+        raise ValueError("--hicache-storage-dir: not with tp_size > 1 (each rank holds its own KV)")
+    dtype = host_tier_dtype(args, pool)
+    fingerprint = model_fingerprint(model_path, pool, dtype)
+    return DiskStore(args.hicache_storage_dir, int(args.hicache_storage_size * 1e9), pool, dtype, fingerprint)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
-from radixlm.runtime.kv_tiers.factory import create_tiered_cache
+from radixlm.runtime.kv_tiers.factory import create_disk_store, create_tiered_cache
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
@@ -63,8 +63,11 @@ class Scheduler:
         tree = None
         if server_args.enable_hierarchical_cache and not server_args.disable_radix_cache:
             tree = create_tiered_cache(server_args, self.runner.kv_pool)
+        disk = None
+        if not server_args.disable_radix_cache:
+            disk = create_disk_store(server_args, self.runner.kv_pool, self.runner.loaded.model_path)
         self.cache = CacheManager(
-            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache, tree
+            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache, tree, disk
         )
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)
@@ -362,5 +365,6 @@ class Scheduler:
         return {**self.runner.model_info(), "kv_slots": self.cache.capacity}
 
     def shutdown(self) -> None:
+        self.cache.close()
         self.grammars.shutdown()
         self.runner.close()

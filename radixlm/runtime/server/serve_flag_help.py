@@ -28,7 +28,7 @@ FIELD_HELP: dict[str, str] = {
     "hicache_size": "host tier size in GB (0: --hicache-ratio x the pool)",
     "hicache_write_policy": "write_back: copy to the host tier on eviction; write_through: on insertion",
     "hicache_dtype": "element type of the host and disk tiers (auto: the KV cache's)",
-    "hicache_storage_dir": "directory of the disk tier (survives restarts; needs the host tier)",
+    "hicache_storage_dir": "directory of the disk tier: KV pages that survive restarts",
     "hicache_storage_size": "disk tier size in GB at most (least recently used files go first)",
     "new_token_ratio": "fraction of max_new_tokens reserved for running requests",
     "pin_timeout_s": "seconds after which a program's pinned context is released regardless",

@@ -1,0 +1,247 @@
+"""The disk tier (L3): pages of KV in files that outlive the process, found again after a restart.
+
+A page is ``PAGE_TOKENS`` tokens at a page-aligned position. Its file is named by a chain hash of the
+fingerprint and every token up to the page's end, so a prompt finds its pages by hashing itself; no
+index has to survive a restart. A file holds a header (magic, the fingerprint, the page's tokens,
+shape and dtype), the K and V payload and a CRC32 of both; it is written to a temporary name and
+renamed, so a reader never sees half a file. A file that fails any check is skipped with a warning
+(and deleted), and the request recomputes those tokens. The directory is bounded: past ``max_bytes``
+the least recently used files go. Writes run on a background thread; a full disk warns and serves on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from radixlm.radix.tier_metrics import TierCounters
+from radixlm.runtime.memory.kv_pool import KVPool
+
+logger = logging.getLogger(__name__)
+
+PAGE_TOKENS = 64
+_MAGIC = b"RLMKV01\n"
+_SUFFIX = ".kv"
+
+
+class DiskStore:
+    """Pages of ``pool``-shaped KV under ``directory`` (stored as ``dtype``), at most ``max_bytes``."""
+
+    def __init__(
+        self, directory: str | Path, max_bytes: int, pool: KVPool, dtype: torch.dtype, fingerprint: str
+    ) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.pool = pool
+        self.dtype = dtype
+        self.fingerprint = fingerprint
+        self.page_shape = (pool.num_layers, 2, PAGE_TOKENS, pool.num_kv_heads, pool.head_dim)
+        self.bytes_per_token = KVPool.bytes_per_slot(pool.num_layers, pool.num_kv_heads, pool.head_dim, dtype)
+        self.metrics = TierCounters()
+        self._lock = threading.Lock()
+        self._files: OrderedDict[str, int] = OrderedDict()  # name -> bytes, least recently used first
+        self._pending: set[str] = set()
+        for path in sorted(self.dir.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime):
+            self._files[path.stem] = path.stat().st_size
+        self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
+        self._writer = threading.Thread(target=self._write_loop, name="kv-disk-writer", daemon=True)
+        self._writer.start()
+
+    # ---- keys ---------------------------------------------------------------------------------------
+
+    def page_keys(self, token_ids: Sequence[int], num_pages: int) -> list[str]:
+        """The chain-hash names of the first ``num_pages`` full pages of ``token_ids``."""
+        keys = []
+        h = hashlib.sha256(self.fingerprint.encode()).digest()
+        for page in range(num_pages):
+            chunk = token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS]
+            h = hashlib.sha256(h + struct.pack(f"<{PAGE_TOKENS}q", *chunk)).digest()
+            keys.append(h.hex()[:40])
+        return keys
+
+    def cached_len(self, token_ids: Sequence[int], start: int) -> int:
+        """Where the run of stored pages covering ``token_ids[start:]`` ends (``start`` if none)."""
+        keys = self.page_keys(token_ids, len(token_ids) // PAGE_TOKENS)
+        end = (start // PAGE_TOKENS) * PAGE_TOKENS
+        with self._lock:
+            for key in keys[start // PAGE_TOKENS :]:
+                if key not in self._files:
+                    break
+                end += PAGE_TOKENS
+        return max(end, start)
+
+    # ---- loading ------------------------------------------------------------------------------------
+
+    def load(self, token_ids: Sequence[int], start: int, end: int, slots: torch.Tensor) -> int:
+        """Copy the stored KV of positions ``[start, end)`` into pool ``slots`` (one per position);
+        returns how many leading positions were loaded (fewer when a file fails its checks)."""
+        t0 = time.perf_counter()
+        first = start // PAGE_TOKENS
+        keys = self.page_keys(token_ids, -(-end // PAGE_TOKENS))
+        parts: list[torch.Tensor] = []
+        pos = start
+        for page in range(first, len(keys)):
+            kv = self._read_page(keys[page], token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS])
+            if kv is None:
+                break
+            lo, hi = pos - page * PAGE_TOKENS, min(end, (page + 1) * PAGE_TOKENS) - page * PAGE_TOKENS
+            parts.append(kv[:, :, lo:hi])
+            pos = page * PAGE_TOKENS + hi
+        loaded = pos - start
+        if loaded:
+            kv = torch.cat(parts, dim=2)
+            dst = slots[:loaded]
+            for layer in range(self.pool.num_layers):
+                k, v = self.pool.get_kv_buffer(layer)
+                k.index_copy_(0, dst, kv[layer, 0].to(k.device, k.dtype))
+                v.index_copy_(0, dst, kv[layer, 1].to(v.device, v.dtype))
+            self.metrics.record_load(loaded, loaded * self.bytes_per_token, time.perf_counter() - t0)
+        return loaded
+
+    def _read_page(self, key: str, tokens: Sequence[int]) -> torch.Tensor | None:
+        path = self.dir / (key + _SUFFIX)
+        try:
+            blob = path.read_bytes()
+            kv = self._decode(blob, key, tokens)
+        except (OSError, ValueError) as exc:
+            logger.warning("KV disk tier: skipping %s (%s); those tokens are recomputed", path.name, exc)
+            self.metrics.errors += 1
+            self._forget(key, delete=not isinstance(exc, FileNotFoundError))
+            return None
+        with self._lock:
+            if key in self._files:
+                self._files.move_to_end(key)
+        return kv
+
+    def _decode(self, blob: bytes, key: str, tokens: Sequence[int]) -> torch.Tensor:
+        if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 8:
+            raise ValueError("not a KV page file")
+        (header_len,) = struct.unpack_from("<I", blob, len(_MAGIC))
+        body_start = len(_MAGIC) + 4
+        body, crc = blob[body_start:-4], blob[-4:]
+        if len(blob) < body_start + header_len + 4 or struct.unpack("<I", crc)[0] != zlib.crc32(body):
+            raise ValueError("checksum mismatch (corrupt or truncated)")
+        header = json.loads(body[:header_len])
+        if header.get("fingerprint") != self.fingerprint or header.get("key") != key:
+            raise ValueError("written for another model or KV layout")
+        if header.get("tokens") != list(tokens) or tuple(header.get("shape", ())) != self.page_shape:
+            raise ValueError("tokens or shape differ from the request's")
+        if header.get("dtype") != str(self.dtype):
+            raise ValueError(f"dtype {header.get('dtype')} is not {self.dtype}")
+        payload = bytearray(body[header_len:])
+        return torch.frombuffer(payload, dtype=torch.uint8).view(self.dtype).reshape(self.page_shape)
+
+    # ---- saving -------------------------------------------------------------------------------------
+
+    def save(self, token_ids: Sequence[int], slots: torch.Tensor) -> int:
+        """Queue the full pages of ``token_ids`` (KV in pool ``slots``) that are not stored yet; the KV
+        is copied out now, so the slots may be reused at once. Returns the pages queued."""
+        keys = self.page_keys(token_ids, len(token_ids) // PAGE_TOKENS)
+        queued = 0
+        for page, key in enumerate(keys):
+            with self._lock:
+                if key in self._files or key in self._pending:
+                    if key in self._files:
+                        self._files.move_to_end(key)
+                    continue
+                self._pending.add(key)
+            span = slots[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS]
+            kv = torch.stack(
+                [
+                    torch.stack([k[span], v[span]])
+                    for k, v in map(self.pool.get_kv_buffer, range(self.pool.num_layers))
+                ]
+            ).to("cpu", self.dtype)
+            tokens = list(token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS])
+            self._queue.put((key, self._encode(key, tokens, kv)))
+            queued += 1
+        return queued
+
+    def _encode(self, key: str, tokens: list[int], kv: torch.Tensor) -> bytes:
+        header = json.dumps(
+            {
+                "fingerprint": self.fingerprint,
+                "key": key,
+                "tokens": tokens,
+                "shape": list(self.page_shape),
+                "dtype": str(self.dtype),
+            }
+        ).encode()
+        body = header + kv.contiguous().view(torch.uint8).numpy().tobytes()
+        return _MAGIC + struct.pack("<I", len(header)) + body + struct.pack("<I", zlib.crc32(body))
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                self._queue.task_done()
+                return
+            key, blob = item
+            try:
+                self._write_file(key, blob)
+            finally:
+                with self._lock:
+                    self._pending.discard(key)
+                self._queue.task_done()
+
+    def _write_file(self, key: str, blob: bytes) -> None:
+        path = self.dir / (key + _SUFFIX)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        self._make_room(len(blob))
+        try:
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        except OSError as exc:
+            logger.warning("KV disk tier: cannot write %s (%s); serving on without it", path.name, exc)
+            self.metrics.errors += 1
+            tmp.unlink(missing_ok=True)
+            return
+        with self._lock:
+            self._files[key] = len(blob)
+        self.metrics.record_write(PAGE_TOKENS, len(blob))
+
+    def _make_room(self, nbytes: int) -> None:
+        while True:
+            with self._lock:
+                if not self._files or sum(self._files.values()) + nbytes <= self.max_bytes:
+                    return
+                key, _ = self._files.popitem(last=False)
+            (self.dir / (key + _SUFFIX)).unlink(missing_ok=True)
+            self.metrics.dropped_tokens += PAGE_TOKENS
+
+    def _forget(self, key: str, delete: bool) -> None:
+        with self._lock:
+            self._files.pop(key, None)
+        if delete:
+            (self.dir / (key + _SUFFIX)).unlink(missing_ok=True)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Wait until every queued page is on disk (or given up)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._writer.join(timeout=30)
+
+    def stored_bytes(self) -> int:
+        with self._lock:
+            return sum(self._files.values())
+
+    def stats(self) -> dict[str, float]:
+        return {**self.metrics.as_dict("disk"), "disk_stored_bytes": self.stored_bytes()}
