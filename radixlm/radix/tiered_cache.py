@@ -311,5 +311,10 @@ class TieredRadixCache(RadixCache):
 
     def stats(self) -> dict:
         """``RadixCache.stats`` plus the host tier's counters (``host_*``)."""
-        host = {**self.host_metrics.as_dict("host"), "host_cached_tokens": self.host_size()}
+        host = {
+            **self.host_metrics.as_dict("host"),
+            "host_cached_tokens": self.host_size(),
+            "host_free_tokens": self.host.available_size(),
+            "host_total_tokens": self.host.num_rows,
+        }
         return {**super().stats(), **host}

@@ -264,7 +264,7 @@ class CacheManager:
             "cache_hit_tokens": tree_stats.get("hit_tokens", 0),
             "cache_requested_tokens": tree_stats.get("requested_tokens", 0),
             "cache_evicted_tokens": tree_stats.get("evicted_tokens", 0),
-            **{k: v for k, v in tree_stats.items() if k.startswith("host_")},
+            **{k: v for k, v in tree_stats.items() if k.startswith("host_")},  # KV tiers
             **(self.disk.stats() if self.disk is not None else {}),
         }
 

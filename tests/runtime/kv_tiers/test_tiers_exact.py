@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.engines import make_engine
+from tests.helpers.kv_ownership import assert_engine_kv_returned
 
 GREEDY = {"temperature": 0, "max_new_tokens": 12}
 
@@ -48,7 +49,7 @@ def test_tiers_change_no_token(tiny_llama_dir, reference, tiers):
     )
     try:
         outs = [engine.generate(p, GREEDY)["output_ids"] for p in PROMPTS]
-        engine.check_kv_integrity()
+        assert_engine_kv_returned(engine)  # pool slots and host rows all accounted for
         info = engine.get_server_info()
     finally:
         engine.shutdown()
