@@ -56,7 +56,7 @@ class DiskStore:
         self._pending: set[str] = set()
         for path in sorted(self.dir.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime):
             self._files[path.stem] = path.stat().st_size
-        self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, list[int], torch.Tensor] | None] = queue.Queue()
         self._writer = threading.Thread(target=self._write_loop, name="kv-disk-writer", daemon=True)
         self._writer.start()
 
@@ -147,28 +147,31 @@ class DiskStore:
     # ---- saving -------------------------------------------------------------------------------------
 
     def save(self, token_ids: Sequence[int], slots: torch.Tensor) -> int:
-        """Queue the full pages of ``token_ids`` (KV in pool ``slots``) that are not stored yet; the KV
-        is copied out now, so the slots may be reused at once. Returns the pages queued."""
+        """Queue the full pages of ``token_ids`` (KV in pool ``slots``) that are not stored yet; their
+        KV is gathered now (one copy per layer), so the slots may be reused at once; encoding and
+        writing happen on the writer thread. Returns the pages queued."""
         keys = self.page_keys(token_ids, len(token_ids) // PAGE_TOKENS)
-        queued = 0
-        for page, key in enumerate(keys):
-            with self._lock:
-                if key in self._files or key in self._pending:
-                    if key in self._files:
-                        self._files.move_to_end(key)
-                    continue
-                self._pending.add(key)
-            span = slots[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS]
-            kv = torch.stack(
-                [
-                    torch.stack([k[span], v[span]])
-                    for k, v in map(self.pool.get_kv_buffer, range(self.pool.num_layers))
-                ]
-            ).to("cpu", self.dtype)
+        new: list[int] = []
+        with self._lock:
+            for page, key in enumerate(keys):
+                if key in self._files:
+                    self._files.move_to_end(key)
+                elif key not in self._pending:
+                    self._pending.add(key)
+                    new.append(page)
+        if not new:
+            return 0
+        index = torch.cat([slots[p * PAGE_TOKENS : (p + 1) * PAGE_TOKENS] for p in new])
+        kv = torch.stack(
+            [
+                torch.stack([k[index], v[index]])
+                for k, v in map(self.pool.get_kv_buffer, range(self.pool.num_layers))
+            ]
+        ).to("cpu", self.dtype)
+        for i, page in enumerate(new):
             tokens = list(token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS])
-            self._queue.put((key, self._encode(key, tokens, kv)))
-            queued += 1
-        return queued
+            self._queue.put((keys[page], tokens, kv[:, :, i * PAGE_TOKENS : (i + 1) * PAGE_TOKENS]))
+        return len(new)
 
     def _encode(self, key: str, tokens: list[int], kv: torch.Tensor) -> bytes:
         header = json.dumps(
@@ -189,9 +192,9 @@ class DiskStore:
             if item is None:
                 self._queue.task_done()
                 return
-            key, blob = item
+            key, tokens, kv = item
             try:
-                self._write_file(key, blob)
+                self._write_file(key, self._encode(key, tokens, kv))
             finally:
                 with self._lock:
                     self._pending.discard(key)
