@@ -195,6 +195,9 @@ class DiskStore:
             key, tokens, kv = item
             try:
                 self._write_file(key, self._encode(key, tokens, kv))
+            except Exception:  # the writer must outlive any one page, or flush() would wait forever
+                logger.exception("KV disk tier: writing page %s failed", key)
+                self.metrics.errors += 1
             finally:
                 with self._lock:
                     self._pending.discard(key)
@@ -211,7 +214,10 @@ class DiskStore:
         except OSError as exc:
             logger.warning("KV disk tier: cannot write %s (%s); serving on without it", path.name, exc)
             self.metrics.errors += 1
-            tmp.unlink(missing_ok=True)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass  # the directory itself is gone or unusable
             return
         with self._lock:
             self._files[key] = len(blob)
@@ -223,14 +229,14 @@ class DiskStore:
                 if not self._files or sum(self._files.values()) + nbytes <= self.max_bytes:
                     return
                 key, _ = self._files.popitem(last=False)
-            (self.dir / (key + _SUFFIX)).unlink(missing_ok=True)
+            _remove(self.dir / (key + _SUFFIX))
             self.metrics.dropped_tokens += PAGE_TOKENS
 
     def _forget(self, key: str, delete: bool) -> None:
         with self._lock:
             self._files.pop(key, None)
         if delete:
-            (self.dir / (key + _SUFFIX)).unlink(missing_ok=True)
+            _remove(self.dir / (key + _SUFFIX))
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
@@ -248,3 +254,10 @@ class DiskStore:
 
     def stats(self) -> dict[str, float]:
         return {**self.metrics.as_dict("disk"), "disk_stored_bytes": self.stored_bytes()}
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        logger.warning("KV disk tier: cannot delete %s (%s)", path.name, exc)

@@ -69,3 +69,19 @@ def test_disk_tier_stays_within_its_size(tiny_llama_dir, tmp_path):
         _serve_once(tiny_llama_dir, tmp_path, prompt=f"{i} " + PROMPT, hicache_storage_size=limit)
     total = sum(p.stat().st_size for p in tmp_path.glob("*.kv"))
     assert 0 < total <= limit * 1e9
+
+
+def test_unwritable_storage_warns_and_serves_on(tiny_llama_dir, tmp_path):
+    storage = tmp_path / "kv"
+    engine = _engine(tiny_llama_dir, storage)
+    try:
+        storage.rmdir()
+        storage.write_text("not a directory")  # every write fails, as on a full or broken disk
+        out = engine.generate(PROMPT, GREEDY)
+        assert out["meta_info"]["completion_tokens"] == GREEDY["max_new_tokens"]
+        engine.flush_cache()  # idle: the writer thread has had the release's pages
+        out = engine.generate(PROMPT, GREEDY)
+        info = engine.get_server_info()
+        assert info["disk_errors"] >= 1 and info["disk_written_bytes"] == 0
+    finally:
+        engine.shutdown()
