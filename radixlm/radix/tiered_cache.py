@@ -13,7 +13,9 @@ empty                          host rows                        on the host only
 The pool part of the tree is closed under prefixes: a node out of the pool has its whole subtree out
 too, so a match walks pool nodes first and then, possibly, host nodes. ``evict`` writes pool leaves
 down to the host (write_back) instead of dropping them; with write_through every new leaf is copied
-to the host at insertion, so eviction is free. When the host is full its least recently used entries
+to the host at insertion, on the host's copy thread, so eviction is free: the scheduler goes on to the
+forward while the copy runs, and the copy is waited for (``_settle``) before the node's pool slots or
+host rows are freed or its rows read. When the host is full its least recently used entries
 go: backups of pool nodes lose their host copy, host-only leaves leave the tree. ``load_back`` copies
 a match's host part into fresh pool slots before a request's prefill.
 """
@@ -37,6 +39,12 @@ from radixlm.radix.tree_node import TreeNode
 WRITE_POLICIES = ("write_back", "write_through")
 
 
+class PendingCopy(Protocol):
+    def wait(self) -> None:
+        """Return once the copy has run."""
+        ...
+
+
 class HostTier(Protocol):
     """Rows of KV below the pool: a bounded arena the tree allocates from, and the copies in and out."""
 
@@ -50,9 +58,15 @@ class HostTier(Protocol):
         """Copy pool ``slots`` into host ``rows``."""
         ...
 
+    def write_async(self, slots: torch.Tensor, rows: torch.Tensor) -> PendingCopy:
+        """``write`` in the background; ``slots`` and ``rows`` stay untouched until it is waited for."""
+        ...
+
     def read(self, rows: torch.Tensor, slots: torch.Tensor) -> None:
         """Copy host ``rows`` into pool ``slots``."""
         ...
+
+    def close(self) -> None: ...
 
     def free_rows(self) -> torch.Tensor: ...
     def clear(self) -> None: ...
@@ -72,10 +86,13 @@ class TieredRadixCache(RadixCache):
             raise ValueError(f"hicache write policy {write_policy!r}: expected one of {WRITE_POLICIES}")
         self.host = host
         self.write_through = write_policy == "write_through"
+        self._copies: dict[TreeNode, PendingCopy] = {}  # write_through copies not yet waited for
         super().__init__(allocator, device)
 
     def reset(self) -> None:
         """Drop the tree and the host tier's contents (the host tier belongs to the tree)."""
+        for node in list(self._copies):
+            self._settle(node)
         super().reset()
         self.host.clear()
         self.host_metrics = TierCounters()
@@ -139,7 +156,29 @@ class TieredRadixCache(RadixCache):
     def _add_leaf(self, parent: TreeNode, key: tuple[int, ...], slots: torch.Tensor, tick: int) -> None:
         super()._add_leaf(parent, key, slots, tick)
         if self.write_through:
-            self._write_down(parent.children[key[0]], drop_on_failure=False)
+            self._write_down(parent.children[key[0]], drop_on_failure=False, background=True)
+
+    def _split(self, node: TreeNode, at: int) -> TreeNode:
+        head = super()._split(node, at)
+        if node in self._copies:  # one copy covers both halves' rows
+            self._copies[head] = self._copies[node]
+        return head
+
+    def _settle(self, node: TreeNode) -> None:
+        """The completion check: ``node``'s background copy to the host, if any, has run."""
+        copy = self._copies.pop(node, None)
+        if copy is not None:
+            copy.wait()
+
+    def pending_copies(self) -> int:
+        """Write-through copies not yet waited for (some may have run already)."""
+        return len(self._copies)
+
+    def close(self) -> None:
+        """Wait for every background copy and stop the host's copy thread."""
+        for node in list(self._copies):
+            self._settle(node)
+        self.host.close()
 
     def _set_pool_value(self, node: TreeNode, slots: torch.Tensor) -> None:
         node.value = slots
@@ -166,6 +205,8 @@ class TieredRadixCache(RadixCache):
             start = time.perf_counter()
             path = list(self._path(match.host_node))[::-1]  # only the host part: the match ends there
             path = [n for n in path if not n.value.numel()]
+            for n in path:
+                self._settle(n)
             rows = torch.cat([n.host_value for n in path if n.host_value is not None])
             self.host.read(rows, slots)
             offset = 0
@@ -195,6 +236,7 @@ class TieredRadixCache(RadixCache):
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
             assert parent is not None, "an evictable leaf is attached"
+            self._settle(leaf)  # its slots go back to the allocator: its copy must have read them
             freed.append(leaf.value)
             num_freed += len(leaf.key)
             self._evictable -= len(leaf.key)
@@ -215,9 +257,10 @@ class TieredRadixCache(RadixCache):
             and not any(c.value.numel() for c in node.children.values())
         )
 
-    def _write_down(self, node: TreeNode, drop_on_failure: bool) -> None:
-        """Copy ``node``'s pool KV to new host rows; if the host has no room even after evicting its
-        own least recently used entries, drop ``node`` and its (host-only) subtree from the tree."""
+    def _write_down(self, node: TreeNode, drop_on_failure: bool, background: bool = False) -> None:
+        """Copy ``node``'s pool KV to new host rows (on the copy thread if ``background``); if the host
+        has no room even after evicting its own least recently used entries, drop ``node`` and its
+        (host-only) subtree from the tree."""
         n = len(node.key)
         rows = self.host.alloc(n)
         if rows is None:
@@ -228,7 +271,10 @@ class TieredRadixCache(RadixCache):
             if drop_on_failure:
                 self._drop(node)
             return
-        self.host.write(node.value, rows)
+        if background:
+            self._copies[node] = self.host.write_async(node.value, rows)
+        else:
+            self.host.write(node.value, rows)
         node.host_value = rows
         self.host_metrics.record_write(n, n * self.host.bytes_per_token)
 
@@ -243,6 +289,7 @@ class TieredRadixCache(RadixCache):
             _, _, node = heapq.heappop(heap)
             if not self._host_evictable(node, keep) or node.host_value is None:
                 continue  # pushed twice
+            self._settle(node)
             self.host.free(node.host_value)
             node.host_value = None
             num_freed += len(node.key)
@@ -273,6 +320,7 @@ class TieredRadixCache(RadixCache):
                 self.host_metrics.dropped_tokens += len(child.key)
                 stack.append(child)
             if step.host_value is not None:
+                self._settle(step)
                 self.host.free(step.host_value)
                 step.host_value = None
 

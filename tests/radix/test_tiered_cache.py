@@ -107,3 +107,35 @@ def test_write_through_copies_at_insertion_so_eviction_writes_nothing():
     assert tree.stats()["host_written_tokens"] == 10
     assert tree.match_prefix(list(range(1, 11))).host_len == 10
     tree.check_invariants()
+
+
+def test_write_through_copies_off_the_critical_path_and_eviction_waits_for_them():
+    pool, tree = _setup(pool_slots=16, host_rows=32, policy="write_through")
+    tree.host.copies.pause()  # the copy thread holds still: only a completion check can run the copy
+    a = list(range(1, 11))
+    kv_a = _fill(pool, tree, a)
+    assert tree.pending_copies() == 1  # insertion returned before the copy ran
+    assert tree.evict(10) == 10
+    garbage = pool.allocator.alloc(16)  # the evicted slots are reused at once ...
+    assert garbage is not None
+    for layer in range(2):
+        pool.store(layer, garbage, torch.full((16, 2, 4), 7.0), torch.full((16, 2, 4), 7.0))
+    pool.allocator.free(garbage)
+    tree.host.copies.resume()
+    tree.close()  # ... so the host rows must have been copied before eviction freed them
+    assert tree.load_back(a, _alloc(pool, tree)) == 10
+    match = tree.match_prefix(a)
+    assert torch.equal(_pool_kv(pool, match.slots), torch.stack([kv_a, -kv_a]))
+    tree.check_invariants()
+
+
+def test_write_through_copy_is_waited_for_before_a_host_row_is_freed():
+    pool, tree = _setup(pool_slots=16, host_rows=10, policy="write_through")
+    tree.host.copies.pause()
+    _fill(pool, tree, list(range(1, 11)))
+    _fill(pool, tree, list(range(100, 106)))  # the host is full: the first copy's rows are taken over
+    assert tree.pending_copies() == 1  # the first was waited for (run here) before its rows were freed
+    assert tree.stats()["host_dropped_tokens"] == 10
+    tree.host.copies.resume()
+    tree.close()
+    tree.check_invariants()

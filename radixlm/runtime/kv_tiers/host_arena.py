@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.runtime.kv_tiers.copy_queue import CopyQueue, CopyTask
 from radixlm.runtime.memory.kv_pool import KVPool, SlotAllocator
 
 
@@ -27,6 +28,7 @@ class HostArena:
             pool.num_layers, pool.num_kv_heads, pool.head_dim, self.dtype
         )
         self._rows = SlotAllocator(num_rows)
+        self.copies = CopyQueue()
 
     @staticmethod
     def rows_for_bytes(pool: KVPool, nbytes: float, dtype: torch.dtype | None = None) -> int:
@@ -49,6 +51,10 @@ class HostArena:
     def clear(self) -> None:
         self._rows.clear()
 
+    def close(self) -> None:
+        """Stop the copy thread (after the copies queued)."""
+        self.copies.close()
+
     def write(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
         """Copy pool ``slots`` into host ``rows`` (every layer, K and V)."""
         rows = rows.cpu()
@@ -56,6 +62,11 @@ class HostArena:
             k, v = self.pool.get_kv_buffer(layer)
             self.k[layer].index_copy_(0, rows, k[slots].to("cpu", self.dtype))
             self.v[layer].index_copy_(0, rows, v[slots].to("cpu", self.dtype))
+
+    def write_async(self, slots: torch.Tensor, rows: torch.Tensor) -> CopyTask:
+        """``write`` on the copy thread; neither ``slots`` nor ``rows`` may be reused before the
+        returned task's ``wait``."""
+        return self.copies.submit(lambda: self.write(slots, rows))
 
     def read(self, rows: torch.Tensor, slots: torch.Tensor) -> None:
         """Copy host ``rows`` into pool ``slots``."""
