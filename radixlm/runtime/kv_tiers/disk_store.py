@@ -56,6 +56,7 @@ class DiskStore:
         self._pending: set[str] = set()
         for path in sorted(self.dir.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime):
             self._files[path.stem] = path.stat().st_size
+        self._make_room(0)  # restarted with a smaller --hicache-storage-size
         self._queue: queue.Queue[tuple[str, list[int], torch.Tensor] | None] = queue.Queue()
         self._writer = threading.Thread(target=self._write_loop, name="kv-disk-writer", daemon=True)
         self._writer.start()
@@ -206,6 +207,9 @@ class DiskStore:
     def _write_file(self, key: str, blob: bytes) -> None:
         path = self.dir / (key + _SUFFIX)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
+        if len(blob) > self.max_bytes:
+            self.metrics.dropped_tokens += PAGE_TOKENS  # one page is over the whole bound
+            return
         self._make_room(len(blob))
         try:
             with open(tmp, "wb") as f:
@@ -251,6 +255,12 @@ class DiskStore:
     def stored_bytes(self) -> int:
         with self._lock:
             return sum(self._files.values())
+
+    def check_integrity(self) -> None:
+        """The size bound holds: the files the store knows of fit in ``max_bytes``."""
+        stored = self.stored_bytes()
+        if stored > self.max_bytes:
+            raise AssertionError(f"disk tier holds {stored} bytes, over its bound of {self.max_bytes}")
 
     def stats(self) -> dict[str, float]:
         return {**self.metrics.as_dict("disk"), "disk_stored_bytes": self.stored_bytes()}

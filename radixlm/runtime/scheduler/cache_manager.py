@@ -244,7 +244,9 @@ class CacheManager:
         self.allocator.clear()
 
     def close(self) -> None:
-        """Finish the disk tier's queued writes (a restarted server finds them)."""
+        """Finish the tiers' queued copies and writes (a restarted server finds the disk's)."""
+        if self.tiered is not None:
+            self.tiered.close()
         if self.disk is not None:
             self.disk.flush()
             self.disk.close()
@@ -287,6 +289,8 @@ class CacheManager:
         self.tree.check_invariants()
         if self.tiered is not None:
             _check_host_rows(self.tiered)
+        if self.disk is not None:
+            self.disk.check_integrity()
 
 
 def _check_host_rows(tree: TieredRadixCache) -> None:

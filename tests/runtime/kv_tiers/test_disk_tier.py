@@ -85,3 +85,26 @@ def test_unwritable_storage_warns_and_serves_on(tiny_llama_dir, tmp_path):
         assert info["disk_errors"] >= 1 and info["disk_written_bytes"] == 0
     finally:
         engine.shutdown()
+
+
+def _stored(directory: Path) -> list[Path]:
+    return list(directory.glob("*.kv"))
+
+
+def test_size_bound_holds_after_a_restart_with_less_room_under_a_batch(tiny_llama_dir, tmp_path):
+    _serve_once(tiny_llama_dir, tmp_path)  # the default bound: every full page of the prompt
+    assert len(_stored(tmp_path)) >= 4
+    page = _stored(tmp_path)[0].stat().st_size
+    limit = 2.5 * page
+    engine = _engine(tiny_llama_dir, tmp_path, hicache_storage_size=limit / 1e9)
+    try:
+        assert sum(p.stat().st_size for p in _stored(tmp_path)) <= limit  # trimmed at start
+        engine.generate([f"{i} " + PROMPT for i in range(4)], GREEDY)  # four releases' pages at once
+        engine.flush_cache()
+        engine.check_kv_integrity()
+        assert 0 < sum(p.stat().st_size for p in _stored(tmp_path)) <= limit
+    finally:
+        engine.shutdown()
+    small = tmp_path / "small"
+    _, info = _serve_once(tiny_llama_dir, small, hicache_storage_size=page / 2 / 1e9)
+    assert not _stored(small)  # a bound below one page holds none
