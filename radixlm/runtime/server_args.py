@@ -30,6 +30,8 @@ ReasoningParserName = Literal["none", "deepseek-r1", "qwen3"]
 # SGLang's option names that mean one of ours (keyword arguments and CLI flags).
 SGLANG_ALIASES = {"model_path": "model", "tokenizer_path": "tokenizer"}
 HicacheWritePolicy = Literal["write_back", "write_through"]
+# int8: the host tier holds 8-bit rows with a scale per token and head (the disk tier then float16)
+HicacheDtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "int8"]
 LoadBalanceMethod = Literal["cache_aware", "round_robin", "random", "shortest_queue"]
 
 
@@ -78,7 +80,7 @@ class ServerArgs:
     hicache_ratio: float = 2.0
     hicache_size: float = 0.0
     hicache_write_policy: HicacheWritePolicy = "write_back"
-    hicache_dtype: Dtype = "auto"
+    hicache_dtype: HicacheDtype = "auto"
     hicache_storage_dir: str | None = None
     hicache_storage_size: float = 4.0
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests

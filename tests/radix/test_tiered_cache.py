@@ -139,3 +139,24 @@ def test_write_through_copy_is_waited_for_before_a_host_row_is_freed():
     tree.host.copies.resume()
     tree.close()
     tree.check_invariants()
+
+
+def test_int8_host_rows_keep_each_token_head_within_half_a_step_of_its_scale():
+    pool = KVPool(16, num_layers=2, num_kv_heads=2, head_dim=8, dtype=torch.float32)
+    arena = HostArena(pool, 12, torch.int8)
+    slots = torch.arange(1, 11)
+    torch.manual_seed(0)
+    k = torch.randn(10, 2, 8) * torch.logspace(-3, 2, 10)[:, None, None]  # magnitudes 1e-3 .. 1e2
+    for layer in range(2):
+        pool.store(layer, slots, k + layer, -k)
+    arena.write(slots, torch.arange(2, 12))
+    for layer in range(2):
+        pool.store(layer, slots, torch.zeros(10, 2, 8), torch.zeros(10, 2, 8))
+    arena.read(torch.arange(2, 12), slots)
+    for layer in range(2):
+        for got, want in ((pool.k_buffers[layer][slots], k + layer), (pool.v_buffers[layer][slots], -k)):
+            step = want.abs().amax(-1, keepdim=True) / 127
+            assert ((got - want).abs() <= step / 2 + 1e-7).all()
+    # 8 int8 bytes and one float32 scale per token, head, layer and K/V: vs 32 bytes at float32
+    assert arena.bytes_per_token == 2 * 2 * 2 * (8 + 4)
+    arena.close()

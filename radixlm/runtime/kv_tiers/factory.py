@@ -15,9 +15,17 @@ from radixlm.runtime.server_args import ServerArgs
 
 def host_tier_dtype(args: ServerArgs, pool: KVPool) -> torch.dtype:
     """``--hicache-dtype``: auto is the pool's element type."""
+    if args.hicache_dtype == "int8":
+        return torch.int8
     return (
         pool.dtype if args.hicache_dtype == "auto" else resolve_dtype(args.hicache_dtype, torch.device("cpu"))
     )
+
+
+def disk_tier_dtype(args: ServerArgs, pool: KVPool) -> torch.dtype:
+    """The host tier's element type, except that int8 host rows (scaled) are float16 pages on disk."""
+    dtype = host_tier_dtype(args, pool)
+    return torch.float16 if dtype == torch.int8 else dtype
 
 
 def create_tiered_cache(args: ServerArgs, pool: KVPool) -> TieredRadixCache:
@@ -46,6 +54,6 @@ def create_disk_store(args: ServerArgs, pool: KVPool, model_path: str) -> DiskSt
         return None
     if args.tp_size > 1:
         raise ValueError("--hicache-storage-dir: not with tp_size > 1 (each rank holds its own KV)")
-    dtype = host_tier_dtype(args, pool)
+    dtype = disk_tier_dtype(args, pool)
     fingerprint = model_fingerprint(model_path, pool, dtype)
     return DiskStore(args.hicache_storage_dir, int(args.hicache_storage_size * 1e9), pool, dtype, fingerprint)

@@ -59,3 +59,26 @@ def test_tiers_change_no_token(tiny_llama_dir, reference, tiers):
         assert info["host_dropped_tokens"] > 0
     else:  # every revisit finds its context on the host
         assert info["host_loads"] > 0 and info["host_hit_tokens"] >= 12 * 130
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8"])
+def test_narrower_host_rows_serve_within_tolerance(tiny_llama_dir, reference, dtype):
+    """Rounded host rows may move a token; on the tiny model nearly all stay (SmolLM2's figures are in
+    benchmarks/log/kv-tiers.md)."""
+    engine = make_engine(
+        tiny_llama_dir,
+        max_total_tokens=400,
+        enable_hierarchical_cache=True,
+        hicache_ratio=3.0,
+        hicache_dtype=dtype,
+        num_threads=1,
+    )
+    try:
+        outs = [engine.generate(p, GREEDY)["output_ids"] for p in PROMPTS]
+        assert_engine_kv_returned(engine)
+        info = engine.get_server_info()
+    finally:
+        engine.shutdown()
+    same = sum(a == b for out, ref in zip(outs, reference) for a, b in zip(out, ref))
+    assert info["host_loads"] > 0 and info["host_hit_tokens"] >= 12 * 130
+    assert same >= 0.9 * len(PROMPTS) * GREEDY["max_new_tokens"]
