@@ -7,6 +7,9 @@ shape and dtype), the K and V payload and a CRC32 of both; it is written to a te
 renamed, so a reader never sees half a file. A file that fails any check is skipped with a warning
 (and deleted), and the request recomputes those tokens. The directory is bounded: past ``max_bytes``
 the least recently used files go. Writes run on a background thread; a full disk warns and serves on.
+Reads can start early: ``prefetch`` (called when a request is queued) reads and checks its pages on
+a reader thread while the scheduler runs other batches; ``load`` takes them from memory, waiting for
+(or running) a prefetch still in flight, so admission only copies them into the pool.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from pathlib import Path
 import torch
 
 from radixlm.radix.tier_metrics import TierCounters
+from radixlm.runtime.kv_tiers.copy_queue import CopyQueue, CopyTask
 from radixlm.runtime.memory.kv_pool import KVPool
 
 logger = logging.getLogger(__name__)
 
 PAGE_TOKENS = 64
+PREFETCH_BYTES = 256 * 1024 * 1024  # pages read ahead and not yet loaded, at most (oldest dropped)
 _MAGIC = b"RLMKV01\n"
 _SUFFIX = ".kv"
 
@@ -60,6 +65,10 @@ class DiskStore:
         self._queue: queue.Queue[tuple[str, list[int], torch.Tensor] | None] = queue.Queue()
         self._writer = threading.Thread(target=self._write_loop, name="kv-disk-writer", daemon=True)
         self._writer.start()
+        self._reader = CopyQueue("kv-disk-reader")
+        self._prefetched: OrderedDict[str, torch.Tensor] = OrderedDict()  # guarded by _lock
+        self._inflight: dict[str, CopyTask] = {}  # guarded by _lock
+        self._failed: set[str] = set()  # pages a prefetch found bad (guarded by _lock)
 
     # ---- keys ---------------------------------------------------------------------------------------
 
@@ -86,6 +95,58 @@ class DiskStore:
 
     # ---- loading ------------------------------------------------------------------------------------
 
+    def prefetch(self, token_ids: Sequence[int], start: int) -> CopyTask | None:
+        """Read the stored pages continuing ``token_ids`` from ``start`` on the reader thread (None
+        when there are none); ``load`` then finds them in memory."""
+        end = self.cached_len(token_ids, start)
+        if end - start < PAGE_TOKENS:
+            return None
+        keys = self.page_keys(token_ids, end // PAGE_TOKENS)
+        pages = [
+            (keys[p], list(token_ids[p * PAGE_TOKENS : (p + 1) * PAGE_TOKENS]))
+            for p in range(start // PAGE_TOKENS, len(keys))
+        ]
+
+        def read() -> None:
+            try:
+                for key, tokens in pages:
+                    with self._lock:
+                        if key in self._prefetched:
+                            continue
+                    kv = self._read_page(key, tokens)
+                    if kv is None:
+                        with self._lock:
+                            self._failed.add(key)  # warned once; ``load`` stops here, not re-reading
+                        break
+                    with self._lock:
+                        self._failed.discard(key)
+                        self._prefetched[key] = kv
+                        while sum(t.nbytes for t in self._prefetched.values()) > PREFETCH_BYTES:
+                            self._prefetched.popitem(last=False)
+            finally:
+                with self._lock:
+                    for key, _ in pages:
+                        self._inflight.pop(key, None)
+
+        with self._lock:  # registered before the reader can finish (it needs the lock)
+            task = self._reader.submit(read)
+            for key, _ in pages:
+                self._inflight.setdefault(key, task)
+        return task
+
+    def _take(self, key: str, tokens: Sequence[int]) -> torch.Tensor | None:
+        """Page ``key``: from a prefetch (waited for if in flight), else read now."""
+        with self._lock:
+            task = self._inflight.get(key)
+        if task is not None:
+            task.wait()
+        with self._lock:
+            kv = self._prefetched.pop(key, None)
+            if key in self._failed:
+                self._failed.discard(key)
+                return None
+        return kv if kv is not None else self._read_page(key, tokens)
+
     def load(self, token_ids: Sequence[int], start: int, end: int, slots: torch.Tensor) -> int:
         """Copy the stored KV of positions ``[start, end)`` into pool ``slots`` (one per position);
         returns how many leading positions were loaded (fewer when a file fails its checks)."""
@@ -95,7 +156,7 @@ class DiskStore:
         parts: list[torch.Tensor] = []
         pos = start
         for page in range(first, len(keys)):
-            kv = self._read_page(keys[page], token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS])
+            kv = self._take(keys[page], token_ids[page * PAGE_TOKENS : (page + 1) * PAGE_TOKENS])
             if kv is None:
                 break
             lo, hi = pos - page * PAGE_TOKENS, min(end, (page + 1) * PAGE_TOKENS) - page * PAGE_TOKENS
@@ -158,6 +219,7 @@ class DiskStore:
                 if key in self._files:
                     self._files.move_to_end(key)
                 elif key not in self._pending:
+                    self._failed.discard(key)
                     self._pending.add(key)
                     new.append(page)
         if not new:
@@ -249,6 +311,7 @@ class DiskStore:
         self._queue.join()
 
     def close(self) -> None:
+        self._reader.close()
         self._queue.put(None)
         self._writer.join(timeout=30)
 

@@ -122,6 +122,15 @@ class CacheManager:
             req.admitted_once = True
         return True
 
+    def prefetch(self, req: Req) -> None:
+        """Start reading the disk tier's pages past what the tree holds of ``req``'s prompt (called
+        when it is queued, so the reads overlap the batches that run before its admission)."""
+        if self.disk is None:
+            return
+        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        match = self.tree.match_prefix(prefix_ids, count=False)
+        self.disk.prefetch(prefix_ids, int(match.slots.numel()) + match.host_len)
+
     def _load_from_disk(self, token_ids: list[int]) -> None:
         """Insert the disk tier's pages that continue the tree's match of ``token_ids`` (if any)."""
         assert self.disk is not None

@@ -157,6 +157,7 @@ class Scheduler:
             error = self.grammars.submit(req)  # on success it waits there
         elif error is None:
             self.waiting.append(req)
+            self.cache.prefetch(req)
         if error is not None:
             self.tokens.reject(req, error)
 

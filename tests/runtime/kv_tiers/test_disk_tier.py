@@ -108,3 +108,33 @@ def test_size_bound_holds_after_a_restart_with_less_room_under_a_batch(tiny_llam
     small = tmp_path / "small"
     _, info = _serve_once(tiny_llama_dir, small, hicache_storage_size=page / 2 / 1e9)
     assert not _stored(small)  # a bound below one page holds none
+
+
+def test_prefetch_reads_pages_ahead_and_load_takes_them_from_memory(tmp_path):
+    import torch
+
+    from radixlm.runtime.kv_tiers.disk_store import PAGE_TOKENS, DiskStore
+    from radixlm.runtime.memory.kv_pool import KVPool
+
+    pool = KVPool(4 * PAGE_TOKENS, num_layers=2, num_kv_heads=2, head_dim=4, dtype=torch.float32)
+    store = DiskStore(tmp_path, 10**9, pool, torch.float32, "fp")
+    ids = list(range(3 * PAGE_TOKENS + 5))
+    slots = torch.arange(1, len(ids) + 1)
+    kv = torch.randn(len(ids), 2, 4)
+    for layer in range(2):
+        pool.store(layer, slots, kv + layer, -kv)
+    assert store.save(ids, slots) == 3
+    store.flush()
+    task = store.prefetch(ids, PAGE_TOKENS)  # the first page is in the tree already
+    assert task is not None
+    task.wait()
+    for f in tmp_path.glob("*.kv"):
+        f.unlink()  # the reads happened at prefetch: load needs no file now
+    for layer in range(2):
+        pool.store(layer, slots, torch.zeros_like(kv), torch.zeros_like(kv))
+    assert store.load(ids, PAGE_TOKENS, 3 * PAGE_TOKENS, slots[PAGE_TOKENS : 3 * PAGE_TOKENS]) == 128
+    got = pool.k_buffers[1][slots[PAGE_TOKENS : 3 * PAGE_TOKENS]]
+    assert torch.equal(got, kv[PAGE_TOKENS : 3 * PAGE_TOKENS] + 1)
+    assert store.metrics.errors == 0
+    assert store.prefetch(ids, 3 * PAGE_TOKENS) is None  # nothing stored past the last full page
+    store.close()
