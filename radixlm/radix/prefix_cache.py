@@ -43,6 +43,9 @@ class MatchResult(NamedTuple):
 
     slots: torch.Tensor  # int64 [matched_len]: KV slots of the matched prefix (a copy, safe to keep)
     last_node: TreeNode  # deepest node covering the match, ending exactly at it (root if none)
+    # ``TieredRadixCache`` only: tokens past the match that a lower tier holds, and the node they end at
+    host_len: int = 0
+    host_node: TreeNode | None = None
 
 
 class PrefixCache(Protocol):

@@ -115,7 +115,7 @@ class RadixCache:
         """Protect the path ``node``..root from eviction (one more user). Locking the root is a no-op."""
         self._check_attached(node)
         for step in self._path(node):
-            if step.lock_ref == 0:
+            if step.lock_ref == 0 and step.value.numel():
                 self._evictable -= len(step.key)
                 self._protected += len(step.key)
             step.lock_ref += 1
@@ -128,7 +128,7 @@ class RadixCache:
             raise RuntimeError("dec_lock on a node that is not locked")
         for step in self._path(node):
             step.lock_ref -= 1
-            if step.lock_ref == 0:
+            if step.lock_ref == 0 and step.value.numel():
                 self._evictable += len(step.key)
                 self._protected -= len(step.key)
 
@@ -208,27 +208,32 @@ class RadixCache:
         evictable = protected = num_nodes = 0
         for node in self._nodes():
             num_nodes += 1
-            _require(len(node.key) > 0, f"{node}: empty key")
-            _require(node.value.dtype == torch.int64 and node.value.dim() == 1, f"{node}: bad value tensor")
-            _require(node.value.numel() == len(node.key), f"{node}: key and value lengths differ")
-            _require(
+            require(len(node.key) > 0, f"{node}: empty key")
+            require(node.value.dtype == torch.int64 and node.value.dim() == 1, f"{node}: bad value tensor")
+            self._check_tiers(node)
+            require(
                 node.parent is not None and node.parent.children.get(node.key[0]) is node,
                 f"{node}: not its parent's child under its first token",
             )
-            _require(
+            require(
                 node.lock_ref >= sum(c.lock_ref for c in node.children.values()),
                 f"{node}: lock_ref below its children's sum",
             )
-            if node.lock_ref == 0:
+            if not node.value.numel():
+                pass  # held by a lower tier only (``TieredRadixCache``): not in the pool's sizes
+            elif node.lock_ref == 0:
                 evictable += len(node.key)
             else:
                 protected += len(node.key)
-        _require(self.root.lock_ref == 0 and len(self.root.key) == 0, "root changed")
-        _require(num_nodes == self._num_nodes, f"node count {self._num_nodes} != actual {num_nodes}")
-        _require(evictable == self._evictable, f"evictable {self._evictable} != actual {evictable}")
-        _require(protected == self._protected, f"protected {self._protected} != actual {protected}")
+        require(self.root.lock_ref == 0 and len(self.root.key) == 0, "root changed")
+        require(num_nodes == self._num_nodes, f"node count {self._num_nodes} != actual {num_nodes}")
+        require(evictable == self._evictable, f"evictable {self._evictable} != actual {evictable}")
+        require(protected == self._protected, f"protected {self._protected} != actual {protected}")
         slots = self.all_slots()
-        _require(slots.unique().numel() == slots.numel(), "a slot is held twice by the tree")
+        require(slots.unique().numel() == slots.numel(), "a slot is held twice by the tree")
+
+    def _check_tiers(self, node: TreeNode) -> None:
+        require(node.value.numel() == len(node.key), f"{node}: key and value lengths differ")
 
     def stats(self) -> dict:
         """``hit_tokens``, ``requested_tokens``, ``hit_rate``, ``evicted_tokens``, ``num_nodes``,
@@ -236,6 +241,6 @@ class RadixCache:
         return self.metrics.as_dict(self._num_nodes, self.total_size())
 
 
-def _require(cond: bool, message: str) -> None:
+def require(cond: bool, message: str) -> None:
     if not cond:
         raise AssertionError(message)

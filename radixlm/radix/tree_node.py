@@ -15,13 +15,16 @@ class TreeNode:
     attached; an evicted node gets ``parent = None`` too.
     """
 
-    __slots__ = ("key", "value", "parent", "children", "lock_ref", "last_access")
+    __slots__ = ("key", "value", "host_value", "parent", "children", "lock_ref", "last_access")
 
     def __init__(
         self, key: tuple[int, ...], value: torch.Tensor, parent: TreeNode | None, last_access: int
     ) -> None:
         self.key = key
         self.value = value
+        # ``TieredRadixCache`` only: the node's rows in the host tier (None: not there); an empty
+        # ``value`` then means the node is out of the pool, held by the host tier alone.
+        self.host_value: torch.Tensor | None = None
         self.parent = parent
         self.children: dict[int, TreeNode] = {}
         self.lock_ref = 0
@@ -40,6 +43,8 @@ class TreeNode:
         # NOTE: every lock through this node also passes through its new parent, so the lock count is
         # copied; the evictable/protected totals are unchanged because no token changes lock state.
         head.lock_ref = self.lock_ref
+        if self.host_value is not None:
+            head.host_value, self.host_value = self.host_value[:at], self.host_value[at:]
         head.children[self.key[at]] = self
         self.parent.children[self.key[0]] = head
         self.key = self.key[at:]

@@ -29,6 +29,9 @@ ReasoningParserName = Literal["none", "deepseek-r1", "qwen3"]
 
 # SGLang's option names that mean one of ours (keyword arguments and CLI flags).
 SGLANG_ALIASES = {"model_path": "model", "tokenizer_path": "tokenizer"}
+HicacheWritePolicy = Literal["write_back", "write_through"]
+# int8: the host tier holds 8-bit rows with a scale per token and head (the disk tier then float16)
+HicacheDtype = Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "int8"]
 LoadBalanceMethod = Literal["cache_aware", "round_robin", "random", "shortest_queue"]
 
 
@@ -83,6 +86,16 @@ class ServerArgs:
     # Serve the model as an embedding / scoring model: /encode, /v1/embeddings, /v1/rerank, /classify
     # (generation routes answer 400). Encoder checkpoints (BERT, XLM-R) need it.
     is_embedding: bool = False
+    # KV tiers under the radix cache (runtime/kv_tiers): evicted prefixes sink to a host arena
+    # (hicache_size GB, or hicache_ratio x the pool) and load back on a hit; a storage dir adds a
+    # disk tier (hicache_storage_size GB) that survives restarts.
+    enable_hierarchical_cache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size: float = 0.0
+    hicache_write_policy: HicacheWritePolicy = "write_back"
+    hicache_dtype: HicacheDtype = "auto"
+    hicache_storage_dir: str | None = None
+    hicache_storage_size: float = 4.0
     new_token_ratio: float = 0.4  # fraction of max_new_tokens reserved for running requests
     pin_timeout_s: float = 30.0  # a program's pinned context is released after this long regardless
     # Sessions (/open_session): at most this many open; one idle this many seconds is closed.
@@ -174,6 +187,11 @@ class ServerArgs:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
+        if self.hicache_ratio <= 0 or self.hicache_size < 0 or self.hicache_storage_size <= 0:
+            raise ValueError(
+                "hicache_ratio and hicache_storage_size must be > 0 and hicache_size >= 0, got "
+                f"{self.hicache_ratio}, {self.hicache_storage_size}, {self.hicache_size}"
+            )
         if self.stream_interval < 1:
             raise ValueError(f"stream_interval must be >= 1, got {self.stream_interval}")
         if self.log_requests_level not in (0, 1, 2, 3):

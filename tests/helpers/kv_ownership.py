@@ -1,9 +1,10 @@
 """The KV ownership check the root conftest runs after every test, on whatever served its requests.
 
 Recognised: an in-process ``Engine`` (its pool is walked slot by slot: free + tree + private tails =
-capacity, no slot twice), anything that wraps one in ``.engine`` (the language's ``EngineBackend``),
-and HTTP servers (anything with a string ``url``: ``launch_server`` handles, ``Runtime``), whose
-``/get_server_info`` must report no slot owned by a request once the server is idle. Test servers run
+capacity, no slot twice; with KV tiers the host rows too), anything that wraps one in ``.engine``
+(the language's ``EngineBackend``), and HTTP servers (anything with a string ``url``: ``launch_server``
+handles, ``Runtime``), whose ``/get_server_info`` must report no slot owned by a request once the
+server is idle (and every host row free or cached). Test servers run
 with ``debug_invariants``, so their scheduler also walks the pool itself whenever it goes idle.
 """
 
@@ -39,6 +40,13 @@ def assert_engine_kv_returned(engine: Engine) -> None:
     stats = engine.get_server_info()
     assert stats["kv_used"] == 0, f"{stats['kv_used']} KV slots still owned by requests"
     assert stats["kv_free"] + stats["kv_cached"] == stats["kv_total"]
+    assert_host_tier_accounted(stats)
+
+
+def assert_host_tier_accounted(stats: dict[str, Any]) -> None:
+    """With the hierarchical cache on, every host row is free or held by the tree (none leaked)."""
+    if "host_total_tokens" in stats:
+        assert stats["host_free_tokens"] + stats["host_cached_tokens"] == stats["host_total_tokens"], stats
 
 
 def assert_server_kv_returned(url: str, api_key: str | None = None) -> None:
@@ -64,6 +72,7 @@ def assert_server_kv_returned(url: str, api_key: str | None = None) -> None:
     )
     if state == "idle":
         assert stats["kv_free"] + stats["kv_cached"] == stats["kv_total"], stats
+        assert_host_tier_accounted(stats)
 
 
 def assert_kv_returned(fixture_values: Iterable[Any]) -> None:

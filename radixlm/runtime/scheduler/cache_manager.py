@@ -24,6 +24,8 @@ from typing import Any
 import torch
 
 from radixlm.radix import PrefixCache, create_prefix_cache
+from radixlm.radix.tiered_cache import TieredRadixCache
+from radixlm.runtime.kv_tiers.disk_store import PAGE_TOKENS, DiskStore
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.scheduler.req import Req
@@ -37,12 +39,24 @@ class _NullFreer:
 class CacheManager:
     """Rows, slots and the prefix cache, behind a narrow API the scheduler calls."""
 
-    def __init__(self, req_to_token_pool: ReqToTokenPool, kv_pool: KVPool, disable_radix_cache: bool) -> None:
+    def __init__(
+        self,
+        req_to_token_pool: ReqToTokenPool,
+        kv_pool: KVPool,
+        disable_radix_cache: bool,
+        tree: PrefixCache | None = None,
+        disk: DiskStore | None = None,
+    ) -> None:
+        """``tree``: a prefix cache over ``kv_pool``'s allocator to use instead of the default one
+        (a ``TieredRadixCache`` with the hierarchical cache on); ``disk``: the disk tier, which
+        released requests' pages are saved to and admissions load from."""
         self.req_to_token_pool = req_to_token_pool
         self.kv_pool = kv_pool
         self.allocator = kv_pool.allocator
         self._new_prefix_cache = functools.partial(create_prefix_cache, disabled=disable_radix_cache)
-        self.tree = self._new_prefix_cache(self.allocator)
+        self.tree = tree if tree is not None else self._new_prefix_cache(self.allocator)
+        self.tiered = tree if isinstance(tree, TieredRadixCache) else None
+        self.disk = disk
 
     # ---- capacity ------------------------------------------------------------------------------
     @property
@@ -85,7 +99,12 @@ class CacheManager:
         row = self.req_to_token_pool.alloc()
         if row is None:
             return False
-        match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        if self.tiered is not None:
+            self.tiered.load_back(prefix_ids, self.alloc_slots)
+        if self.disk is not None:
+            self._load_from_disk(prefix_ids)
+        match = self.tree.match_prefix(prefix_ids, count=not req.admitted_once)
         prefix_len = int(match.slots.numel())
         self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
         slots = self._extend_slots(req, prefix_len, max_extend)
@@ -102,6 +121,41 @@ class CacheManager:
             req.cached_tokens = prefix_len
             req.admitted_once = True
         return True
+
+    def prefetch(self, req: Req) -> None:
+        """Start reading the disk tier's pages past what the tree holds of ``req``'s prompt (called
+        when it is queued, so the reads overlap the batches that run before its admission)."""
+        if self.disk is None:
+            return
+        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        match = self.tree.match_prefix(prefix_ids, count=False)
+        self.disk.prefetch(prefix_ids, int(match.slots.numel()) + match.host_len)
+
+    def _load_from_disk(self, token_ids: list[int]) -> None:
+        """Insert the disk tier's pages that continue the tree's match of ``token_ids`` (if any)."""
+        assert self.disk is not None
+        match = self.tree.match_prefix(token_ids, count=False)
+        start = int(match.slots.numel())
+        if match.host_len or len(token_ids) - start < PAGE_TOKENS:
+            return
+        end = self.disk.cached_len(token_ids, start)
+        if end <= start:
+            return
+        self.tree.inc_lock(match.last_node)  # making room must not evict what the pages continue
+        try:
+            slots = self.alloc_slots(end - start)
+            if slots is None:
+                return
+            loaded = self.disk.load(token_ids, start, end, slots)
+            cached = start
+            if loaded:
+                cached = self.tree.insert(
+                    token_ids[: start + loaded], torch.cat([match.slots, slots[:loaded]])
+                )
+            # the tree took slots[cached - start : loaded]; the rest (duplicates, unloaded) go back
+            self.allocator.free(torch.cat([slots[: max(cached - start, 0)], slots[loaded:]]))
+        finally:
+            self.tree.dec_lock(match.last_node)
 
     def _extend_slots(self, req: Req, start: int, max_extend: int) -> torch.Tensor | None:
         """Slots for the next ``min(seq_len - start, max_extend)`` tokens, which become
@@ -163,6 +217,10 @@ class CacheManager:
         if req.row is None:
             return
         self.commit_to_tree(req)
+        if self.disk is not None and req.prefix_len:
+            self.disk.save(
+                req.fill_ids[: req.prefix_len], self.req_to_token_pool.req_to_token[req.row, : req.prefix_len]
+            )
         if req.kv_len > req.prefix_len:  # what the tree did not keep
             self.allocator.free(
                 self.req_to_token_pool.req_to_token[req.row, req.prefix_len : req.kv_len].clone()
@@ -194,6 +252,23 @@ class CacheManager:
         self.tree.reset()
         self.allocator.clear()
 
+    def weights_changed(self, model_path: str) -> None:
+        """New weights serve from now on: drop the tree and host tier (``flush``) and key the disk
+        tier by the new model, so no KV computed by the old weights is ever loaded back."""
+        self.flush()
+        if self.disk is not None:
+            from radixlm.runtime.kv_tiers.fingerprint import model_fingerprint
+
+            self.disk.set_fingerprint(model_fingerprint(model_path, self.disk.pool, self.disk.dtype))
+
+    def close(self) -> None:
+        """Finish the tiers' queued copies and writes (a restarted server finds the disk's)."""
+        if self.tiered is not None:
+            self.tiered.close()
+        if self.disk is not None:
+            self.disk.flush()
+            self.disk.close()
+
     def stats(self) -> dict:
         free = self.allocator.available_size()
         cached = self.tree.total_size()
@@ -209,6 +284,8 @@ class CacheManager:
             "cache_hit_tokens": tree_stats.get("hit_tokens", 0),
             "cache_requested_tokens": tree_stats.get("requested_tokens", 0),
             "cache_evicted_tokens": tree_stats.get("evicted_tokens", 0),
+            **{k: v for k, v in tree_stats.items() if k.startswith("host_")},  # KV tiers
+            **(self.disk.stats() if self.disk is not None else {}),
         }
 
     def check_integrity(self, running: Iterable[Req]) -> None:
@@ -228,6 +305,21 @@ class CacheManager:
                 f"free {parts[0].numel()}, tree {parts[1].numel()}"
             )
         self.tree.check_invariants()
+        if self.tiered is not None:
+            _check_host_rows(self.tiered)
+        if self.disk is not None:
+            self.disk.check_integrity()
+
+
+def _check_host_rows(tree: TieredRadixCache) -> None:
+    """Every host row is free or held by exactly one tree node."""
+    every = torch.cat([tree.host.free_rows().to(torch.int64), tree.host_rows()])
+    capacity = tree.host.num_rows
+    if every.numel() != capacity or not torch.equal(every.sort().values, torch.arange(1, capacity + 1)):
+        raise AssertionError(
+            f"host tier ownership broken: {every.numel()} rows accounted for, capacity {capacity}; "
+            f"tree {tree.host_size()}"
+        )
 
 
 def _row_of(req: Req) -> int:

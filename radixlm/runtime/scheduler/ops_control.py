@@ -38,7 +38,7 @@ def update_weights(sched: Scheduler, msg: UpdateWeightsReq) -> UpdateWeightsOut:
         logger.warning("weights not updated from %s: %r", msg.model_path, exc)
         return UpdateWeightsOut(False, f"weights not updated: {exc}")
     sched.pins.release_all()
-    sched.cache.flush()
+    sched.cache.weights_changed(msg.model_path)
     logger.info("weights updated: %s", message)
     return UpdateWeightsOut(True, message)
 

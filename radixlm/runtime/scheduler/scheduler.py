@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
+from radixlm.runtime.kv_tiers.factory import create_disk_store, create_tiered_cache
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
@@ -67,8 +68,14 @@ class Scheduler(SchedulerViews):
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = list(loaded.eos_token_ids)
         self.context_length = self.runner.context_length
+        tree = None
+        if server_args.enable_hierarchical_cache and not server_args.disable_radix_cache:
+            tree = create_tiered_cache(server_args, self.runner.kv_pool)
+        disk = None
+        if not server_args.disable_radix_cache:
+            disk = create_disk_store(server_args, self.runner.kv_pool, self.runner.loaded.model_path)
         self.cache = CacheManager(
-            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache
+            self.runner.req_to_token_pool, self.runner.kv_pool, server_args.disable_radix_cache, tree, disk
         )
         self.planner = PrefillPlanner(server_args, self.cache)
         self.stop_checker = StopChecker(self.tokenizer, self.eos_token_ids, self.context_length)
@@ -168,6 +175,7 @@ class Scheduler(SchedulerViews):
             error = self.grammars.submit(req)  # on success it waits there
         elif error is None:
             self.waiting.append(req)
+            self.cache.prefetch(req)
         if error is not None:
             self.tokens.reject(req, error)
 
@@ -364,5 +372,6 @@ class Scheduler(SchedulerViews):
         return (self._seed_counter * 2654435761) % (2**31)
 
     def shutdown(self) -> None:
+        self.cache.close()
         self.grammars.shutdown()
         self.runner.close()

@@ -75,6 +75,17 @@ class ServerMetrics:
         self.running_by_priority = per(
             "num_running_reqs_by_priority", "Running requests by priority", "priority"
         )
+        # KV tiers under the radix cache (host, disk): cumulative counters read from the scheduler
+        self.tier_gauges = {
+            name: per("kv_tier_" + name, doc, "tier")
+            for name, doc in (
+                ("hit_tokens", "Prompt tokens loaded back from a KV tier"),
+                ("loaded_bytes", "Bytes loaded back from a KV tier"),
+                ("load_seconds", "Seconds spent loading KV back from a tier"),
+                ("written_bytes", "Bytes written down to a KV tier"),
+                ("errors", "Tier entries skipped (unreadable, foreign) or not written (disk full)"),
+            )
+        }
 
     def on_finished(self, out: ReqTextOut, started_at: float) -> None:
         """Count one finished sample; ``started_at`` is when its HTTP request arrived (perf_counter)."""
@@ -103,6 +114,10 @@ class ServerMetrics:
         self.hit_rate.set(stats.get("cache_hit_rate", 0.0))
         self._set_parallel_gauges(stats)
         self._set_priority_gauges(stats)
+        for tier in ("host", "disk"):
+            for name, g in self.tier_gauges.items():
+                if f"{tier}_{name}" in stats:
+                    g.labels(model_name=self.model_name, tier=tier).set(stats[f"{tier}_{name}"])
         return generate_latest(self.registry)
 
     def _set_parallel_gauges(self, stats: dict[str, Any]) -> None:

@@ -29,6 +29,14 @@ FIELD_HELP: dict[str, str] = {
     "disable_radix_cache": "do not reuse cached prefixes (RadixAttention off)",
     "is_embedding": "serve an embedding, rerank or classification model (/v1/embeddings, /encode, "
     "/v1/rerank, /classify); generation routes answer 400",
+    "enable_hierarchical_cache": "keep prefixes evicted from the KV pool in a host tier and load them back",
+    "hicache_ratio": "host tier size as a multiple of the KV pool (when --hicache-size is 0)",
+    "hicache_size": "host tier size in GB (0: --hicache-ratio x the pool)",
+    "hicache_write_policy": "write_back: copy to the host tier on eviction; write_through: on insertion",
+    "hicache_dtype": "element type of the host and disk tiers (auto: the KV cache's; "
+    "int8: 8-bit host rows with a scale per token and head, float16 on disk)",
+    "hicache_storage_dir": "directory of the disk tier: KV pages that survive restarts",
+    "hicache_storage_size": "disk tier size in GB at most (least recently used files go first)",
     "new_token_ratio": "fraction of max_new_tokens reserved for running requests",
     "pin_timeout_s": "seconds after which a program's pinned context is released regardless",
     "max_sessions": "open sessions (/open_session) at most",

@@ -131,6 +131,15 @@ IMPLEMENTED = [
     _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
     _impl("--disable-radix-cache", "disable_radix_cache"),
     _impl("--is-embedding", "is_embedding", "also rerank (/v1/rerank) and classify (/classify) models"),
+    _impl("--enable-hierarchical-cache", "enable_hierarchical_cache", "host tier in CPU memory"),
+    _impl("--hicache-ratio", "hicache_ratio"),
+    _impl("--hicache-size", "hicache_size"),
+    _impl(
+        "--hicache-write-policy",
+        "hicache_write_policy",
+        "default write_back here",
+        values={"write_through_selective": Nearest("write_through", "every new node is written through")},
+    ),
     _impl("--cuda-graph-max-bs", "cuda_graph_max_bs"),
     _impl("--disable-cuda-graph", "disable_cuda_graph"),
 ]

@@ -222,9 +222,8 @@ NOT_IMPLEMENTED = [
         "--num-reserved-decode-tokens=",
     ),
     *_warn(
-        "caches KV in host memory or storage below the GPU (HiCache, LMCache)",
-        "the radix cache lives in the KV pool only",
-        "--enable-hierarchical-cache --hicache-ratio= --hicache-size= --hicache-write-policy= "
+        "tunes HiCache's transfers or stores KV in a remote backend (LMCache, Mooncake, 3FS)",
+        "one host arena and --hicache-storage-dir (a local directory)",
         "--hicache-io-backend= --hicache-mem-layout= --hicache-storage-backend= "
         "--hicache-storage-prefetch-policy= --hicache-storage-backend-extra-config= --enable-lmcache",
     ),
