@@ -161,7 +161,7 @@ FOUND = [
         400,
         "sampling_params",
     ),
-    ("/generate", {"text": "a", "image_data": 0}, 400, None),  # 0 == False let it through as "unset"
+    ("/generate", {"text": "a", "image_data": 0}, 400, "image_data"),  # 0 == False let it through as "unset"
     # echo decoded the ids before they were checked: OverflowError -> 500
     ("/v1/completions", {"prompt": [-5], "echo": True, "max_tokens": 1}, 400, "input_ids"),
     ("/v1/completions", {"prompt": [[3], [2**70]], "echo": True, "max_tokens": 1}, 400, "input_ids"),
