@@ -83,6 +83,14 @@ class ServerArgs:
     # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
     # unlimited on CUDA (where a step's cost hardly depends on its token count).
     jump_forward_max_batch: int | None = None
+    # Speculative decoding (runtime/speculative/): "NGRAM" guesses a request's next tokens from its
+    # own prompt and output and verifies them in one extend; output is unchanged (exact).
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None  # draft length (a chain); None: num_draft_tokens - 1, or 8
+    speculative_num_draft_tokens: int | None = None  # positions verified per step: num_steps + 1
+    # Speculate only while at most this many requests run (None: 4 on CPU, where larger decode
+    # batches are compute-bound; unlimited on CUDA).
+    speculative_max_batch: int | None = None
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
     grammar_cache_bytes: int = 512 << 20  # compiled grammars kept, by their (estimated) memory

@@ -58,6 +58,9 @@ class SamplingParams:
     stop_regex: list[str] = field(default_factory=list)
     # Token id (an int or its decimal string, as JSON keys are) -> bias added to its logit.
     logit_bias: dict[Any, float] | None = None
+    # False: this request never decodes speculatively (the server's --speculative-algorithm is on);
+    # output is the same either way, this only trades its speed.
+    speculative: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:

@@ -41,10 +41,12 @@ from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
+from radixlm.runtime.scheduler.spec_verify import build_verify_batch
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_processor import TokenProcessor
 from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.speculative.speculator import Speculator, resolve_max_draft_len, resolve_spec_max_batch
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,15 @@ class Scheduler:
         if server_args.enable_jump_forward:
             max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
+        self.speculator: Speculator | None = None
+        a = server_args
+        if a.speculative_algorithm is not None:
+            self.speculator = Speculator(
+                a.speculative_algorithm,
+                resolve_max_draft_len(a.speculative_num_steps, a.speculative_num_draft_tokens),
+                resolve_spec_max_batch(server_args.speculative_max_batch, self.runner.device.type),
+                self.context_length,
+            )
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -91,6 +102,7 @@ class Scheduler:
             self.counters,
             self.eos_token_ids,
             self.jump_forward,
+            self.speculator,
         )
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
@@ -291,6 +303,13 @@ class Scheduler:
 
     def _schedule_running(self) -> ScheduledBatch | None:
         jumped = self.jump_forward is not None and self.jump_forward.has_pending(self.running)
+        if not jumped and self.speculator is not None:
+            drafts = self.speculator.drafts(self.running)
+            if drafts is not None:
+                # NOTE: without room for the drafts the step decodes plainly (and retracts if needed)
+                batch = build_verify_batch(self.running, drafts, self.cache, self.runner)
+                if batch is not None:
+                    return batch
         build = self._mixed_batch if jumped else self._decode_batch
         while (batch := build()) is None:
             self._retract_one()
@@ -346,6 +365,7 @@ class Scheduler:
             "gen_throughput": self.counters.gen_throughput(),
             "tp_ranks": self.runner.tp_status(),
             **self.counters.as_dict(),
+            **(self.speculator.stats if self.speculator is not None else {}),
         }
 
     def check_kv_integrity(self) -> None:
