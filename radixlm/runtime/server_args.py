@@ -9,6 +9,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from radixlm.runtime.speculative.speculator import check_speculative_args
+
 logger = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
@@ -86,7 +88,7 @@ class ServerArgs:
     # Speculative decoding (runtime/speculative/): "NGRAM" guesses a request's next tokens from its
     # own prompt and output and verifies them in one extend; output is unchanged (exact).
     speculative_algorithm: str | None = None
-    speculative_num_steps: int | None = None  # draft length (a chain); None: num_draft_tokens - 1, or 8
+    speculative_num_steps: int | None = None  # longest draft (a chain); None: num_draft_tokens - 1, or 8
     speculative_num_draft_tokens: int | None = None  # positions verified per step: num_steps + 1
     # Speculate only while at most this many requests run (None: 4 on CPU, where larger decode
     # batches are compute-bound; unlimited on CUDA).
@@ -170,6 +172,11 @@ class ServerArgs:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         check_parallel_args(self)
+        check_speculative_args(
+            self.speculative_algorithm, self.speculative_num_steps, self.speculative_num_draft_tokens
+        )
+        if self.speculative_max_batch is not None and self.speculative_max_batch < 1:
+            raise ValueError(f"speculative_max_batch must be >= 1, got {self.speculative_max_batch}")
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""

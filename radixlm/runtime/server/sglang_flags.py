@@ -126,6 +126,21 @@ IMPLEMENTED = [
         },
     ),
     _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
+    _impl(
+        "--speculative-algorithm",
+        "speculative_algorithm",
+        "NGRAM (prompt lookup, no draft model); lossless",
+        values={
+            a: Nearest("NGRAM", "no draft model or EAGLE heads here; n-gram speculation (lossless) serves")
+            for a in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+        },
+    ),
+    _impl("--speculative-num-steps", "speculative_num_steps", "the longest draft (one chain)"),
+    _impl(
+        "--speculative-num-draft-tokens",
+        "speculative_num_draft_tokens",
+        "positions verified per step, the draft plus one",
+    ),
     _impl("--disable-radix-cache", "disable_radix_cache"),
     _impl("--cuda-graph-max-bs", "cuda_graph_max_bs"),
     _impl("--disable-cuda-graph", "disable_cuda_graph"),

@@ -352,11 +352,11 @@ NOT_IMPLEMENTED = [
         "--enable-triton-kernel-moe --enable-flashinfer-mxfp4-moe",
     ),
     *_warn(
-        "decodes speculatively with a draft model (EAGLE, ...); lossless, only faster",
-        "no speculative decoding; output follows the same distribution",
-        "--speculative-algorithm= --speculative-draft-model-path|--speculative-draft-model= "
+        "configures draft-model / EAGLE speculation (a draft tree, its model and vocabulary)",
+        "drafts here are n-gram chains (--speculative-algorithm NGRAM): no draft model, top-k 1",
+        "--speculative-draft-model-path|--speculative-draft-model= "
         "--speculative-draft-model-revision= "
-        "--speculative-num-steps= --speculative-eagle-topk= --speculative-num-draft-tokens= "
+        "--speculative-eagle-topk= "
         "--speculative-token-map= --speculative-attention-mode=",
     ),
     *_refuse(

@@ -26,20 +26,24 @@ def resolve_spec_max_batch(max_batch: int | None, device_type: str) -> int:
 
 
 def resolve_max_draft_len(num_steps: int | None, num_draft_tokens: int | None) -> int:
-    """A chain verifies ``num_draft_tokens`` positions: the last token plus ``num_steps`` drafts
-    (SGLang's relation for top-k 1). Either flag alone sets the length; both must agree."""
+    """The longest draft: a chain verifies ``num_draft_tokens`` positions, the last token plus
+    ``num_steps`` drafts (SGLang's relation at top-k 1). Either flag alone sets the length; given
+    both (an EAGLE tree's launch line), the shorter chain."""
     if num_steps is not None and num_steps < 1:
         raise ValueError(f"speculative_num_steps must be >= 1, got {num_steps}")
     if num_draft_tokens is not None and num_draft_tokens < 2:
         raise ValueError(f"speculative_num_draft_tokens must be >= 2, got {num_draft_tokens}")
-    if num_steps is not None and num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
-        raise ValueError(
-            f"speculative_num_draft_tokens ({num_draft_tokens}) must be speculative_num_steps + 1 "
-            f"({num_steps + 1}): drafts here are one chain (top-k 1)"
-        )
-    if num_steps is not None:
-        return num_steps
-    return num_draft_tokens - 1 if num_draft_tokens is not None else DEFAULT_MAX_DRAFT_LEN
+    lengths = [n for n in (num_steps, None if num_draft_tokens is None else num_draft_tokens - 1) if n]
+    return min(lengths) if lengths else DEFAULT_MAX_DRAFT_LEN
+
+
+def check_speculative_args(
+    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None
+) -> None:
+    """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    resolve_max_draft_len(num_steps, num_draft_tokens)
 
 
 class Speculator:
