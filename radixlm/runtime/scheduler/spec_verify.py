@@ -1,7 +1,8 @@
 """Speculative decoding in the scheduler: a decode step whose rows carry drafts, verified in one extend.
 
-Each running request extends over its last token plus its draft (a chain of ``k`` guessed tokens,
-``k = 0`` for a request without one), in ONE extend forward with logits at every position. Then
+Each running request computes its last token plus its draft (a chain of ``k`` guessed tokens,
+``k = 0`` for a request without one) in ONE forward with logits at every position; the forward is a
+decode batch with one row per position (``build_verify_batch``). Then
 verification samples position by position (``verify_drafts``): round ``j`` samples, for every
 request still agreeing, the token at draft position ``j`` exactly as a plain decode step would (the
 same sampler, grammar mask, penalties, logprobs, per-step seeded generator), advances the request
@@ -45,7 +46,6 @@ def build_verify_batch(
     slots = cache.alloc_slots(sum(need))
     if slots is None:
         return None
-    table = cache.req_to_token_pool.req_to_token
     ids: list[int] = []
     positions: list[int] = []
     draft_rows: list[tuple[int, int]] = []
@@ -59,24 +59,28 @@ def build_verify_batch(
         positions.extend(range(req.kv_len, req.kv_len + n))
         draft_rows.append((offset, n))
         offset += n
+    # NOTE: one decode row per position: row j of a request attends to its first kv_len + j + 1
+    # keys, the drafts' keys written by this same step's layers before they attend. The in-place
+    # decode kernels then serve the verify step (an extend's attention over a long context costs
+    # several decode steps on a CPU), and every row attends exactly as plain decoding would.
     device = runner.device
-    seq_lens = [r.kv_len + r.extend_len for r in reqs]
+    rows = [r.row for r, n in zip(reqs, need) for _ in range(n)]
+    seq_lens = [p + 1 for p in positions]
+    num = len(positions)
     fb = ForwardBatch(
-        mode=ForwardMode.EXTEND,
+        mode=ForwardMode.DECODE,
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
         positions=torch.tensor(positions, dtype=torch.int64, device=device),
-        req_pool_indices=torch.tensor([r.row for r in reqs], dtype=torch.int64, device=device),
+        req_pool_indices=torch.tensor(rows, dtype=torch.int64, device=device),
         seq_lens=torch.tensor(seq_lens, dtype=torch.int64, device=device),
-        extend_prefix_lens=torch.tensor([r.kv_len for r in reqs], dtype=torch.int64, device=device),
-        extend_seq_lens=torch.tensor(need, dtype=torch.int64, device=device),
-        out_cache_loc=torch.cat([table[r.row, r.kv_len : r.kv_len + r.extend_len] for r in reqs]).to(device),
-        logits_indices=torch.arange(offset, dtype=torch.int64, device=device),
+        extend_prefix_lens=torch.tensor(positions, dtype=torch.int64, device=device),
+        extend_seq_lens=torch.ones(num, dtype=torch.int64, device=device),
+        out_cache_loc=slots.to(device),
+        logits_indices=torch.arange(num, dtype=torch.int64, device=device),
         req_to_token_pool=runner.req_to_token_pool,
         kv_pool=runner.kv_pool,
         attn_backend=runner.attn_backend,
         seq_lens_cpu=seq_lens,
-        extend_prefix_lens_cpu=[r.kv_len for r in reqs],
-        extend_seq_lens_cpu=need,
     )
     batch = ScheduledBatch(BatchKind.VERIFY, list(reqs), fb, [first for first, _ in draft_rows])
     batch.draft_rows = draft_rows
