@@ -78,14 +78,15 @@ def test_stops_inside_an_accepted_run_cut_it(tiny_llama_dir):
     assert on["id"]["ids"][-1] == stop_id
 
 
-def test_grammar_constrained_drafts(tiny_llama_dir):
+@pytest.mark.parametrize("jump_forward", [False, True])
+def test_grammar_constrained_drafts(tiny_llama_dir, jump_forward):
     def make():
         return [
             request("re", repetitive_prompt(40, 4), max_new_tokens=30, regex="(ab|cd|[0-9])+"),
             request("free", repetitive_prompt(40, 4), max_new_tokens=30),
         ]
 
-    off, on, stats = _both(tiny_llama_dir, make)
+    off, on, stats = _both(tiny_llama_dir, make, enable_jump_forward=jump_forward)
     _assert_same(off, on)
     assert stats["spec_verify_steps"] > 0
 
