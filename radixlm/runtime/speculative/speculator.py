@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from radixlm.runtime.scheduler.req import Req
 
 ALGORITHMS = ("NGRAM",)
-# NOTE: measured on the 2-core development CPU with SmolLM2-135M (benchmarks/log/speculative.md):
-# from this many running requests on, one decode step is compute-bound and verifying drafts costs
-# more than the accepted tokens save. A GPU stays memory-bound much longer.
+# NOTE: provisional: from this many running requests on, a CPU decode step is taken to be compute-bound,
+# where verifying drafts would cost more than the accepted tokens save. The shared 2-core machine was
+# too noisy to measure it (benchmarks/log/speculative.md); a GPU stays memory-bound much longer.
 CPU_DEFAULT_MAX_BATCH = 4
 DEFAULT_MAX_DRAFT_LEN = 8
 
