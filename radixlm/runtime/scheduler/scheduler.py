@@ -46,7 +46,13 @@ from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_processor import TokenProcessor
 from radixlm.runtime.server_args import ServerArgs
-from radixlm.runtime.speculative.speculator import Speculator, resolve_max_draft_len, resolve_spec_max_batch
+from radixlm.runtime.speculative.draft_model import DraftModel
+from radixlm.runtime.speculative.speculator import (
+    Speculator,
+    draft_pool_slots,
+    resolve_max_draft_len,
+    resolve_spec_max_batch,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +77,7 @@ class Scheduler:
         if server_args.enable_jump_forward:
             max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
-        self.speculator: Speculator | None = None
-        a = server_args
-        if a.speculative_algorithm is not None:
-            self.speculator = Speculator(
-                a.speculative_algorithm,
-                resolve_max_draft_len(a.speculative_num_steps, a.speculative_num_draft_tokens),
-                resolve_spec_max_batch(server_args.speculative_max_batch, self.runner.device.type),
-                self.context_length,
-            )
+        self.speculator = self._make_speculator() if server_args.speculative_algorithm else None
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -111,6 +109,17 @@ class Scheduler:
             GetStatsReq: self._on_stats,
             ReleasePinsReq: self._on_release_pins,
         }
+
+    def _make_speculator(self) -> Speculator:
+        a = self.args
+        assert a.speculative_algorithm is not None
+        max_draft_len = resolve_max_draft_len(a.speculative_num_steps, a.speculative_num_draft_tokens)
+        max_batch = resolve_spec_max_batch(a.speculative_max_batch, self.runner.device.type)
+        draft = None
+        if a.speculative_algorithm == "STANDALONE":
+            slots = draft_pool_slots(self.cache.capacity, max_batch, self.context_length, max_draft_len)
+            draft = DraftModel.load(a, self.runner, slots)
+        return Speculator(a.speculative_algorithm, max_draft_len, max_batch, self.context_length, draft)
 
     # ---- messages ------------------------------------------------------------------------------
     def handle(self, msg: Any) -> Any:
@@ -336,6 +345,8 @@ class Scheduler:
         self.running.remove(victim)
         withdraw_draft(victim)
         self.cache.release(victim)
+        if self.speculator is not None:
+            self.speculator.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
         self.waiting.insert(0, victim)
@@ -372,6 +383,8 @@ class Scheduler:
         """Assert the KV ownership invariant (call when idle, or any time between steps)."""
         running = self.running + ([self.chunked] if self.chunked else [])
         self.cache.check_integrity(running)
+        if self.speculator is not None:
+            self.speculator.check_integrity(running)
 
     def model_info(self) -> dict[str, Any]:
         """What a client needs to know of the served model (``get_model_info``)."""
@@ -379,4 +392,6 @@ class Scheduler:
 
     def shutdown(self) -> None:
         self.grammars.shutdown()
+        if self.speculator is not None:
+            self.speculator.close()
         self.runner.close()

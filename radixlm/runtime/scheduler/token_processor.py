@@ -244,6 +244,8 @@ class TokenProcessor:
             self.pins.add(req)
         self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
         self.cache.release(req)
+        if self.speculator is not None:
+            self.speculator.release(req)
         self.outputs.append(take_token_output(req))
 
     def reject(self, req: Req, message: str) -> None:

@@ -129,13 +129,24 @@ IMPLEMENTED = [
     _impl(
         "--speculative-algorithm",
         "speculative_algorithm",
-        "NGRAM (prompt lookup, no draft model); lossless",
+        "NGRAM (prompt lookup) or STANDALONE (a draft model); lossless",
         values={
-            a: Nearest("NGRAM", "no draft model or EAGLE heads here; n-gram speculation (lossless) serves")
-            for a in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+            a: Nearest("NGRAM", "no EAGLE heads or MTP layers here; n-gram speculation (lossless) serves")
+            for a in ("EAGLE", "EAGLE3", "NEXTN")
         },
     ),
-    _impl("--speculative-num-steps", "speculative_num_steps", "the longest draft (one chain)"),
+    SGLangFlag(
+        "--speculative-draft-model-path",
+        "implemented",
+        here="STANDALONE's draft model (same tokenizer, its own KV pool, same process)",
+        field="speculative_draft_model_path",
+        aliases=("--speculative-draft-model",),
+    ),
+    _impl(
+        "--speculative-num-steps",
+        "speculative_num_steps",
+        "the longest draft (one chain; a draft model's forward steps per proposal)",
+    ),
     _impl(
         "--speculative-num-draft-tokens",
         "speculative_num_draft_tokens",

@@ -352,9 +352,8 @@ NOT_IMPLEMENTED = [
         "--enable-triton-kernel-moe --enable-flashinfer-mxfp4-moe",
     ),
     *_warn(
-        "configures draft-model / EAGLE speculation (a draft tree, its model and vocabulary)",
-        "drafts here are n-gram chains (--speculative-algorithm NGRAM): no draft model, top-k 1",
-        "--speculative-draft-model-path|--speculative-draft-model= "
+        "configures EAGLE speculation (a draft tree, its vocabulary) or a draft model's revision",
+        "drafts here are chains (top-k 1) from n-grams or a local draft model",
         "--speculative-draft-model-revision= "
         "--speculative-eagle-topk= "
         "--speculative-token-map= --speculative-attention-mode=",

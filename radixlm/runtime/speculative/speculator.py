@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from radixlm.runtime.speculative.ngram import NgramProposer
@@ -9,8 +10,12 @@ from radixlm.runtime.speculative.spec_state import SpecState
 
 if TYPE_CHECKING:
     from radixlm.runtime.scheduler.req import Req
+    from radixlm.runtime.speculative.draft_model import DraftModel
 
-ALGORITHMS = ("NGRAM",)
+logger = logging.getLogger(__name__)
+
+# NGRAM: prompt lookup (ngram.py); STANDALONE: a draft model (draft_model.py)
+ALGORITHMS = ("NGRAM", "STANDALONE")
 # NOTE: provisional: from this many running requests on, a CPU decode step is taken to be compute-bound,
 # where verifying drafts would cost more than the accepted tokens save. The shared 2-core machine was
 # too noisy to measure it (benchmarks/log/speculative.md); a GPU stays memory-bound much longer.
@@ -38,12 +43,23 @@ def resolve_max_draft_len(num_steps: int | None, num_draft_tokens: int | None) -
 
 
 def check_speculative_args(
-    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None
+    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
 ) -> None:
     """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm == "STANDALONE" and not draft_model_path:
+        raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")
+    if draft_model_path and algorithm != "STANDALONE":
+        # SGLang's EAGLE launch lines name an EAGLE head here; they are served by NGRAM
+        logger.warning("speculative_draft_model_path is ignored: only STANDALONE runs a draft model")
     resolve_max_draft_len(num_steps, num_draft_tokens)
+
+
+def draft_pool_slots(target_slots: int, max_batch: int, context_length: int, max_draft_len: int) -> int:
+    """KV slots of a draft model's pool: room for ``max_batch`` speculating requests at full context
+    with their drafts, never more than the target's pool."""
+    return min(target_slots, max_batch * (context_length + max_draft_len))
 
 
 class Speculator:
@@ -54,36 +70,66 @@ class Speculator:
     ``max_new_tokens`` or the context, and stops at a token its grammar forbids.
     """
 
-    def __init__(self, algorithm: str, max_draft_len: int, max_batch: int, context_length: int) -> None:
+    def __init__(
+        self,
+        algorithm: str,
+        max_draft_len: int,
+        max_batch: int,
+        context_length: int,
+        draft_model: DraftModel | None = None,
+    ) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        if (algorithm == "STANDALONE") != (draft_model is not None):
+            raise ValueError("speculative_algorithm STANDALONE, and only it, runs a draft model")
         self.max_draft_len = max_draft_len
         self.max_batch = max_batch
         self.context_length = context_length
         self.proposer = NgramProposer()
+        self.draft_model = draft_model
         self.stats = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
 
     def drafts(self, running: list[Req]) -> list[list[int]] | None:
         """One draft per running request (empty where none); None when no request has one."""
         if len(running) > self.max_batch:
             return None
-        drafts = [self._draft(req) for req in running]
+        ks = [self._draft_len(req) for req in running]
+        if not any(ks):
+            return None
+        if self.draft_model is not None:
+            drafts = self.draft_model.propose(running, ks)
+        else:
+            drafts = [self.proposer.propose(r.fill_ids, k) if k else [] for r, k in zip(running, ks)]
+        for i, req in enumerate(running):
+            if drafts[i] and req.grammar is not None:
+                drafts[i] = _grammar_prefix(req.grammar, drafts[i])
         return drafts if any(drafts) else None
 
-    def _draft(self, req: Req) -> list[int]:
+    def _draft_len(self, req: Req) -> int:
+        """How many tokens to propose for ``req`` this step (0: none)."""
         if not req.sampling_params.speculative or req.jump_draft is not None:
-            return []
+            return 0
         if req.spec is None:
             req.spec = SpecState(self.max_draft_len, self.max_draft_len)
         # room for the token the model adds after the accepted drafts
         room = min(req.remaining_new_tokens(), self.context_length - req.seq_len) - 1
         k = min(req.spec.draft_len, room)
         if k <= 0 or not req.spec.wants_draft():
-            return []
-        draft = self.proposer.propose(req.fill_ids, k)
-        if draft and req.grammar is not None:
-            draft = _grammar_prefix(req.grammar, draft)
-        return draft
+            return 0
+        return k
+
+    def release(self, req: Req) -> None:
+        """``req`` ended or was retracted: its draft-model row and KV go back to their pool."""
+        if self.draft_model is not None:
+            self.draft_model.release(req)
+
+    def check_integrity(self, running: list[Req]) -> None:
+        if self.draft_model is not None:
+            self.draft_model.check_integrity(running)
+
+    def close(self) -> None:
+        if self.draft_model is not None:
+            self.draft_model.close()
 
     def on_verified(self, req: Req, proposed: int, accepted: int) -> None:
         assert req.spec is not None, "a verified request has a speculation state"

@@ -1,0 +1,190 @@
+"""A draft model (SGLang's ``STANDALONE``): a second, smaller model sharing the target's vocabulary,
+run in the scheduler process with its own paged KV pool, proposing ``k`` tokens greedily per request.
+
+Its cache follows the target's accepted tokens by construction: each request's draft row records the
+tokens whose KV it holds (the request's tokens, then the drafts it proposed last step). Before a
+proposal the row is cut back to its longest common prefix with the request's current tokens (the
+KV of rejected drafts goes back to the pool there) and caught up by one extend over the rest. A
+request that ends or is retracted gives its row and every slot back (``release``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from radixlm.runtime.speculative.draft_batches import draft_decode_batch, draft_extend_batch
+
+if TYPE_CHECKING:
+    from radixlm.runtime.executor.model_runner import ModelRunner
+    from radixlm.runtime.scheduler.req import Req
+    from radixlm.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _DraftSeq:
+    row: int
+    tokens: list[int] = field(default_factory=list)  # tokens whose KV the row holds, in order
+
+
+def check_same_vocabulary(target: Any, draft: Any, draft_path: str) -> None:
+    """Raise ValueError unless the draft runner's tokenizer (or, lacking tokenizers, its vocabulary
+    size) is the target's: a draft token id must mean the same text to both models."""
+    t_tok, d_tok = target.loaded.tokenizer, draft.loaded.tokenizer
+    if t_tok is not None and d_tok is not None:
+        t_vocab, d_vocab = t_tok.get_vocab(), d_tok.get_vocab()
+        if t_vocab != d_vocab:
+            differ = sum(1 for tok, i in d_vocab.items() if t_vocab.get(tok) != i)
+            raise ValueError(
+                f"speculative_draft_model_path {draft_path!r} has another tokenizer than the target: "
+                f"{len(d_vocab)} vs {len(t_vocab)} tokens, {differ} mapped differently; a draft model "
+                f"must share the target's vocabulary"
+            )
+    elif target.vocab_size != draft.vocab_size:
+        raise ValueError(
+            f"speculative_draft_model_path {draft_path!r}: vocabulary size {draft.vocab_size} differs "
+            f"from the target's {target.vocab_size} (and no tokenizers to compare); a draft model must "
+            f"share the target's vocabulary"
+        )
+
+
+class DraftModel:
+    """The draft runner and each request's draft row. ``propose`` is batched over the requests."""
+
+    def __init__(self, runner: ModelRunner, vocab_limit: int) -> None:
+        self.runner = runner
+        self.vocab_limit = vocab_limit  # ids the target can verify (padded vocabularies differ)
+        self.table = runner.req_to_token_pool.req_to_token
+        self.allocator = runner.kv_pool.allocator
+        self.seqs: dict[Req, _DraftSeq] = {}
+
+    @classmethod
+    def load(cls, target_args: ServerArgs, target: ModelRunner, num_slots: int) -> DraftModel:
+        """Load ``target_args.speculative_draft_model_path`` next to ``target`` with ``num_slots`` KV
+        slots and the target's context length and row count."""
+        from radixlm.runtime.executor.model_runner import ModelRunner
+
+        path = target_args.speculative_draft_model_path
+        if path is None:
+            raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")
+        args = target_args.replace(
+            model=path,
+            tokenizer=None,
+            context_length=target.context_length,
+            max_total_tokens=num_slots,
+            speculative_algorithm=None,
+            speculative_draft_model_path=None,
+            tp_size=1,
+            disable_cuda_graph=True,  # the draft's steps run eagerly
+        )
+        draft = ModelRunner(args)
+        check_same_vocabulary(target, draft, path)
+        logger.info("draft model %s: %d KV slots", path, num_slots)
+        return cls(draft, min(draft.vocab_size, target.vocab_size))
+
+    @property
+    def capacity(self) -> int:
+        return self.runner.kv_pool.allocator.num_slots
+
+    def propose(self, reqs: list[Req], ks: list[int]) -> list[list[int]]:
+        """Up to ``ks[i]`` greedy draft tokens after each request's tokens (none where ``ks[i]`` is 0
+        or the draft pool is full)."""
+        drafts: list[list[int]] = [[] for _ in reqs]
+        live = set(reqs)
+        work: list[tuple[int, _DraftSeq, list[int], torch.Tensor]] = []
+        for i, (req, k) in enumerate(zip(reqs, ks)):
+            if k > 0:
+                synced = self._sync(req, k, live)
+                if synced is not None:
+                    work.append((i, *synced))
+        if not work:
+            return drafts
+        fb = draft_extend_batch(
+            self.runner,
+            [seq.row for _, seq, _, _ in work],
+            [len(seq.tokens) for _, seq, _, _ in work],
+            [new for _, _, new, _ in work],
+            [slots[: len(new)] for _, _, new, slots in work],
+        )
+        for (i, _, _, _), token in zip(work, self._greedy(fb)):
+            drafts[i].append(token)
+        for step in range(1, max(ks[i] for i, _, _, _ in work)):
+            active = [w for w in work if ks[w[0]] > step]
+            positions = [len(seq.tokens) + len(new) + step - 1 for _, seq, new, _ in active]
+            fb = draft_decode_batch(
+                self.runner,
+                [seq.row for _, seq, _, _ in active],
+                positions,
+                [drafts[i][-1] for i, _, _, _ in active],
+                torch.stack([slots[len(new) + step - 1] for _, _, new, slots in active]),
+            )
+            for (i, _, _, _), token in zip(active, self._greedy(fb)):
+                drafts[i].append(token)
+        for i, seq, new, _ in work:
+            seq.tokens.extend(new)
+            seq.tokens.extend(drafts[i][:-1])  # the last draft token was never fed
+        return drafts
+
+    def _greedy(self, fb: Any) -> list[int]:
+        logits = self.runner.forward(fb)
+        return logits[:, : self.vocab_limit].argmax(dim=-1).tolist()
+
+    def _sync(self, req: Req, k: int, live: set[Req]) -> tuple[_DraftSeq, list[int], torch.Tensor] | None:
+        """Cut ``req``'s draft row back to what still matches its tokens and take the slots for the
+        rest plus ``k - 1`` draft positions; None (the row released) when the pool cannot."""
+        fill = req.fill_ids
+        seq = self.seqs.get(req)
+        if seq is None:
+            row = self.runner.req_to_token_pool.alloc()
+            if row is None:
+                return None
+            seq = self.seqs[req] = _DraftSeq(row)
+        keep = min(_common_prefix(seq.tokens, fill), len(fill) - 1)  # the last token computes logits
+        self.allocator.free(self.table[seq.row, keep : len(seq.tokens)].clone())
+        del seq.tokens[keep:]
+        need = len(fill) - keep + k - 1
+        slots = self.allocator.alloc(need)
+        if slots is None:
+            for other in [r for r in self.seqs if r not in live]:
+                self.release(other)  # rows of requests not speculating this step
+            slots = self.allocator.alloc(need)
+        if slots is None:
+            self.release(req)
+            return None
+        self.runner.req_to_token_pool.write(seq.row, keep, slots)
+        return seq, fill[keep:], slots
+
+    def release(self, req: Req) -> None:
+        """Give ``req``'s draft row and KV slots back (it ended or was retracted)."""
+        seq = self.seqs.pop(req, None)
+        if seq is None:
+            return
+        self.allocator.free(self.table[seq.row, : len(seq.tokens)].clone())
+        self.runner.req_to_token_pool.free(seq.row)
+
+    def check_integrity(self, running: list[Req]) -> None:
+        """Assert that only running requests hold draft rows and every other slot is free."""
+        stray = [r.rid for r in self.seqs if r not in set(running)]
+        assert not stray, f"draft rows held by requests not running: {stray}"
+        held = sum(len(s.tokens) for s in self.seqs.values())
+        free = self.allocator.available_size()
+        assert held + free == self.capacity, f"draft KV: {held} held + {free} free != {self.capacity}"
+        rows = self.runner.req_to_token_pool
+        assert rows.available_size() + len(self.seqs) == rows.size, "a draft row leaked"
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
