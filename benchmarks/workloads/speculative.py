@@ -1,4 +1,5 @@
-"""Speculative decoding (``--speculative-algorithm NGRAM``) on against off, in one run (issue 29).
+"""Speculative decoding (``--speculative-algorithm NGRAM`` or ``STANDALONE``) on against off, in one run
+(issue 29).
 
 The real SmolLM2-135M (``resolve_model("smollm2-135m")``) greedy-decodes four workloads at batch
 sizes 1, 8 and 32: three copy-heavy ones (rename a variable in a 60-line code file, answer by quoting
@@ -6,11 +7,14 @@ a ~1,500-token document, extract JSON fields present in the prompt) and free-for
 is driven directly (no HTTP): decode tok/s counts the tokens after each request's first one over the
 time from the last first token to the end. Reported per cell: off and on tok/s, their ratio, the
 acceptance rate (accepted / proposed draft tokens) and accepted tokens per verify step; and whether
-the greedy outputs were identical.
+the greedy outputs were identical. ``--algorithm STANDALONE`` drafts with a draft model
+(``--draft-model``, default SmolLM2-135M itself: a sanity check of the machinery's acceptance, not a
+speed claim, since the draft then costs as much per token as the target).
 
     python -m benchmarks.workloads.speculative                       # ~15 min on 2 shared cores
     python -m benchmarks.workloads.speculative --batches 1 --tokens 64  # smoke
     python -m benchmarks.workloads.speculative --spec-max-batch 64 --batches 1,2,4,8  # threshold
+    python -m benchmarks.workloads.speculative --algorithm STANDALONE --batches 1 --num-steps 4
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
         "outputs": [outputs[k] for k in sorted(outputs)],
         "accept_rate": accepted / drafts if drafts else 0.0,
         "accepted_per_verify": accepted / verifies if verifies else 0.0,
+        "tokens_per_verify": (accepted + verifies) / verifies if verifies else 0.0,
     }
 
 
@@ -106,6 +111,8 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--spec-max-batch", type=int, default=None, help="speculative_max_batch (None: default)")
     ap.add_argument("--num-steps", type=int, default=None)
+    ap.add_argument("--algorithm", default="NGRAM", choices=["NGRAM", "STANDALONE"])
+    ap.add_argument("--draft-model", default="smollm2-135m", help="STANDALONE's draft model")
     ap.add_argument("--deterministic", action="store_true", help="enable_deterministic_inference")
     args = ap.parse_args()
     model = resolve_model("smollm2-135m")
@@ -117,7 +124,10 @@ def main() -> None:
         "on": Scheduler(
             ServerArgs(
                 **common,
-                speculative_algorithm="NGRAM",
+                speculative_algorithm=args.algorithm,
+                speculative_draft_model_path=resolve_model(args.draft_model)
+                if args.algorithm == "STANDALONE"
+                else None,
                 speculative_num_steps=args.num_steps,
                 speculative_max_batch=args.spec_max_batch,
             )
@@ -142,6 +152,7 @@ def main() -> None:
                 "ratio": round(cells["on"][key] / cells["off"][key], 2),
                 "accept_rate": round(cells["on"]["accept_rate"], 2),
                 "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
+                "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
                 "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
             }
             rows.append(row)

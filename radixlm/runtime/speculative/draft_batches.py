@@ -41,12 +41,23 @@ def draft_extend_batch(
 
 
 def draft_decode_batch(
-    runner: Any, rows: list[int], positions: list[int], tokens: list[int], slots: torch.Tensor
+    runner: Any,
+    rows: list[int],
+    positions: list[int],
+    tokens: list[int],
+    slots: torch.Tensor,
+    logits_rows: list[int] | None = None,
 ) -> ForwardBatch:
-    """Row ``rows[i]`` computes ``tokens[i]`` at ``positions[i]`` into ``slots[i]``."""
+    """Batch row ``i`` computes ``tokens[i]`` at ``positions[i]`` of request row ``rows[i]`` into
+    ``slots[i]``; logits come back for ``logits_rows`` (default: every row).
+
+    Several rows may extend one request at consecutive positions: each attends to the first
+    ``positions[i] + 1`` keys, the earlier rows' keys written by the same layer before it attends
+    (as the target's verify step does), so a short catch-up runs on the decode kernels."""
     device = runner.device
     bs = len(rows)
     seq_lens = [p + 1 for p in positions]
+    out_rows = list(range(bs)) if logits_rows is None else logits_rows
     return ForwardBatch(
         mode=ForwardMode.DECODE,
         input_ids=torch.tensor(tokens, dtype=torch.int64, device=device),
@@ -56,7 +67,7 @@ def draft_decode_batch(
         extend_prefix_lens=torch.tensor(positions, dtype=torch.int64, device=device),
         extend_seq_lens=torch.ones(bs, dtype=torch.int64, device=device),
         out_cache_loc=slots.to(device),
-        logits_indices=torch.arange(bs, dtype=torch.int64, device=device),
+        logits_indices=torch.tensor(out_rows, dtype=torch.int64, device=device),
         req_to_token_pool=runner.req_to_token_pool,
         kv_pool=runner.kv_pool,
         attn_backend=runner.attn_backend,

@@ -27,10 +27,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+# NOTE: up to this many new tokens per request catch up as decode rows, more (a new prompt) as an extend
+SHORT_CATCH_UP = 16
+
+
 @dataclass
 class _DraftSeq:
     row: int
     tokens: list[int] = field(default_factory=list)  # tokens whose KV the row holds, in order
+
+
+@dataclass
+class _Work:
+    """One request's proposal this step: ``new`` tokens to catch up on into ``slots``, then ``k - 1``
+    draft positions."""
+
+    index: int
+    k: int
+    seq: _DraftSeq
+    new: list[int]
+    slots: torch.Tensor
 
 
 def check_same_vocabulary(target: Any, draft: Any, draft_path: str) -> None:
@@ -80,7 +96,10 @@ class DraftModel:
             max_total_tokens=num_slots,
             speculative_algorithm=None,
             speculative_draft_model_path=None,
-            tp_size=1,
+            tp_size=1,  # the draft runs in the scheduler's process only
+            dp_size=1,
+            nnodes=1,
+            node_rank=0,
             disable_cuda_graph=True,  # the draft's steps run eagerly
         )
         draft = ModelRunner(args)
@@ -97,39 +116,59 @@ class DraftModel:
         or the draft pool is full)."""
         drafts: list[list[int]] = [[] for _ in reqs]
         live = set(reqs)
-        work: list[tuple[int, _DraftSeq, list[int], torch.Tensor]] = []
+        work: list[_Work] = []
         for i, (req, k) in enumerate(zip(reqs, ks)):
-            if k > 0:
-                synced = self._sync(req, k, live)
-                if synced is not None:
-                    work.append((i, *synced))
+            synced = self._sync(req, k, live) if k > 0 else None
+            if synced is not None:
+                work.append(_Work(i, k, *synced))
         if not work:
             return drafts
-        fb = draft_extend_batch(
-            self.runner,
-            [seq.row for _, seq, _, _ in work],
-            [len(seq.tokens) for _, seq, _, _ in work],
-            [new for _, _, new, _ in work],
-            [slots[: len(new)] for _, _, new, slots in work],
-        )
-        for (i, _, _, _), token in zip(work, self._greedy(fb)):
-            drafts[i].append(token)
-        for step in range(1, max(ks[i] for i, _, _, _ in work)):
-            active = [w for w in work if ks[w[0]] > step]
-            positions = [len(seq.tokens) + len(new) + step - 1 for _, seq, new, _ in active]
+        long = [w for w in work if len(w.new) > SHORT_CATCH_UP]
+        if long:
+            fb = draft_extend_batch(
+                self.runner,
+                [w.seq.row for w in long],
+                [len(w.seq.tokens) for w in long],
+                [w.new for w in long],
+                [w.slots[: len(w.new)] for w in long],
+            )
+            for w, token in zip(long, self._greedy(fb)):
+                drafts[w.index].append(token)
+        short = [w for w in work if len(w.new) <= SHORT_CATCH_UP]
+        if short:
+            for w, token in zip(short, self._greedy(self._catch_up_rows(short))):
+                drafts[w.index].append(token)
+        for step in range(1, max(w.k for w in work)):
+            active = [w for w in work if w.k > step]
             fb = draft_decode_batch(
                 self.runner,
-                [seq.row for _, seq, _, _ in active],
-                positions,
-                [drafts[i][-1] for i, _, _, _ in active],
-                torch.stack([slots[len(new) + step - 1] for _, _, new, slots in active]),
+                [w.seq.row for w in active],
+                [len(w.seq.tokens) + len(w.new) + step - 1 for w in active],
+                [drafts[w.index][-1] for w in active],
+                torch.stack([w.slots[len(w.new) + step - 1] for w in active]),
             )
-            for (i, _, _, _), token in zip(active, self._greedy(fb)):
-                drafts[i].append(token)
-        for i, seq, new, _ in work:
-            seq.tokens.extend(new)
-            seq.tokens.extend(drafts[i][:-1])  # the last draft token was never fed
+            for w, token in zip(active, self._greedy(fb)):
+                drafts[w.index].append(token)
+        for w in work:
+            w.seq.tokens.extend(w.new)
+            w.seq.tokens.extend(drafts[w.index][:-1])  # the last draft token was never fed
         return drafts
+
+    def _catch_up_rows(self, work: list[_Work]) -> Any:
+        """A few new tokens per request as decode rows, one per position (an extend's attention over
+        a long context costs more on a CPU); logits at each request's last row."""
+        rows: list[int] = []
+        positions: list[int] = []
+        tokens: list[int] = []
+        last: list[int] = []
+        for w in work:
+            start = len(w.seq.tokens)
+            rows.extend([w.seq.row] * len(w.new))
+            positions.extend(range(start, start + len(w.new)))
+            tokens.extend(w.new)
+            last.append(len(rows) - 1)
+        slots = torch.cat([w.slots[: len(w.new)] for w in work])
+        return draft_decode_batch(self.runner, rows, positions, tokens, slots, last)
 
     def _greedy(self, fb: Any) -> list[int]:
         logits = self.runner.forward(fb)

@@ -39,3 +39,19 @@ def test_real_model_greedy_identical_batched_and_retracted(real_model_dir, smoll
         assert on[rid]["ids"] == off[rid]["ids"], rid
     assert stats["spec_accepted_tokens"] > 0, stats
     assert stats["num_retractions"] > 0, stats
+
+
+def test_real_model_drafting_for_itself_accepts_nearly_everything(real_model_dir, smollm2_tokenizer):
+    prompts = _prompts(smollm2_tokenizer)
+
+    def make():
+        return [request(f"d{i}", p, max_new_tokens=32) for i, p in enumerate(prompts)]
+
+    common = {"enable_deterministic_inference": True, "max_total_tokens": 200, "speculative_max_batch": 8}
+    off, _ = serve(real_model_dir, make(), False, **common)
+    draft = {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": real_model_dir}
+    on, stats = serve(real_model_dir, make(), False, speculative_num_steps=4, **draft, **common)
+    for rid in off:
+        assert on[rid]["ids"] == off[rid]["ids"], rid
+    assert stats["spec_accepted_tokens"] > 0.9 * stats["spec_draft_tokens"], stats
+    assert stats["num_retractions"] > 0, stats
