@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from radixlm.radix import create_prefix_cache
 from radixlm.runtime.speculative.draft_batches import draft_decode_batch, draft_extend_batch
 
 if TYPE_CHECKING:
@@ -33,8 +34,13 @@ SHORT_CATCH_UP = 16
 
 @dataclass
 class _DraftSeq:
+    """A request's draft row: KV of ``tokens``; ``[0, prefix_len)`` is the draft tree's (locked at
+    ``last_node``), the rest the row's own."""
+
     row: int
-    tokens: list[int] = field(default_factory=list)  # tokens whose KV the row holds, in order
+    last_node: Any
+    prefix_len: int
+    tokens: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -73,11 +79,12 @@ def check_same_vocabulary(target: Any, draft: Any, draft_path: str) -> None:
 class DraftModel:
     """The draft runner and each request's draft row. ``propose`` is batched over the requests."""
 
-    def __init__(self, runner: ModelRunner, vocab_limit: int) -> None:
+    def __init__(self, runner: ModelRunner, vocab_limit: int, disable_radix_cache: bool = False) -> None:
         self.runner = runner
         self.vocab_limit = vocab_limit  # ids the target can verify (padded vocabularies differ)
         self.table = runner.req_to_token_pool.req_to_token
         self.allocator = runner.kv_pool.allocator
+        self.tree = create_prefix_cache(self.allocator, disabled=disable_radix_cache)
         self.seqs: dict[Req, _DraftSeq] = {}
 
     @classmethod
@@ -105,7 +112,7 @@ class DraftModel:
         draft = ModelRunner(args)
         check_same_vocabulary(target, draft, path)
         logger.info("draft model %s: %d KV slots", path, num_slots)
-        return cls(draft, min(draft.vocab_size, target.vocab_size))
+        return cls(draft, min(draft.vocab_size, target.vocab_size), target_args.disable_radix_cache)
 
     @property
     def capacity(self) -> int:
@@ -179,41 +186,81 @@ class DraftModel:
         rest plus ``k - 1`` draft positions; None (the row released) when the pool cannot."""
         fill = req.fill_ids
         seq = self.seqs.get(req)
+        keep = 0 if seq is None else min(_common_prefix(seq.tokens, fill), len(fill) - 1)
+        if seq is not None and keep < seq.prefix_len:  # the request's tokens changed under the tree's part
+            self.release(req)
+            seq = None
         if seq is None:
-            row = self.runner.req_to_token_pool.alloc()
-            if row is None:
+            seq = self._open(req, fill)
+            if seq is None:
                 return None
-            seq = self.seqs[req] = _DraftSeq(row)
-        keep = min(_common_prefix(seq.tokens, fill), len(fill) - 1)  # the last token computes logits
+            keep = len(seq.tokens)
         self.allocator.free(self.table[seq.row, keep : len(seq.tokens)].clone())
         del seq.tokens[keep:]
         need = len(fill) - keep + k - 1
-        slots = self.allocator.alloc(need)
-        if slots is None:
-            for other in [r for r in self.seqs if r not in live]:
-                self.release(other)  # rows of requests not speculating this step
-            slots = self.allocator.alloc(need)
+        slots = self._alloc(need, live)
         if slots is None:
             self.release(req)
             return None
         self.runner.req_to_token_pool.write(seq.row, keep, slots)
         return seq, fill[keep:], slots
 
+    def _open(self, req: Req, fill: list[int]) -> _DraftSeq | None:
+        """A draft row for ``req`` starting from the draft tree's longest match of its tokens (all
+        but the last, which must be computed for its logits)."""
+        row = self.runner.req_to_token_pool.alloc()
+        if row is None:
+            return None
+        match = self.tree.match_prefix(fill[: len(fill) - 1])
+        self.tree.inc_lock(match.last_node)
+        cached = int(match.slots.numel())
+        self.runner.req_to_token_pool.write(row, 0, match.slots)
+        seq = self.seqs[req] = _DraftSeq(row, match.last_node, cached, fill[:cached])
+        return seq
+
+    def _alloc(self, n: int, live: set[Req]) -> torch.Tensor | None:
+        """``n`` slots: free ones, then evicted tree leaves, then the rows of requests not speculating
+        this step (released into the tree first)."""
+        for attempt in range(2):
+            if attempt:
+                for other in [r for r in self.seqs if r not in live]:
+                    self.release(other)
+            short = n - self.allocator.available_size()
+            if short > 0:
+                self.tree.evict(short)
+            slots = self.allocator.alloc(n)
+            if slots is not None:
+                return slots
+        return None
+
     def release(self, req: Req) -> None:
-        """Give ``req``'s draft row and KV slots back (it ended or was retracted)."""
+        """``req`` ended or was retracted: the KV of its tokens (not of rejected drafts) goes into the
+        draft tree, every other slot back to the pool, and its row is freed."""
         seq = self.seqs.pop(req, None)
         if seq is None:
             return
-        self.allocator.free(self.table[seq.row, : len(seq.tokens)].clone())
+        n = len(seq.tokens)
+        row_slots = self.table[seq.row, :n].clone()
+        valid = _common_prefix(seq.tokens, req.fill_ids)
+        cached = self.tree.insert(seq.tokens[:valid], row_slots[:valid])
+        kept = int(self.tree.match_prefix(seq.tokens[:valid], count=False).slots.numel())
+        own = torch.ones(n, dtype=torch.bool)
+        own[: seq.prefix_len] = False  # the tree's already
+        own[cached:kept] = False  # the tree took these
+        self.allocator.free(row_slots[own])
+        self.tree.dec_lock(seq.last_node)
         self.runner.req_to_token_pool.free(seq.row)
 
     def check_integrity(self, running: list[Req]) -> None:
-        """Assert that only running requests hold draft rows and every other slot is free."""
+        """Assert that only running requests hold draft rows and that every draft slot is in exactly
+        one of: the free list, the draft tree, one row's own part."""
         stray = [r.rid for r in self.seqs if r not in set(running)]
         assert not stray, f"draft rows held by requests not running: {stray}"
-        held = sum(len(s.tokens) for s in self.seqs.values())
-        free = self.allocator.available_size()
-        assert held + free == self.capacity, f"draft KV: {held} held + {free} free != {self.capacity}"
+        parts = [self.allocator.free_slots(), self.tree.all_slots()]
+        parts += [self.table[s.row, s.prefix_len : len(s.tokens)] for s in self.seqs.values()]
+        every = torch.cat([p.to(torch.int64).cpu() for p in parts]).sort().values
+        assert torch.equal(every, torch.arange(1, self.capacity + 1)), "draft KV ownership broken"
+        self.tree.check_invariants()
         rows = self.runner.req_to_token_pool
         assert rows.available_size() + len(self.seqs) == rows.size, "a draft row leaked"
 

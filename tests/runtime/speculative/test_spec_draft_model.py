@@ -1,6 +1,7 @@
 """A draft model proposes (STANDALONE): greedy output unchanged with it on and off, ~all drafts
-accepted when the draft is the target itself, and its KV pool back to empty after finishes,
-retraction and aborts. A draft with another vocabulary is refused at load."""
+accepted when the draft is the target itself, and every draft slot free or in the draft's prefix
+cache (nothing locked) after finishes, retraction and aborts. A draft with another vocabulary is
+refused at load."""
 
 from __future__ import annotations
 
@@ -35,8 +36,13 @@ def _serve_draft(model: str, draft: str, reqs: list, **more) -> tuple[dict, dict
         got = run_all(sched, reqs)  # checks the target's and the draft's KV ownership when idle
         dm = sched.speculator.draft_model  # type: ignore[union-attr]
         assert dm is not None and not dm.seqs
-        assert dm.allocator.available_size() == dm.capacity, "every draft slot back in its pool"
+        _all_returned(dm)
         return got, sched.stats()
+
+
+def _all_returned(dm) -> None:
+    assert dm.tree.protected_size() == 0, "no draft row locks the draft's prefix cache"
+    assert dm.allocator.available_size() + dm.tree.total_size() == dm.capacity
 
 
 def _batch(n: int = 4, max_new_tokens: int = 40) -> list:
@@ -60,6 +66,19 @@ def test_greedy_identical_with_another_draft_model(tiny_llama_dir, draft_dir):
     assert stats["spec_verify_steps"] > 0 and stats["spec_draft_tokens"] > 0
 
 
+def test_a_later_request_reuses_the_drafts_prefix_cache(tiny_llama_dir, draft_dir):
+    prompt = repetitive_prompt(80, 5)
+    with tiny_scheduler(tiny_llama_dir, **_standalone(draft_dir)) as sched:
+        dm = sched.speculator.draft_model  # type: ignore[union-attr]
+        first = run_all(sched, [request("a", prompt, max_new_tokens=20)])
+        assert dm is not None and dm.tree.total_size() >= len(prompt)
+        hits = dm.tree.stats().get("hit_tokens", 0)
+        second = run_all(sched, [request("b", prompt, max_new_tokens=20)])
+        assert dm.tree.stats()["hit_tokens"] - hits >= len(prompt) - 1
+        assert second["b"]["ids"] == first["a"]["ids"]
+        _all_returned(dm)
+
+
 def test_draft_equal_to_target_accepts_nearly_everything(tiny_llama_dir):
     off, _ = serve(tiny_llama_dir, _batch(), False)
     on, stats = _serve_draft(tiny_llama_dir, tiny_llama_dir, _batch())
@@ -72,12 +91,14 @@ def test_draft_equal_to_target_accepts_nearly_everything(tiny_llama_dir):
     assert on["r0"]["spec"]["spec_accept_rate"] > 0.9
 
 
-def test_retraction_keeps_tokens_and_frees_the_draft_pool(tiny_llama_dir, draft_dir):
+@pytest.mark.parametrize("no_cache", [False, True])
+def test_retraction_keeps_tokens_and_frees_the_draft_pool(tiny_llama_dir, no_cache):
     def make():
         return [request(f"k{i}", repetitive_prompt(60, 3 + i, first=i), max_new_tokens=120) for i in range(6)]
 
-    off, _ = serve(tiny_llama_dir, make(), False, max_total_tokens=640)
-    on, stats = _serve_draft(tiny_llama_dir, tiny_llama_dir, make(), max_total_tokens=640)
+    pool = {"max_total_tokens": 640, "disable_radix_cache": no_cache}
+    off, _ = serve(tiny_llama_dir, make(), False, **pool)
+    on, stats = _serve_draft(tiny_llama_dir, tiny_llama_dir, make(), **pool)
     _same_ids(off, on)
     assert stats["num_retractions"] > 0 and stats["spec_accepted_tokens"] > 0
 
@@ -97,7 +118,8 @@ def test_abort_mid_generation_frees_the_draft_rows(tiny_llama_dir, draft_dir):
         for r in ("r0", "r2"):
             sched.handle(AbortReq(r))
         got = run_all(sched, [])
-        assert not dm.seqs and dm.allocator.available_size() == dm.capacity
+        assert not dm.seqs
+        _all_returned(dm)
         assert got == {} or all(v["finish"] is not None for v in got.values())
 
 
