@@ -15,6 +15,7 @@ speed claim, since the draft then costs as much per token as the target).
     python -m benchmarks.workloads.speculative --batches 1 --tokens 64  # smoke
     python -m benchmarks.workloads.speculative --spec-max-batch 64 --batches 1,2,4,8  # threshold
     python -m benchmarks.workloads.speculative --algorithm STANDALONE --batches 1 --num-steps 4
+    python -m benchmarks.workloads.speculative --algorithm STANDALONE --draft-model random --batches 1
 """
 
 from __future__ import annotations
@@ -71,6 +72,31 @@ WORKLOADS = {
 }
 
 
+def random_draft(tokenizer: Any, vocab_size: int) -> str:
+    """A 1-layer random Llama with the target's tokenizer in a temporary directory: a draft that is
+    (almost) always rejected, for the verify path's overhead."""
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    out = tempfile.mkdtemp(prefix="random-draft-")
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def _prompt_ids(tokenizer: Any, text: str) -> list[int]:
     messages = [{"role": "user", "content": text}]
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -101,6 +127,7 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
         "accept_rate": accepted / drafts if drafts else 0.0,
         "accepted_per_verify": accepted / verifies if verifies else 0.0,
         "tokens_per_verify": (accepted + verifies) / verifies if verifies else 0.0,
+        "verify_steps": verifies,
     }
 
 
@@ -112,22 +139,27 @@ def main() -> None:
     ap.add_argument("--spec-max-batch", type=int, default=None, help="speculative_max_batch (None: default)")
     ap.add_argument("--num-steps", type=int, default=None)
     ap.add_argument("--algorithm", default="NGRAM", choices=["NGRAM", "STANDALONE"])
-    ap.add_argument("--draft-model", default="smollm2-135m", help="STANDALONE's draft model")
+    ap.add_argument(
+        "--draft-model", default="smollm2-135m", help="STANDALONE's draft model; random: a random 1-layer one"
+    )
     ap.add_argument("--deterministic", action="store_true", help="enable_deterministic_inference")
     args = ap.parse_args()
     model = resolve_model("smollm2-135m")
     common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
     if args.deterministic:
         common["enable_deterministic_inference"] = True
+    off = Scheduler(ServerArgs(**common))
+    draft = None
+    if args.algorithm == "STANDALONE":
+        draft = resolve_model(args.draft_model) if args.draft_model != "random" else None
+        draft = draft or random_draft(off.tokenizer, off.runner.vocab_size)
     scheds = {
-        "off": Scheduler(ServerArgs(**common)),
+        "off": off,
         "on": Scheduler(
             ServerArgs(
                 **common,
                 speculative_algorithm=args.algorithm,
-                speculative_draft_model_path=resolve_model(args.draft_model)
-                if args.algorithm == "STANDALONE"
-                else None,
+                speculative_draft_model_path=draft,
                 speculative_num_steps=args.num_steps,
                 speculative_max_batch=args.spec_max_batch,
             )
@@ -153,6 +185,7 @@ def main() -> None:
                 "accept_rate": round(cells["on"]["accept_rate"], 2),
                 "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
                 "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
+                "verify_steps": cells["on"]["verify_steps"],
                 "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
             }
             rows.append(row)
