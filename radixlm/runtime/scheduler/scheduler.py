@@ -211,6 +211,8 @@ class Scheduler:
             return FlushCacheOut(False, "cannot flush the cache while requests are running")
         self.pins.release_all()
         self.cache.flush()
+        if self.speculator is not None:
+            self.speculator.flush()
         if msg.empty_cache and self.runner.device.type == "cuda":
             torch.cuda.empty_cache()
         return FlushCacheOut(True, "")

@@ -130,6 +130,20 @@ class DraftModel:
                 work.append(_Work(i, k, *synced))
         if not work:
             return drafts
+        try:
+            self._run(work, drafts)
+        except BaseException:
+            for w in work:  # taken by _sync, never recorded in a row's tokens
+                self.allocator.free(w.slots)
+            raise
+        for w in work:
+            w.seq.tokens.extend(w.new)
+            w.seq.tokens.extend(drafts[w.index][:-1])  # the last draft token was never fed
+        return drafts
+
+    def _run(self, work: list[_Work], drafts: list[list[int]]) -> None:
+        """The forwards of one proposal: the catch-up (with the first draft token), then ``k - 1``
+        one-token decodes; appends to ``drafts``."""
         long = [w for w in work if len(w.new) > SHORT_CATCH_UP]
         if long:
             fb = draft_extend_batch(
@@ -156,10 +170,6 @@ class DraftModel:
             )
             for w, token in zip(active, self._greedy(fb)):
                 drafts[w.index].append(token)
-        for w in work:
-            w.seq.tokens.extend(w.new)
-            w.seq.tokens.extend(drafts[w.index][:-1])  # the last draft token was never fed
-        return drafts
 
     def _catch_up_rows(self, work: list[_Work]) -> Any:
         """A few new tokens per request as decode rows, one per position (an extend's attention over
@@ -263,6 +273,12 @@ class DraftModel:
         self.tree.check_invariants()
         rows = self.runner.req_to_token_pool
         assert rows.available_size() + len(self.seqs) == rows.size, "a draft row leaked"
+
+    def flush(self) -> None:
+        """Drop the draft's prefix cache (only while no request holds a draft row)."""
+        assert not self.seqs, "flushing the draft cache while requests hold draft rows"
+        self.tree.reset()
+        self.allocator.clear()
 
     def close(self) -> None:
         self.runner.close()

@@ -97,7 +97,11 @@ class Speculator:
         if not any(ks):
             return None
         if self.draft_model is not None:
-            drafts = self.draft_model.propose(running, ks)
+            try:
+                drafts = self.draft_model.propose(running, ks)
+            except Exception:  # noqa: BLE001 - a failed draft forward costs only the speedup
+                logger.exception("the draft model's forward failed; this step decodes without drafts")
+                return None
         else:
             drafts = [self.proposer.propose(r.fill_ids, k) if k else [] for r, k in zip(running, ks)]
         for i, req in enumerate(running):
@@ -122,6 +126,10 @@ class Speculator:
         """``req`` ended or was retracted: its draft-model row and KV go back to their pool."""
         if self.draft_model is not None:
             self.draft_model.release(req)
+
+    def flush(self) -> None:
+        if self.draft_model is not None:
+            self.draft_model.flush()
 
     def check_integrity(self, running: list[Req]) -> None:
         if self.draft_model is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from radixlm.runtime.messages import AbortReq
+from radixlm.runtime.messages import AbortReq, FlushCacheReq
 from radixlm.runtime.server_args import ServerArgs
 from tests.helpers.engines import tiny_scheduler
 from tests.helpers.model_helpers import save_tiny_model, tiny_qwen2_config
@@ -148,3 +148,41 @@ def test_flags_are_checked():
     # an SGLang EAGLE launch line (served by NGRAM) names its EAGLE head: ignored with a warning
     args = ServerArgs(speculative_algorithm="NGRAM", speculative_draft_model_path="x")
     assert args.speculative_algorithm == "NGRAM"
+
+
+def test_seeded_sampling_and_grammars_are_unchanged(tiny_llama_dir, draft_dir):
+    def make():
+        return [
+            request("s", repetitive_prompt(40, 5), temperature=0.7, top_k=5, seed=3),
+            request("re", repetitive_prompt(40, 4), max_new_tokens=30, regex="(ab|cd|[0-9])+"),
+            request("free", repetitive_prompt(44, 4), max_new_tokens=30),
+        ]
+
+    off, _ = serve(tiny_llama_dir, make(), False)
+    for draft in (draft_dir, tiny_llama_dir):
+        on, stats = _serve_draft(tiny_llama_dir, draft, make())
+        _same_ids(off, on)
+        assert stats["spec_verify_steps"] > 0
+
+
+def test_a_failing_draft_forward_costs_only_the_drafts(tiny_llama_dir):
+    with tiny_scheduler(tiny_llama_dir, **_standalone(tiny_llama_dir)) as sched:
+        dm = sched.speculator.draft_model  # type: ignore[union-attr]
+        assert dm is not None
+        real_forward, calls = dm.runner.forward, []
+
+        def flaky(fb):
+            calls.append(1)
+            if len(calls) % 3 == 0:
+                raise RuntimeError("draft forward failed")
+            return real_forward(fb)
+
+        dm.runner.forward = flaky  # type: ignore[method-assign]
+        on = run_all(sched, _batch(3))
+        off, _ = serve(tiny_llama_dir, _batch(3), False)
+        _same_ids(off, on)
+        assert len(calls) >= 3
+        dm.runner.forward = real_forward  # type: ignore[method-assign]
+        _all_returned(dm)
+        assert sched.handle(FlushCacheReq()).success
+        assert dm.tree.total_size() == 0 and dm.allocator.available_size() == dm.capacity
