@@ -9,7 +9,7 @@ import pytest
 
 from radixlm.runtime.messages import AbortReq, FlushCacheReq
 from radixlm.runtime.server_args import ServerArgs
-from tests.helpers.engines import tiny_scheduler
+from tests.helpers.engines import make_engine, tiny_scheduler
 from tests.helpers.model_helpers import save_tiny_model, tiny_qwen2_config
 from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, run_all, serve
 
@@ -186,3 +186,19 @@ def test_a_failing_draft_forward_costs_only_the_drafts(tiny_llama_dir):
         _all_returned(dm)
         assert sched.handle(FlushCacheReq()).success
         assert dm.tree.total_size() == 0 and dm.allocator.available_size() == dm.capacity
+
+
+def test_engine_with_a_draft_model_reports_acceptance(tiny_llama_dir):
+    ids = repetitive_prompt(48, 4).tolist()
+    params = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
+    plain, _ = serve(tiny_llama_dir, [request("p", ids, max_new_tokens=24)], False)
+    spec = _standalone(tiny_llama_dir)
+    engine = make_engine(tiny_llama_dir, device="cpu", dtype="float32", num_threads=1, **spec)
+    try:
+        out = engine.generate(input_ids=ids, sampling_params=params)
+        samples = engine.generate(input_ids=ids, sampling_params={**params, "n": 2})
+    finally:
+        engine.shutdown()
+    assert out["output_ids"] == plain["p"]["ids"]
+    assert [s["output_ids"] for s in samples] == [plain["p"]["ids"]] * 2
+    assert out["meta_info"]["spec_accept_rate"] > 0.9 and out["meta_info"]["spec_accept_length"] >= 3
