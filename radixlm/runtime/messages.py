@@ -96,6 +96,14 @@ LOGPROB_FIELDS = (
     "output_token_logprobs",
     "output_top_logprobs",
 )
+# SGLang's names for a speculating request's counts in meta_info (``SpecState.meta_info``).
+SPEC_META_FIELDS = (
+    "spec_verify_ct",
+    "spec_draft_token_num",
+    "spec_accept_token_num",
+    "spec_accept_rate",
+    "spec_accept_length",
+)
 
 
 @dataclass
@@ -145,6 +153,8 @@ class ReqTokenOut:
     stop_strings: list[str] = field(default_factory=list)
     no_stop_trim: bool = False
     first_token_at: float | None = None  # time.perf_counter() (system-wide) of the first output token
+    # SGLang's speculative meta_info fields (spec_verify_ct, ...), on a finished speculating request
+    spec_meta: dict[str, float | int] | None = None
 
 
 @dataclass

@@ -9,6 +9,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from radixlm.runtime.speculative.speculator import check_speculative_args
+
 logger = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
@@ -109,6 +111,16 @@ class ServerArgs:
     # decode step at large batches on a CPU, so jumping pays only at small ones. None: 8 on CPU,
     # unlimited on CUDA (where a step's cost hardly depends on its token count).
     jump_forward_max_batch: int | None = None
+    # Speculative decoding (runtime/speculative/): "NGRAM" guesses a request's next tokens from its
+    # own prompt and output, "STANDALONE" has a small draft model (same vocabulary) propose them;
+    # the model verifies them in one step and output is unchanged (exact).
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None  # STANDALONE's draft model (a name or path)
+    speculative_num_steps: int | None = None  # longest draft (a chain); None: num_draft_tokens - 1, or 8
+    speculative_num_draft_tokens: int | None = None  # positions verified per step: num_steps + 1
+    # Speculate only while at most this many requests run (None: 4 on CPU, where larger decode
+    # batches are compute-bound; unlimited on CUDA).
+    speculative_max_batch: int | None = None
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64
     grammar_cache_bytes: int = 512 << 20  # compiled grammars kept, by their (estimated) memory
@@ -207,6 +219,14 @@ class ServerArgs:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_parallel_args(self)
+        check_speculative_args(
+            self.speculative_algorithm,
+            self.speculative_num_steps,
+            self.speculative_num_draft_tokens,
+            self.speculative_draft_model_path,
+        )
+        if self.speculative_max_batch is not None and self.speculative_max_batch < 1:
+            raise ValueError(f"speculative_max_batch must be >= 1, got {self.speculative_max_batch}")
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""

@@ -116,6 +116,10 @@ def _translated(outcome: Any) -> Any:
     return outcome.value if isinstance(outcome, Nearest) else outcome
 
 
+# values that need another flag on the same line
+COMPANIONS = {"STANDALONE": ["--speculative-draft-model-path", "draft-model"]}
+
+
 @pytest.mark.parametrize("name", sorted(n for n, f in SGLANG_FLAGS.items() if f.values))
 def test_every_sglang_value_of_an_implemented_flag(name):
     flag = SGLANG_FLAGS[name]
@@ -127,7 +131,7 @@ def test_every_sglang_value_of_an_implemented_flag(name):
             with pytest.raises(ValueError, match=f"{name} {value} is not supported: "):
                 parse([name, value])
             continue
-        args, warnings = parse([name, value])
+        args, warnings = parse([name, value, *COMPANIONS.get(value, [])])
         if isinstance(outcome, Nearest):
             assert getattr(args, flag.field) == outcome.value
             assert warnings == [f"{name} {value}: {outcome.why}."]

@@ -78,6 +78,7 @@ class DetokenizerManager:
             "prompt_tokens": out.prompt_tokens,
             "completion_tokens": out.completion_tokens,
             "cached_tokens": out.cached_tokens,
+            **(out.spec_meta or {}),
         }
         for name in LOGPROB_FIELDS:
             value = getattr(out, name)

@@ -51,6 +51,7 @@ class RequestTracker:
             "prompt_tokens": out.prompt_tokens,
             "completion_tokens": out.completion_tokens,
             "cached_tokens": out.cached_tokens,
+            **(out.spec_meta or {}),
         }
         logprobs = {name: getattr(out, name) for name in LOGPROB_FIELDS}
         self.response.update(self.detok.text, self.output_ids, progress, logprobs, out.finished)

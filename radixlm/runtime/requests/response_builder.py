@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from radixlm.runtime.messages import LOGPROB_FIELDS
+from radixlm.runtime.messages import LOGPROB_FIELDS, SPEC_META_FIELDS
 
 TokenText = Callable[[int], str]
 
@@ -68,6 +68,9 @@ class ResponseBuilder:
         self.output_ids = output_ids
         for key in ("finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens"):
             self.meta[key] = progress[key]
+        for key in SPEC_META_FIELDS:  # a speculating request's, on its last output
+            if key in progress:
+                self.meta[key] = progress[key]
         for name in LOGPROB_FIELDS:
             entries = logprobs.get(name)
             if entries:

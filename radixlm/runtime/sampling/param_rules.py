@@ -70,5 +70,11 @@ NUMBER_RULES: dict[str, NumberRule] = {
         False, "must be in (0, 2]", minimum=0, exclusive_minimum=True, maximum=2
     ),
 }
-BOOLEAN_PARAMS = ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
+BOOLEAN_PARAMS = (
+    "ignore_eos",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "no_stop_trim",
+    "speculative",
+)
 DTYPES = ("int", "float", "bool", "str")

@@ -62,6 +62,9 @@ class SamplingParams:
     # call gets for this request; served only with --enable-custom-logit-processor.
     custom_logit_processor: str | None = None
     custom_params: dict[str, Any] | None = None
+    # False: this request never decodes speculatively (the server's --speculative-algorithm is on);
+    # output is the same either way, this only trades its speed.
+    speculative: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:

@@ -14,6 +14,7 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.sampling.stop_regex import StopRegexes
 from radixlm.runtime.scheduler.finish_reason import FinishReason
 from radixlm.runtime.scheduler.jump_draft import JumpDraft
+from radixlm.runtime.speculative.spec_state import SpecState
 
 TokenLogprob = tuple[float | None, int]  # (logprob, token id); None for the first prompt token
 TopLogprobs = list[tuple[float, int]]
@@ -98,6 +99,9 @@ class Req:
         self.grammar_key: tuple[str, str] | None = sampling_params.constraint
         self.jump_draft: JumpDraft | None = None  # forced tokens awaiting greedy verification
         self.stop_regexes: StopRegexes | None = None  # compiled on the first check (stop_checker.py)
+
+        # Speculative decoding: draft length and acceptance counts (None until it first speculates)
+        self.spec: SpecState | None = None
 
     def output_changed_from(self, index: int) -> None:
         """Output tokens from ``index`` on were removed or replaced (jump-forward): checks of the

@@ -14,6 +14,7 @@ class BatchKind(enum.Enum):
     DECODE = "decode"  # one token per running request
     MIXED = "mixed"  # every running request extends over its uncomputed tokens (after a jump-forward)
     MIXED_CHUNK = "mixed_chunk"  # prompt chunks first, then one decode token per running request
+    VERIFY = "verify"  # every running request extends over its last token and its speculative draft
 
 
 @dataclass
@@ -26,7 +27,8 @@ class ScheduledBatch:
     ``p + 1``). ``draft_rows[i]`` (mixed only) is ``(first_row, count)`` of the rows covering a
     request's unverified jump-forward draft and its last token; the rows to sample are known only
     after verification. ``num_prefill_reqs`` (mixed chunk only) is how many leading requests are
-    prompt chunks; the rest are the running decodes.
+    prompt chunks; the rest are the running decodes. ``spec_drafts[i]`` (verify only) is request
+    ``i``'s speculative draft, its rows ``draft_rows[i]`` (last token, then one per draft token).
     """
 
     kind: BatchKind
@@ -36,6 +38,7 @@ class ScheduledBatch:
     input_logprob_rows: list[tuple[int, int, int]] = field(default_factory=list)
     draft_rows: list[tuple[int, int]] = field(default_factory=list)
     num_prefill_reqs: int = 0
+    spec_drafts: list[list[int]] = field(default_factory=list)
 
     @property
     def num_input_tokens(self) -> int:

@@ -49,11 +49,13 @@ from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
 from radixlm.runtime.scheduler.scheduler_views import SchedulerViews
+from radixlm.runtime.scheduler.spec_verify import build_verify_batch
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.step_profiler import StepProfiler
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_processor import TokenProcessor
 from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.speculative.factory import create_speculator
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,11 @@ class Scheduler(SchedulerViews):
         if server_args.enable_jump_forward:
             max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
+        self.speculator = None
+        if server_args.speculative_algorithm:
+            self.speculator = create_speculator(
+                server_args, self.runner, self.cache.capacity, self.context_length
+            )
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -108,6 +115,7 @@ class Scheduler(SchedulerViews):
             self.counters,
             self.eos_token_ids,
             self.jump_forward,
+            self.speculator,
         )
         self.encoder = EncodeStep(self.runner, self.cache, server_args.max_prefill_tokens)
         self._handlers: dict[type, Callable[[Any], Any]] = {
@@ -323,6 +331,13 @@ class Scheduler(SchedulerViews):
 
     def _schedule_running(self) -> ScheduledBatch | None:
         jumped = self.jump_forward is not None and self.jump_forward.has_pending(self.running)
+        if not jumped and self.speculator is not None:
+            drafts = self.speculator.drafts(self.running)
+            if drafts is not None:
+                # NOTE: without room for the drafts the step decodes plainly (and retracts if needed)
+                batch = build_verify_batch(self.running, drafts, self.cache, self.runner)
+                if batch is not None:
+                    return batch
         build = self._mixed_batch if jumped else self._decode_batch
         while (batch := build()) is None:
             self._retract_one()
@@ -352,6 +367,8 @@ class Scheduler(SchedulerViews):
         self.running.remove(victim)
         withdraw_draft(victim)
         self.cache.release(victim)
+        if self.speculator is not None:
+            self.speculator.release(victim)
         victim.num_retractions += 1
         self.counters.num_retractions += 1
         self.waiting.insert(0, victim)
@@ -374,4 +391,6 @@ class Scheduler(SchedulerViews):
     def shutdown(self) -> None:
         self.cache.close()
         self.grammars.shutdown()
+        if self.speculator is not None:
+            self.speculator.close()
         self.runner.close()

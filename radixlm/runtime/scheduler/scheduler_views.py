@@ -15,6 +15,7 @@ from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.priority import count_by_priority
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.step_counters import StepCounters
+from radixlm.runtime.speculative.speculator import Speculator
 
 
 class SchedulerViews:
@@ -28,6 +29,7 @@ class SchedulerViews:
     grammars: GrammarQueue
     pins: PinTable
     counters: StepCounters
+    speculator: Speculator | None
 
     def has_work(self) -> bool:
         raise NotImplementedError
@@ -37,6 +39,8 @@ class SchedulerViews:
             return FlushCacheOut(False, "cannot flush the cache while requests are running")
         self.pins.release_all()
         self.cache.flush()
+        if self.speculator is not None:
+            self.speculator.flush()
         if msg.empty_cache and self.runner.device.type == "cuda":
             torch.cuda.empty_cache()
         return FlushCacheOut(True, "")
@@ -57,6 +61,7 @@ class SchedulerViews:
             "gen_throughput": self.counters.gen_throughput(),
             "tp_ranks": self.runner.tp_status(),
             **self.counters.as_dict(),
+            **(self.speculator.stats if self.speculator is not None else {}),
         }
 
     def snapshot(self, max_nodes: int) -> dict[str, Any]:
@@ -76,6 +81,8 @@ class SchedulerViews:
         """Assert the KV ownership invariant (call when idle, or any time between steps)."""
         running = self.running + ([self.chunked] if self.chunked else [])
         self.cache.check_integrity(running)
+        if self.speculator is not None:
+            self.speculator.check_integrity(running)
 
     def model_info(self) -> dict[str, Any]:
         """What a client needs to know of the served model (``get_model_info``)."""

@@ -30,6 +30,8 @@ def take_token_output(req: Req) -> ReqTokenOut:
         no_stop_trim=p.no_stop_trim,
         first_token_at=req.first_token_at,
     )
+    if req.finished and req.spec is not None:
+        out.spec_meta = req.spec.meta_info(len(req.output_ids))
     if req.return_logprob:
         state = req.logprobs
         if not state.sent_input and state.input_done:

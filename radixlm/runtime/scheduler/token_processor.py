@@ -37,9 +37,11 @@ from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
+from radixlm.runtime.scheduler.spec_verify import verify_drafts
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
 from radixlm.runtime.scheduler.token_output import rejected_output, take_token_output
+from radixlm.runtime.speculative.speculator import Speculator
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ class TokenProcessor:
         counters: StepCounters,
         eos_token_ids: list[int],
         jump_forward: JumpForwardStep | None,
+        speculator: Speculator | None = None,
     ) -> None:
         self.cache = cache
         self.stop_checker = stop_checker
@@ -86,11 +89,13 @@ class TokenProcessor:
         self.counters = counters
         self.eos_token_ids = eos_token_ids
         self.jump_forward = jump_forward
+        self.speculator = speculator
         self._after: dict[BatchKind, AfterForward] = {
             BatchKind.EXTEND: self._after_extend,
             BatchKind.MIXED_CHUNK: self._after_mixed_chunk,
             BatchKind.MIXED: self._after_mixed,
             BatchKind.DECODE: self._after_decode,
+            BatchKind.VERIFY: self._after_verify,
         }
 
     # ---- after the forward ---------------------------------------------------------------------
@@ -129,6 +134,20 @@ class TokenProcessor:
         self._sample(batch.reqs, logits, None, len(running))  # every row in order: no copy
         return Processed([r for r in running if not r.finished], None)
 
+    def _after_verify(self, batch: ScheduledBatch, logits: torch.Tensor, running: list[Req]) -> Processed:
+        """Speculative drafts (``spec_verify.py``): sampled round by round; a streaming request sends
+        its accepted run as one output."""
+        assert self.speculator is not None, "a verify step without speculation"
+
+        def sample_round(reqs: list[Req], rows: list[int]) -> None:
+            self._sample(reqs, logits, rows, len(running), speculating=True)
+
+        verify_drafts(batch, self.cache, self.speculator, sample_round)
+        for req in batch.reqs:
+            if req.stream and not req.finished:
+                self.outputs.append(take_token_output(req))
+        return Processed([r for r in running if not r.finished], None)
+
     def _end_prompts(
         self, batch: ScheduledBatch, logits: torch.Tensor, num_prompts: int
     ) -> tuple[list[Req], list[int], Req | None]:
@@ -157,12 +176,18 @@ class TokenProcessor:
         return started, rows, chunked
 
     def _sample(
-        self, reqs: list[Req], logits: torch.Tensor, rows: list[int] | None, running_size: int
+        self,
+        reqs: list[Req],
+        logits: torch.Tensor,
+        rows: list[int] | None,
+        running_size: int,
+        speculating: bool = False,
     ) -> None:
         """Sample each request's next token (from ``logits[rows]``, or every row in order when
-        ``rows`` is None) and advance it. A failure that belongs to one request (its grammar
-        matcher, penalties, logit_bias, non-finite logits, ``accept_token``) fails that request
-        alone."""
+        ``rows`` is None) and advance it. ``speculating``: a verify round, which neither jumps
+        forward nor streams (the caller streams the accepted run once). A failure that belongs to
+        one request (its grammar matcher, penalties, logit_bias, non-finite logits, ``accept_token``)
+        fails that request alone."""
         if not reqs:
             return
         if rows is not None:
@@ -173,19 +198,21 @@ class TokenProcessor:
         result = sample(logits, seqs, self.eos_token_ids, errors=errors)
         self.counters.on_generated(len(reqs) - len(result.errors))
         jump = self.jump_forward
-        if jump is not None and not jump.allows(running_size):
+        if jump is not None and (speculating or not jump.allows(running_size)):
             jump = None
         for i, req in enumerate(reqs):
             if i in result.errors:
                 self.fail(req, f"sampling failed for this request: {result.errors[i]}")
                 continue
             try:
-                self._advance(req, result, i, jump)
+                self._advance(req, result, i, jump, stream=req.stream and not speculating)
             except Exception as e:  # noqa: BLE001 - e.g. its grammar matcher's accept_token raising
                 logger.exception("request %s failed after sampling", req.rid)
                 self.fail(req, f"advancing this request failed: {type(e).__name__}: {e}")
 
-    def _advance(self, req: Req, result: SampleOutput, i: int, jump: JumpForwardStep | None) -> None:
+    def _advance(
+        self, req: Req, result: SampleOutput, i: int, jump: JumpForwardStep | None, stream: bool
+    ) -> None:
         token = result.next_token_ids[i]
         req.output_ids.append(token)
         if req.first_token_at is None:
@@ -208,7 +235,7 @@ class TokenProcessor:
             reason = self.stop_checker.check(req)
         if reason is not None:
             self.finish(req, reason)
-        elif req.stream:
+        elif stream:
             self.outputs.append(take_token_output(req))
 
     # ---- endings -------------------------------------------------------------------------------
@@ -220,6 +247,8 @@ class TokenProcessor:
             self.pins.add(req)
         self.pins.on_admitted(req)  # a child rejected before admission must not hold its parent
         self.cache.release(req)
+        if self.speculator is not None:
+            self.speculator.release(req)
         self.outputs.append(take_token_output(req))
 
     def reject(self, req: Req, message: str) -> None:

@@ -56,6 +56,10 @@ class ServerMetrics:
         self.kv_usage = gauge("kv_usage", "Share of the KV pool held by requests (not the evictable cache)")
         self.kv_cached = gauge("kv_cache_usage", "Share of the KV pool holding the prefix cache")
         self.hit_rate = gauge("cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens")
+        self.spec_accept_rate = gauge("spec_accept_rate", "Speculative draft tokens accepted / proposed")
+        self.spec_accept_length = gauge(
+            "spec_accept_length", "Tokens emitted per speculative verify step (accepted drafts + 1)"
+        )
 
         # Per data-parallel replica and per tensor-parallel rank (set only when there are several).
         def per(name: str, doc: str, label: str) -> Any:
@@ -112,6 +116,10 @@ class ServerMetrics:
         self.kv_usage.set(stats.get("kv_used", 0) / total)
         self.kv_cached.set(stats.get("kv_cached", 0) / total)
         self.hit_rate.set(stats.get("cache_hit_rate", 0.0))
+        drafts, verifies = stats.get("spec_draft_tokens", 0), stats.get("spec_verify_steps", 0)
+        accepted = stats.get("spec_accepted_tokens", 0)
+        self.spec_accept_rate.set(accepted / drafts if drafts else 0.0)
+        self.spec_accept_length.set((accepted + verifies) / verifies if verifies else 0.0)
         self._set_parallel_gauges(stats)
         self._set_priority_gauges(stats)
         for tier in ("host", "disk"):

@@ -44,6 +44,12 @@ FIELD_HELP: dict[str, str] = {
     "max_stored_responses": "/v1/responses objects kept for previous_response_id (oldest evicted first)",
     "enable_jump_forward": "append the tokens a grammar forces without decoding them",
     "jump_forward_max_batch": "jump forward only while at most this many requests run (None: 8 on the CPU)",
+    "speculative_algorithm": "NGRAM: guess tokens from the request's own text; STANDALONE: a draft model's "
+    "greedy tokens; either is verified in one pass",
+    "speculative_draft_model_path": "STANDALONE's draft model: a smaller model with the same tokenizer",
+    "speculative_num_steps": "longest speculative draft (default: num_draft_tokens - 1, else 8)",
+    "speculative_num_draft_tokens": "positions verified per speculative step (the draft plus one)",
+    "speculative_max_batch": "speculate only while at most this many requests run (None: 4 on the CPU)",
     "grammar_backend": "constrained decoding backend for regex and JSON schema",
     "grammar_cache_size": "compiled grammars kept at most",
     "grammar_cache_bytes": "memory of compiled grammars kept at most (estimated)",

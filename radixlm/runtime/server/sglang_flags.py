@@ -129,6 +129,32 @@ IMPLEMENTED = [
         },
     ),
     _impl("--enable-mixed-chunk", "enable_mixed_chunk", "on by default here"),
+    _impl(
+        "--speculative-algorithm",
+        "speculative_algorithm",
+        "NGRAM (prompt lookup) or STANDALONE (a draft model); lossless",
+        values={
+            a: Nearest("NGRAM", "no EAGLE heads or MTP layers here; n-gram speculation (lossless) serves")
+            for a in ("EAGLE", "EAGLE3", "NEXTN")
+        },
+    ),
+    SGLangFlag(
+        "--speculative-draft-model-path",
+        "implemented",
+        here="STANDALONE's draft model (same tokenizer, its own KV pool, same process)",
+        field="speculative_draft_model_path",
+        aliases=("--speculative-draft-model",),
+    ),
+    _impl(
+        "--speculative-num-steps",
+        "speculative_num_steps",
+        "the longest draft (one chain; a draft model's forward steps per proposal)",
+    ),
+    _impl(
+        "--speculative-num-draft-tokens",
+        "speculative_num_draft_tokens",
+        "positions verified per step, the draft plus one",
+    ),
     _impl("--disable-radix-cache", "disable_radix_cache"),
     _impl("--is-embedding", "is_embedding", "also rerank (/v1/rerank) and classify (/classify) models"),
     _impl("--enable-hierarchical-cache", "enable_hierarchical_cache", "host tier in CPU memory"),

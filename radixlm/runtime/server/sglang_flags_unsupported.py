@@ -341,11 +341,10 @@ NOT_IMPLEMENTED = [
         "--enable-triton-kernel-moe --enable-flashinfer-mxfp4-moe",
     ),
     *_warn(
-        "decodes speculatively with a draft model (EAGLE, ...); lossless, only faster",
-        "no speculative decoding; output follows the same distribution",
-        "--speculative-algorithm= --speculative-draft-model-path|--speculative-draft-model= "
+        "configures EAGLE speculation (a draft tree, its vocabulary) or a draft model's revision",
+        "drafts here are chains (top-k 1) from n-grams or a local draft model",
         "--speculative-draft-model-revision= "
-        "--speculative-num-steps= --speculative-eagle-topk= --speculative-num-draft-tokens= "
+        "--speculative-eagle-topk= "
         "--speculative-token-map= --speculative-attention-mode=",
     ),
     *_refuse(

@@ -1,0 +1,198 @@
+"""Speculative decoding (``--speculative-algorithm NGRAM`` or ``STANDALONE``) on against off, in one run
+(issue 29).
+
+The real SmolLM2-135M (``resolve_model("smollm2-135m")``) greedy-decodes four workloads at batch
+sizes 1, 8 and 32: three copy-heavy ones (rename a variable in a 60-line code file, answer by quoting
+a ~1,500-token document, extract JSON fields present in the prompt) and free-form chat. A scheduler
+is driven directly (no HTTP): decode tok/s counts the tokens after each request's first one over the
+time from the last first token to the end. Reported per cell: off and on tok/s, their ratio, the
+acceptance rate (accepted / proposed draft tokens) and accepted tokens per verify step; and whether
+the greedy outputs were identical. ``--algorithm STANDALONE`` drafts with a draft model
+(``--draft-model``, default SmolLM2-135M itself: a sanity check of the machinery's acceptance, not a
+speed claim, since the draft then costs as much per token as the target).
+
+    python -m benchmarks.workloads.speculative                       # ~15 min on 2 shared cores
+    python -m benchmarks.workloads.speculative --batches 1 --tokens 64  # smoke
+    python -m benchmarks.workloads.speculative --spec-max-batch 64 --batches 1,2,4,8  # threshold
+    python -m benchmarks.workloads.speculative --algorithm STANDALONE --batches 1 --num-steps 4
+    python -m benchmarks.workloads.speculative --algorithm STANDALONE --draft-model random --batches 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from radixlm.runtime.messages import TokenizedGenerateReq
+from radixlm.runtime.sampling.sampling_params import SamplingParams
+from radixlm.runtime.scheduler.scheduler import Scheduler
+from radixlm.runtime.server_args import ServerArgs
+from radixlm.runtime.weights.model_registry import resolve_model
+
+
+def _code_file() -> str:
+    lines = ["def summarize(records):", '    """Sum the amounts of valid records."""', "    total = 0"]
+    for i in range(27):
+        lines.append(f"    if records[{i}].amount > {i * 3}:")
+        lines.append(f"        total += records[{i}].amount * {i % 5 + 1}")
+    lines += ["    return total", ""]
+    return "\n".join(lines)
+
+
+def _document() -> str:
+    topics = ["harbor", "railway", "orchard", "library", "bridge", "market", "observatory", "mill"]
+    paragraphs = []
+    for i, topic in enumerate(topics * 3):
+        paragraphs.append(
+            f"Section {i + 1}. The town's {topic} was rebuilt in {1850 + 7 * i} after the flood. "
+            f"Its keeper, number {i + 11}, kept a ledger of every visitor, every repair and every "
+            f"storm, and the council read the ledger aloud each spring so that the {topic} would "
+            f"never again be neglected. The cost of the work came to {300 + 41 * i} crowns."
+        )
+    return "\n\n".join(paragraphs)
+
+
+def _record() -> str:
+    return (
+        "Customer record: name Alice Marchetti; email alice.marchetti@example.org; phone +39 055 "
+        "123 4567; city Florence; account 88213-B; plan premium; joined 2019-04-12; last order "
+        "#55102 of 3 items totalling 184.50 EUR; newsletter yes; preferred contact email."
+    )
+
+
+WORKLOADS = {
+    "code-edit": f"Here is a Python file:\n\n{_code_file()}\nRewrite the whole file with the variable "
+    "`total` renamed to `running_sum`. Output only the code.",
+    "doc-quote": f"{_document()}\n\nQuote sections 1 to 6 of the document above word for word.",
+    "json-extract": f"{_record()}\n\nExtract name, email, phone, city, account, plan, joined and the "
+    "last order as a JSON object with those keys, values copied exactly from the record.",
+    "chat": "Tell me a story about a fox who learns to play the violin.",
+}
+
+
+def random_draft(tokenizer: Any, vocab_size: int) -> str:
+    """A 1-layer random Llama with the target's tokenizer in a temporary directory: a draft that is
+    (almost) always rejected, for the verify path's overhead."""
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    out = tempfile.mkdtemp(prefix="random-draft-")
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    messages = [{"role": "user", "content": text}]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str) -> dict[str, Any]:
+    before = dict(sched.stats())
+    for i in range(batch):
+        params = SamplingParams(temperature=0, max_new_tokens=tokens)
+        sched.handle(TokenizedGenerateReq(f"{tag}-{i}", list(ids), params, stream=True))
+    outputs: dict[str, list[int]] = {}
+    first_at: dict[str, float] = {}
+    while sched.has_work():
+        for out in sched.step():
+            outputs.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
+            first_at.setdefault(out.rid, time.perf_counter())
+    end = time.perf_counter()
+    decode_tokens = sum(len(v) - 1 for v in outputs.values())
+    after = sched.stats()
+    drafts = after.get("spec_draft_tokens", 0) - before.get("spec_draft_tokens", 0)
+    accepted = after.get("spec_accepted_tokens", 0) - before.get("spec_accepted_tokens", 0)
+    verifies = after.get("spec_verify_steps", 0) - before.get("spec_verify_steps", 0)
+    return {
+        "tok_s": decode_tokens / max(end - max(first_at.values()), 1e-9) if batch == 1 else None,
+        "tok_s_total": decode_tokens / max(end - min(first_at.values()), 1e-9),
+        "outputs": [outputs[k] for k in sorted(outputs)],
+        "accept_rate": accepted / drafts if drafts else 0.0,
+        "accepted_per_verify": accepted / verifies if verifies else 0.0,
+        "tokens_per_verify": (accepted + verifies) / verifies if verifies else 0.0,
+        "verify_steps": verifies,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--tokens", type=int, default=160)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--spec-max-batch", type=int, default=None, help="speculative_max_batch (None: default)")
+    ap.add_argument("--num-steps", type=int, default=None)
+    ap.add_argument("--algorithm", default="NGRAM", choices=["NGRAM", "STANDALONE"])
+    ap.add_argument(
+        "--draft-model", default="smollm2-135m", help="STANDALONE's draft model; random: a random 1-layer one"
+    )
+    ap.add_argument("--deterministic", action="store_true", help="enable_deterministic_inference")
+    args = ap.parse_args()
+    model = resolve_model("smollm2-135m")
+    common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
+    if args.deterministic:
+        common["enable_deterministic_inference"] = True
+    off = Scheduler(ServerArgs(**common))
+    draft = None
+    if args.algorithm == "STANDALONE":
+        draft = resolve_model(args.draft_model) if args.draft_model != "random" else None
+        draft = draft or random_draft(off.tokenizer, off.runner.vocab_size)
+    scheds = {
+        "off": off,
+        "on": Scheduler(
+            ServerArgs(
+                **common,
+                speculative_algorithm=args.algorithm,
+                speculative_draft_model_path=draft,
+                speculative_num_steps=args.num_steps,
+                speculative_max_batch=args.spec_max_batch,
+            )
+        ),
+    }
+    tokenizer = scheds["off"].tokenizer
+    rows = []
+    for name in args.workloads.split(","):
+        ids = _prompt_ids(tokenizer, WORKLOADS[name])
+        for batch in (int(b) for b in args.batches.split(",")):
+            cells = {}
+            for mode, sched in scheds.items():
+                run_cell(sched, ids, 1, 4, f"warm-{mode}")  # the prompt is cached for both modes alike
+                cells[mode] = run_cell(sched, ids, batch, args.tokens, f"{name}-{batch}-{mode}")
+            key = "tok_s" if batch == 1 else "tok_s_total"
+            row = {
+                "workload": name,
+                "prompt_tokens": len(ids),
+                "batch": batch,
+                "off_tok_s": round(cells["off"][key], 1),
+                "on_tok_s": round(cells["on"][key], 1),
+                "ratio": round(cells["on"][key] / cells["off"][key], 2),
+                "accept_rate": round(cells["on"]["accept_rate"], 2),
+                "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
+                "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
+                "verify_steps": cells["on"]["verify_steps"],
+                "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for sched in scheds.values():
+        sched.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""One request's speculation: its adaptive draft length and its acceptance counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# NOTE: after this many verify steps in a row with nothing accepted a request stops proposing for a
+# while (doubling up to MAX_BACKOFF steps): free-form text then decodes at plain speed.
+MISSES_BEFORE_BACKOFF = 2
+MAX_BACKOFF = 32
+
+
+@dataclass
+class SpecState:
+    """Per request: ``draft_len`` is the next draft's length (1..max); the counts feed ``meta_info``
+    (SGLang's names: ``spec_verify_ct``, ``spec_draft_token_num``, ``spec_accept_token_num``)."""
+
+    draft_len: int
+    max_draft_len: int
+    verify_ct: int = 0  # steps that verified a draft of this request
+    draft_tokens: int = 0  # draft tokens proposed and verified
+    accepted_tokens: int = 0  # draft tokens the model agreed with
+    misses: int = 0  # verify steps in a row that accepted nothing
+    backoff: int = 0  # steps left without a proposal
+
+    def wants_draft(self) -> bool:
+        """Whether to propose this step (counts a step of backoff down)."""
+        if self.backoff > 0:
+            self.backoff -= 1
+            return False
+        return True
+
+    def on_verified(self, proposed: int, accepted: int) -> None:
+        """Adapt the draft length: double it after a fully accepted draft, else one past what was
+        accepted; back off from proposing after repeated misses."""
+        self.verify_ct += 1
+        self.draft_tokens += proposed
+        self.accepted_tokens += accepted
+        if accepted == proposed:
+            self.draft_len = min(self.max_draft_len, max(2 * self.draft_len, 1))
+        else:
+            self.draft_len = max(1, accepted + 1)
+        if accepted == 0:
+            self.misses += 1
+            if self.misses >= MISSES_BEFORE_BACKOFF:
+                self.backoff = min(MAX_BACKOFF, 1 << (self.misses - MISSES_BEFORE_BACKOFF + 1))
+        else:
+            self.misses = 0
+
+    def meta_info(self, completion_tokens: int) -> dict[str, float | int]:
+        """SGLang's speculative ``meta_info`` fields for this request."""
+        rate = self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+        # every step emits one model token plus the drafts it accepted
+        steps = max(completion_tokens - self.accepted_tokens, 1)
+        return {
+            "spec_verify_ct": self.verify_ct,
+            "spec_draft_token_num": self.draft_tokens,
+            "spec_accept_token_num": self.accepted_tokens,
+            "spec_accept_rate": rate,
+            "spec_accept_length": completion_tokens / steps,
+        }

@@ -1,0 +1,156 @@
+"""Which running requests carry a draft this step, and how long: the policy side of speculation."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from radixlm.runtime.speculative.ngram import NgramProposer
+from radixlm.runtime.speculative.spec_state import SpecState
+
+if TYPE_CHECKING:
+    from radixlm.runtime.scheduler.req import Req
+    from radixlm.runtime.speculative.draft_model import DraftModel
+
+logger = logging.getLogger(__name__)
+
+# NGRAM: prompt lookup (ngram.py); STANDALONE: a draft model (draft_model.py)
+ALGORITHMS = ("NGRAM", "STANDALONE")
+# NOTE: provisional: from this many running requests on, a CPU decode step is taken to be compute-bound,
+# where verifying drafts would cost more than the accepted tokens save. The shared 2-core machine was
+# too noisy to measure it (benchmarks/log/speculative.md); a GPU stays memory-bound much longer.
+CPU_DEFAULT_MAX_BATCH = 4
+DEFAULT_MAX_DRAFT_LEN = 8
+
+
+def resolve_spec_max_batch(max_batch: int | None, device_type: str) -> int:
+    """The running-batch size up to which requests speculate (``None``: the device's default)."""
+    if max_batch is not None:
+        return max_batch
+    return CPU_DEFAULT_MAX_BATCH if device_type == "cpu" else 1 << 30
+
+
+def resolve_max_draft_len(num_steps: int | None, num_draft_tokens: int | None) -> int:
+    """The longest draft: a chain verifies ``num_draft_tokens`` positions, the last token plus
+    ``num_steps`` drafts (SGLang's relation at top-k 1). Either flag alone sets the length; given
+    both (an EAGLE tree's launch line), the shorter chain."""
+    if num_steps is not None and num_steps < 1:
+        raise ValueError(f"speculative_num_steps must be >= 1, got {num_steps}")
+    if num_draft_tokens is not None and num_draft_tokens < 2:
+        raise ValueError(f"speculative_num_draft_tokens must be >= 2, got {num_draft_tokens}")
+    lengths = [n for n in (num_steps, None if num_draft_tokens is None else num_draft_tokens - 1) if n]
+    return min(lengths) if lengths else DEFAULT_MAX_DRAFT_LEN
+
+
+def check_speculative_args(
+    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
+) -> None:
+    """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm == "STANDALONE" and not draft_model_path:
+        raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")
+    if draft_model_path and algorithm != "STANDALONE":
+        # SGLang's EAGLE launch lines name an EAGLE head here; they are served by NGRAM
+        logger.warning("speculative_draft_model_path is ignored: only STANDALONE runs a draft model")
+    resolve_max_draft_len(num_steps, num_draft_tokens)
+
+
+def draft_pool_slots(target_slots: int, max_batch: int, context_length: int, max_draft_len: int) -> int:
+    """KV slots of a draft model's pool: room for ``max_batch`` speculating requests at full context
+    with their drafts, never more than the target's pool."""
+    return min(target_slots, max_batch * (context_length + max_draft_len))
+
+
+class Speculator:
+    """Proposes drafts for the requests of a decode step and keeps the acceptance totals.
+
+    A request speculates unless it opted out (``SamplingParams.speculative``), waits for a
+    jump-forward verification, or backs off after misses; a draft never runs past
+    ``max_new_tokens`` or the context, and stops at a token its grammar forbids.
+    """
+
+    def __init__(
+        self,
+        algorithm: str,
+        max_draft_len: int,
+        max_batch: int,
+        context_length: int,
+        draft_model: DraftModel | None = None,
+    ) -> None:
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        if (algorithm == "STANDALONE") != (draft_model is not None):
+            raise ValueError("speculative_algorithm STANDALONE, and only it, runs a draft model")
+        self.max_draft_len = max_draft_len
+        self.max_batch = max_batch
+        self.context_length = context_length
+        self.proposer = NgramProposer()
+        self.draft_model = draft_model
+        self.stats = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
+
+    def drafts(self, running: list[Req]) -> list[list[int]] | None:
+        """One draft per running request (empty where none); None when no request has one."""
+        if len(running) > self.max_batch:
+            return None
+        ks = [self._draft_len(req) for req in running]
+        if not any(ks):
+            return None
+        if self.draft_model is not None:
+            try:
+                drafts = self.draft_model.propose(running, ks)
+            except Exception:  # noqa: BLE001 - a failed draft forward costs only the speedup
+                logger.exception("the draft model's forward failed; this step decodes without drafts")
+                return None
+        else:
+            drafts = [self.proposer.propose(r.fill_ids, k) if k else [] for r, k in zip(running, ks)]
+        for i, req in enumerate(running):
+            if drafts[i] and req.grammar is not None:
+                drafts[i] = _grammar_prefix(req.grammar, drafts[i])
+        return drafts if any(drafts) else None
+
+    def _draft_len(self, req: Req) -> int:
+        """How many tokens to propose for ``req`` this step (0: none)."""
+        if not req.sampling_params.speculative or req.jump_draft is not None:
+            return 0
+        if req.spec is None:
+            req.spec = SpecState(self.max_draft_len, self.max_draft_len)
+        # room for the token the model adds after the accepted drafts
+        room = min(req.remaining_new_tokens(), self.context_length - req.seq_len) - 1
+        k = min(req.spec.draft_len, room)
+        if k <= 0 or not req.spec.wants_draft():
+            return 0
+        return k
+
+    def release(self, req: Req) -> None:
+        """``req`` ended or was retracted: its draft-model row and KV go back to their pool."""
+        if self.draft_model is not None:
+            self.draft_model.release(req)
+
+    def flush(self) -> None:
+        if self.draft_model is not None:
+            self.draft_model.flush()
+
+    def check_integrity(self, running: list[Req]) -> None:
+        if self.draft_model is not None:
+            self.draft_model.check_integrity(running)
+
+    def close(self) -> None:
+        if self.draft_model is not None:
+            self.draft_model.close()
+
+    def on_verified(self, req: Req, proposed: int, accepted: int) -> None:
+        assert req.spec is not None, "a verified request has a speculation state"
+        req.spec.on_verified(proposed, accepted)
+        self.stats["spec_verify_steps"] += 1
+        self.stats["spec_draft_tokens"] += proposed
+        self.stats["spec_accepted_tokens"] += accepted
+
+
+def _grammar_prefix(matcher: Any, draft: list[int]) -> list[int]:
+    """The longest prefix of ``draft`` the grammar accepts (checked on a copy of the matcher)."""
+    probe = matcher.copy()
+    for i, token in enumerate(draft):
+        if probe.is_terminated() or not probe.accept_token(token):
+            return draft[:i]
+    return draft

@@ -1,0 +1,109 @@
+"""Speculation on or off, the same tokens: greedy and seeded sampling, logprobs, stops, grammars,
+batching and retraction; and the per-request off switch."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+
+MANY = {"speculative_max_batch": 64}  # speculate at every batch size these tests run
+
+
+def _both(model_dir: str, make, **overrides):
+    off, _ = serve(model_dir, make(), False, **overrides)
+    on, stats = serve(model_dir, make(), True, **MANY, **overrides)
+    return off, on, stats
+
+
+def _assert_same(off: dict, on: dict) -> None:
+    assert off.keys() == on.keys()
+    for rid in off:
+        assert on[rid]["ids"] == off[rid]["ids"], rid
+        assert on[rid]["finish"] == off[rid]["finish"], rid
+        lp_off, lp_on = off[rid]["logprobs"], on[rid]["logprobs"]
+        assert [t for _, t in lp_on] == [t for _, t in lp_off], rid
+        # the verify extend and the decode step round differently in the last bits
+        assert [v for v, _ in lp_on] == pytest.approx([v for v, _ in lp_off], abs=1e-4), rid
+
+
+def test_greedy_batch_with_logprobs_is_identical_and_accepts_drafts(tiny_llama_dir):
+    def make():
+        return [
+            request(f"r{i}", repetitive_prompt(50 + 3 * i, 4 + i), logprobs=i % 2 == 0, max_new_tokens=48)
+            for i in range(4)
+        ]
+
+    off, on, stats = _both(tiny_llama_dir, make)
+    _assert_same(off, on)
+    assert stats["spec_accepted_tokens"] > 0 and stats["spec_verify_steps"] > 0
+
+
+def test_seeded_sampling_is_identical(tiny_llama_dir):
+    def make():
+        return [
+            request(f"s{i}", repetitive_prompt(40, 5), temperature=0.5, top_k=3, seed=11 + i)
+            for i in range(3)
+        ]
+
+    off, on, stats = _both(tiny_llama_dir, make)
+    _assert_same(off, on)
+    assert stats["spec_verify_steps"] > 0
+
+
+def test_retraction_under_kv_pressure_keeps_tokens(tiny_llama_dir):
+    def make():
+        return [request(f"k{i}", repetitive_prompt(60, 3 + i, first=i), max_new_tokens=120) for i in range(6)]
+
+    off, on, stats = _both(tiny_llama_dir, make, max_total_tokens=640)
+    _assert_same(off, on)
+    assert stats["num_retractions"] > 0 and stats["spec_accepted_tokens"] > 0
+
+
+def test_stops_inside_an_accepted_run_cut_it(tiny_llama_dir):
+    plain, _ = serve(tiny_llama_dir, [request("p", repetitive_prompt(50, 4), max_new_tokens=60)], False)
+    ids = plain["p"]["ids"]
+    stop_id = ids[12]  # a token that comes back inside the copied run
+
+    def make():
+        return [
+            request("id", repetitive_prompt(50, 4), max_new_tokens=60, stop_token_ids=[stop_id]),
+            request("len", repetitive_prompt(50, 4), max_new_tokens=17),
+            request("str", repetitive_prompt(50, 4), max_new_tokens=60, stop=["\x1f"]),
+        ]
+
+    off, on, _ = _both(tiny_llama_dir, make)
+    _assert_same(off, on)
+    assert len(on["len"]["ids"]) == 17
+    assert on["id"]["ids"][-1] == stop_id
+
+
+@pytest.mark.parametrize("jump_forward", [False, True])
+def test_grammar_constrained_drafts(tiny_llama_dir, jump_forward):
+    def make():
+        return [
+            request("re", repetitive_prompt(40, 4), max_new_tokens=30, regex="(ab|cd|[0-9])+"),
+            request("free", repetitive_prompt(40, 4), max_new_tokens=30),
+        ]
+
+    off, on, stats = _both(tiny_llama_dir, make, enable_jump_forward=jump_forward)
+    _assert_same(off, on)
+    assert stats["spec_verify_steps"] > 0
+
+
+def test_per_request_off_switch(tiny_llama_dir):
+    reqs = [request("no", repetitive_prompt(50, 4), max_new_tokens=30, speculative=False)]
+    on, stats = serve(tiny_llama_dir, reqs, True, **MANY)
+    assert stats["spec_verify_steps"] == 0 and len(on["no"]["ids"]) == 30
+
+
+def test_streaming_sends_an_accepted_run_in_one_output(tiny_llama_dir):
+    def make():
+        r = request("st", repetitive_prompt(50, 4), max_new_tokens=48)
+        r.stream = True
+        return [r]
+
+    off, on, stats = _both(tiny_llama_dir, make)
+    _assert_same(off, on)
+    assert stats["spec_accepted_tokens"] > 0
+    assert on["st"]["outs"] < off["st"]["outs"]
