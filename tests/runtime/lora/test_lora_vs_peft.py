@@ -94,3 +94,19 @@ def test_adapters_change_the_logits(runner):
     assert (base - tuned).abs().max() > 0.1
     for row in rows:
         s.close(row)
+
+
+def test_int8_base_with_an_adapter_follows_peft(lora_base, adapters):
+    """On the int8 path the LoRA add is separate from the quantized product: the logits stay near
+    PEFT's adapter logits (within int8's own error), far from the base model's."""
+    int8 = make_runner(
+        lora_base, quantization="int8", enable_lora=True, lora_paths=(f"all8={adapters['all8']}",)
+    )
+    s = PagedSession(int8)
+    row = s.open()
+    ours = forward(s, ForwardMode.EXTEND, [row], [TINY_SEQ], ["all8"], all_logits=True)[0]
+    s.close(row)
+    tuned = PeftReference(lora_base, adapters["all8"]).logits(TINY_SEQ)
+    base = PeftReference(lora_base, None).logits(TINY_SEQ)
+    err, gap = (ours - tuned).abs().max(), (base - tuned).abs().max()
+    assert err < 0.1 * gap, (err, gap)
