@@ -40,6 +40,7 @@ class TokenizedGenerateReq:
     # The client's rid when this is one sample of an ``n > 1`` request (its parent): aborting the
     # parent aborts every sample.
     group_rid: str | None = None
+    lora_name: str | None = None  # the LoRA adapter to serve it with (None: the base model)
 
 
 @dataclass
@@ -53,6 +54,14 @@ class ReleasePinsReq:
     unit of each parent pin named in ``unpin_rids``, as its admission would have."""
 
     unpin_rids: list[str]
+
+
+@dataclass
+class LoRAAdapterReq:
+    """Load the PEFT adapter at ``path`` as ``name``, or (``path`` None) unload ``name``."""
+
+    name: str
+    path: str | None = None
 
 
 @dataclass
@@ -103,6 +112,15 @@ class ReqTokenOut:
 @dataclass
 class BatchTokenOut:
     outs: list[ReqTokenOut]
+
+
+@dataclass
+class LoRAAdapterOut:
+    """The outcome of a ``LoRAAdapterReq``; ``adapters``: what is loaded afterwards."""
+
+    success: bool
+    message: str = ""
+    adapters: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

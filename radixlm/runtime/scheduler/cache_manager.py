@@ -68,7 +68,7 @@ class CacheManager:
     # ---- admission -----------------------------------------------------------------------------
     def cached_prefix_len(self, req: Req) -> int:
         """How much of the request's next extend the cache would serve (no locks taken)."""
-        return int(self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=False).slots.numel())
+        return int(self.tree.match_prefix(req.cache_key(req.max_prefix_len()), count=False).slots.numel())
 
     def admit(self, req: Req, max_extend: int) -> bool:
         """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
@@ -85,7 +85,7 @@ class CacheManager:
         row = self.req_to_token_pool.alloc()
         if row is None:
             return False
-        match = self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=not req.admitted_once)
+        match = self.tree.match_prefix(req.cache_key(req.max_prefix_len()), count=not req.admitted_once)
         prefix_len = int(match.slots.numel())
         self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
         slots = self._extend_slots(req, prefix_len, max_extend)
@@ -134,7 +134,7 @@ class CacheManager:
         if req.kv_len == req.prefix_len:
             return
         row = _row_of(req)
-        tokens = req.fill_ids[: req.kv_len]
+        tokens = req.cache_key(req.kv_len)
         row_slots = self.req_to_token_pool.req_to_token[row, : req.kv_len]
         cached = self.tree.insert(tokens, row_slots.clone())
         match = self.tree.match_prefix(tokens, count=False)

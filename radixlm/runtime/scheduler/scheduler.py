@@ -14,12 +14,15 @@ import numpy as np
 import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
+from radixlm.runtime.lora.scheduling import bind_adapter, change_adapters
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
+    LoRAAdapterOut,
+    LoRAAdapterReq,
     ReleasePinsReq,
     ReqTokenOut,
     StatsOut,
@@ -94,6 +97,7 @@ class Scheduler:
         )
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
+            LoRAAdapterReq: self._on_lora_adapter,
             AbortReq: self._on_abort,
             FlushCacheReq: self._on_flush,
             GetStatsReq: self._on_stats,
@@ -140,12 +144,13 @@ class Scheduler:
         req.unpin_rids = list(msg.unpin_rids)
         req.pin_timeout_s = msg.pin_timeout_s
         req.group_rid = msg.group_rid
+        req.lora_name = msg.lora_name
         return req
 
     def _enqueue(self, req: Req) -> None:
         """Into the admission queue, or the grammar queue until its grammar is compiled; rejected
         (400) when it can never fit or its grammar is invalid."""
-        error = self._admission_error(req)
+        error = self._admission_error(req) or self._bind_lora(req)
         if error is None and req.grammar_key is not None:
             error = self.grammars.submit(req)  # on success it waits there
         elif error is None:
@@ -173,6 +178,12 @@ class Scheduler:
                 f"pool holds {self.cache.capacity}; lower max_new_tokens or raise kv_cache_gb"
             )
         return None
+
+    def _bind_lora(self, req: Req) -> str | None:
+        return bind_adapter(req, self.runner.lora)
+
+    def _on_lora_adapter(self, msg: LoRAAdapterReq) -> LoRAAdapterOut:
+        return change_adapters(self.runner.lora, msg)
 
     def _on_abort(self, msg: AbortReq) -> None:
         """Abort the request whose rid is exactly ``msg.rid`` and the samples it spawned."""
