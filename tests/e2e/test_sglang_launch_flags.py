@@ -223,8 +223,9 @@ def test_sglang_keyword_arguments(caplog):
     )
     assert (args.model, args.seed, args.dtype, args.tp_size) == ("m", 3, "float16", 1)
     assert [r.getMessage() for r in caplog.records] == [SGLANG_FLAGS["--trust-remote-code"].message()]
-    with pytest.raises(ValueError, match="--enable-lora is not supported"):
-        ServerArgs.from_kwargs(enable_lora=True)
+    with pytest.raises(ValueError, match="--enable-double-sparsity is not supported"):
+        ServerArgs.from_kwargs(enable_double_sparsity=True)
+    assert ServerArgs.from_kwargs(lora_paths=["a=/x"]).enable_lora  # SGLang: paths enable LoRA
     with pytest.raises(ValueError, match="random_seed=3 and seed=4 disagree"):
         ServerArgs.from_kwargs(random_seed=3, seed=4)
     with pytest.raises(ValueError, match="unknown runtime option"):
