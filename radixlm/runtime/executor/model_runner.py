@@ -198,6 +198,7 @@ class ModelRunner:
             "dtype": _dtype_name(self.dtype),
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
+            **({"lora_adapters": self.lora.info()} if self.lora is not None else {}),
         }
 
     def tp_status(self) -> list[dict]:

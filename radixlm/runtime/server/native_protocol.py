@@ -27,6 +27,7 @@ from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
 PER_ITEM_FIELDS = (
     "sampling_params",
+    "lora_path",
     "rid",
     "return_logprob",
     "logprob_start_len",
@@ -47,7 +48,6 @@ UNSUPPORTED_IF_SET = {
     "image_data",
     "audio_data",
     "video_data",
-    "lora_path",
     "modalities",
     "custom_logit_processor",
     "return_hidden_states",
@@ -112,6 +112,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
                 top_logprobs_num=_int(values["top_logprobs_num"], "top_logprobs_num", default=0, minimum=0),
                 pin_children=pin_children,
                 unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
+                lora_name=_optional(values["lora_path"], str, "lora_path"),
             )
         )
     stream = _optional(body.get("stream"), bool, "stream") or False

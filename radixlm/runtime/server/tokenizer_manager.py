@@ -73,6 +73,7 @@ class GenerateItem:
     pin_children: int = 0  # keep the finished context locked for this many children (programs)
     unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
     pin_timeout_s: float | None = None  # sessions: their pins last as long as the session may idle
+    lora_name: str | None = None  # the LoRA adapter that serves it (None: the base model)
 
 
 class TokenizerManager:
@@ -104,7 +105,7 @@ class TokenizerManager:
         self.dead: str | None = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
         self.last_heartbeat = time.monotonic()
-        self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
+        self.token_text = functools.lru_cache(maxsize=1 << 16)(lambda t: self.tokenizer.decode([t]))
         self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
         self.finish_hooks: list[Callable[[SampleState, ReqTextOut], None]] = []
@@ -179,6 +180,7 @@ class TokenizerManager:
                 pin_children=item.pin_children,
                 unpin_rids=list(item.unpin_rids),
                 pin_timeout_s=item.pin_timeout_s,
+                lora_name=item.lora_name,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
@@ -294,13 +296,14 @@ class TokenizerManager:
 
     # ---- control ---------------------------------------------------------------------------
     async def flush_cache(self, empty_cache: bool = False) -> FlushCacheOut:
-        return await self._request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
+        return await self.request_reply(FlushCacheReq(empty_cache=empty_cache), FlushCacheOut)
 
     async def get_stats(self) -> dict[str, Any]:
-        reply: StatsOut = await self._request_reply(GetStatsReq(), StatsOut)
+        reply: StatsOut = await self.request_reply(GetStatsReq(), StatsOut)
         return reply.stats
 
-    async def _request_reply(self, msg: Any, reply_type: type) -> Any:
+    async def request_reply(self, msg: Any, reply_type: type) -> Any:
+        """Send a control message to the scheduler and await its ``reply_type`` answer."""
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         future = asyncio.get_running_loop().create_future()
@@ -377,9 +380,6 @@ class TokenizerManager:
             sample.fail(error)
         self._samples.clear()
         self._by_rid.clear()
-
-    def _decode_one(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
 
 
 def _reserved_template_names(tokenizer: Any) -> set[str]:
