@@ -74,7 +74,10 @@ def _field(body: Any, name: str) -> str:
 async def load_lora_adapter(request: Request) -> dict[str, Any]:
     """Load the PEFT adapter directory ``lora_path`` as ``lora_name``; a bad adapter is a 400 naming it."""
     body = await read_json(request)
-    return await _change(request, LoRAAdapterReq(_field(body, "lora_name"), _field(body, "lora_path")))
+    name, path = _field(body, "lora_name"), _field(body, "lora_path")
+    if not isinstance(body.get("pinned", False), bool):
+        raise ApiError("pinned must be a boolean", param="pinned")
+    return await _change(request, LoRAAdapterReq(name, path))
 
 
 @router.post("/unload_lora_adapter")
