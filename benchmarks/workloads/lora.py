@@ -136,6 +136,7 @@ def main() -> None:
             sched.handle(LoRAAdapterReq(f"a{k}", str(Path(tmp, f"a{k}"))))
         run(sched, [None] * 4, 16, 4, "warmup")
         base = run(sched, [None] * args.requests, args.prompt_tokens, args.new_tokens, "base")
+        print(json.dumps({"base": base}), flush=True)
         mixed = run(
             sched,
             [f"a{i % args.adapters}" for i in range(args.requests)],
@@ -143,6 +144,7 @@ def main() -> None:
             args.new_tokens,
             "lora",
         )
+        print(json.dumps({"lora": mixed, "throughput_ratio": mixed["tok_s"] / base["tok_s"]}), flush=True)
         late = load_while_streaming(sched, Path(tmp, f"a{args.adapters}"), 8, 24)
     share = 1 - base["decode_step_ms"] / mixed["decode_step_ms"]
     print(
