@@ -20,10 +20,12 @@ from radixlm.runtime.layers.module import Module
 
 @dataclass
 class LoRABatch:
-    """The current forward's adapter segments: ``(slot, rows)`` with ``rows`` a ``slice`` (contiguous
-    tokens) or an index tensor. Rows in no segment (the base model's requests) get no update."""
+    """The current forward's adapter segments: ``(slot, rows)`` with ``rows`` a ``slice`` of the token
+    axis, or, when ``perm`` is set, of the tokens gathered in ``perm``'s order (each adapter's rows
+    made contiguous). Rows in no segment (the base model's requests) get no update."""
 
-    segments: list[tuple[int, slice | torch.Tensor]] = field(default_factory=list)
+    segments: list[tuple[int, slice]] = field(default_factory=list)
+    perm: torch.Tensor | None = None
 
 
 @dataclass
@@ -60,21 +62,27 @@ class LoRALinear(Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.base(x)
+        perm = self.batch.perm
+        if perm is None:  # each adapter's rows are contiguous: add in place
+            for slot, rows in self.batch.segments:
+                self._add(x[rows], y[rows], slot)
+            return y
+        # one gather of the adapters' rows in slot order, one scatter-add of their updates
+        xs = x[perm]
+        delta = torch.zeros(xs.shape[0], y.shape[-1], dtype=y.dtype, device=y.device)
         for slot, rows in self.batch.segments:
-            weights = self.slots[slot]
-            if weights is None:
-                continue  # this adapter leaves this projection alone
-            xs = x[rows]
-            low = xs.to(weights.a.dtype) @ weights.a.T  # [n, sum r]
-            if isinstance(rows, slice):
-                for offset, r0, r1, b in weights.slices:
-                    y[rows, offset : offset + b.shape[0]] += (low[:, r0:r1] @ b.T).to(y.dtype)
-            else:
-                delta = torch.zeros(xs.shape[0], y.shape[-1], dtype=y.dtype, device=y.device)
-                for offset, r0, r1, b in weights.slices:
-                    delta[:, offset : offset + b.shape[0]] = low[:, r0:r1] @ b.T
-                y.index_add_(0, rows, delta)
+            self._add(xs[rows], delta[rows], slot)
+        y.index_add_(0, perm, delta)
         return y
+
+    def _add(self, xs: torch.Tensor, out: torch.Tensor, slot: int) -> None:
+        """``out[:, slice] += (xs @ A^T) @ B'^T`` for each slice the slot's adapter targets."""
+        weights = self.slots[slot]
+        if weights is None:
+            return  # this adapter leaves this projection alone
+        low = xs.to(weights.a.dtype) @ weights.a.T  # [n, sum r]
+        for offset, r0, r1, b in weights.slices:
+            out[:, offset : offset + b.shape[0]] += (low[:, r0:r1] @ b.T).to(out.dtype)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         return self(x)

@@ -122,7 +122,7 @@ class LoRAManager:
     def begin(self, slots: Sequence[int] | None, tokens_per_req: Sequence[int]) -> None:
         """Set the segments of the next forward: request ``i`` has ``tokens_per_req[i]`` consecutive
         tokens under slot ``slots[i]``."""
-        self.batch.segments = []
+        self.batch.segments, self.batch.perm = [], None
         if not slots or all(s < 0 for s in slots):
             return
         runs: dict[int, list[tuple[int, int]]] = {}
@@ -135,12 +135,17 @@ class LoRAManager:
                 else:
                     spans.append((start, start + n))
             start += n
+        if all(len(spans) == 1 for spans in runs.values()):
+            self.batch.segments = [(slot, slice(*spans[0])) for slot, spans in runs.items()]
+            return
+        # some adapter's rows are apart: gather every adapter's rows in slot order (``LoRALinear``)
+        order: list[int] = []
         for slot, spans in runs.items():
-            if len(spans) == 1:
-                self.batch.segments.append((slot, slice(*spans[0])))
-            else:
-                rows = torch.cat([torch.arange(a, b) for a, b in spans]).to(self.device)
-                self.batch.segments.append((slot, rows))
+            first = len(order)
+            for a, b in spans:
+                order.extend(range(a, b))
+            self.batch.segments.append((slot, slice(first, len(order))))
+        self.batch.perm = torch.tensor(order, dtype=torch.int64, device=self.device)
 
     def info(self) -> list[dict]:
         """The loaded adapters, as ``/v1/models`` and ``/get_server_info`` list them."""

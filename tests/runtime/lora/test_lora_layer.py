@@ -50,8 +50,8 @@ def test_low_rank_add_on_each_linear_path(kind: str) -> None:
     layer.set_slot(1, {1: (a1k, b1k)})
     x = torch.randn(7, IN, generator=gen)
     plain = base(x).clone()
-    # rows 0-1 slot 0 (contiguous), rows 2 and 5 slot 1 (gathered), rows 3, 4, 6 the base
-    batch.segments = [(0, slice(0, 2)), (1, torch.tensor([2, 5]))]
+    # rows 0-1 slot 0, rows 2 and 5 slot 1 (apart: gathered as [0, 1, 2, 5]), rows 3, 4, 6 the base
+    batch.segments, batch.perm = [(0, slice(0, 2)), (1, slice(2, 4))], torch.tensor([0, 1, 2, 5])
     y = layer(x)
     want = plain.clone()
     want[0:2, 0:64] += x[0:2] @ a0q.T @ b0q.T
@@ -61,6 +61,8 @@ def test_low_rank_add_on_each_linear_path(kind: str) -> None:
     assert torch.equal(y[[3, 4, 6]], plain[[3, 4, 6]])
     layer.set_slot(1, None)
     torch.testing.assert_close(layer(x)[[2, 5]], plain[[2, 5]])
+    batch.segments, batch.perm = [(0, slice(0, 2))], None  # contiguous: added in place
+    torch.testing.assert_close(layer(x)[0:2], want[0:2], rtol=1e-5, atol=1e-4)
 
 
 def test_an_unwrapped_linear_is_the_plain_product() -> None:
