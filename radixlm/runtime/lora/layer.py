@@ -1,39 +1,22 @@
 """``LoRALinear``: a base projection (any of our linear paths) plus per-adapter low-rank updates.
 
 The base product runs once over the whole batch, whatever its format (float, int8, GGUF blocks,
-stacked parts). Then, for each adapter segment of the batch (``LoRABatch``), the segment's rows
-``x_s`` get ``y_s[:, slice] += (x_s @ A^T) @ B'^T`` for each targeted output slice (``B'`` carries the
-scale). The ``A`` matrices of all targeted slices (q/k/v, or gate/up) are stacked so one product
-covers them: per segment that is one ``[n, in] x [in, sum r]`` product and one ``[n, r] x [r, out_i]``
-per slice, ``n * r * (in + out)`` multiply-adds per slice against the base's ``n * in * out``.
+stacked parts). Then the rows under an adapter get ``y[:, slice_i] += (x @ A_i^T) @ B_i'^T`` for each
+targeted output slice ``i`` (``B'`` carries the scale). All slots' weights are kept stacked
+(``SlotStack``), so a batch planned as padded groups (``LoRABatch``) costs one batched ``A`` product
+and one batched ``B'`` product per output slice for all its adapters together; a segmented batch costs
+one such pair per adapter. Multiply-adds per row and slice: ``r * (in + out_i)`` (ranks zero-padded
+to the largest resident one) against the base's ``in * out``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from radixlm.runtime.layers.module import Module
-
-
-@dataclass
-class LoRABatch:
-    """The current forward's adapter segments: ``(slot, rows)`` with ``rows`` a ``slice`` of the token
-    axis, or, when ``perm`` is set, of the tokens gathered in ``perm``'s order (each adapter's rows
-    made contiguous). Rows in no segment (the base model's requests) get no update."""
-
-    segments: list[tuple[int, slice]] = field(default_factory=list)
-    perm: torch.Tensor | None = None
-
-
-@dataclass
-class SlotWeights:
-    """One adapter's weights for one fused layer: stacked ``A`` and each slice's ``B'``."""
-
-    a: torch.Tensor  # [sum of the targeted slices' ranks, in]
-    slices: list[tuple[int, int, int, torch.Tensor]]  # (output offset, rank start, rank end, B' [out_i, r])
+from radixlm.runtime.lora.batch_plan import LoRABatch
+from radixlm.runtime.lora.slot_stack import SlotStack
 
 
 class LoRALinear(Module):
@@ -42,47 +25,77 @@ class LoRALinear(Module):
     def __init__(self, base: nn.Module, out_sizes: list[int], num_slots: int, batch: LoRABatch) -> None:
         super().__init__()
         self.base = base
-        self.out_sizes = list(out_sizes)
         self.batch = batch
-        self.slots: list[SlotWeights | None] = [None] * num_slots
+        self.stack = SlotStack(num_slots, out_sizes)
 
     def set_slot(self, slot: int, pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] | None) -> None:
         """Put an adapter's ``{output slice: (A, B')}`` (on the device) into ``slot``; None clears it."""
-        if not pairs:
-            self.slots[slot] = None
-            return
-        offsets = [sum(self.out_sizes[:i]) for i in range(len(self.out_sizes))]
-        a_parts, slices, r0 = [], [], 0
-        for index in sorted(pairs):
-            a, b = pairs[index]
-            a_parts.append(a)
-            slices.append((offsets[index], r0, r0 + a.shape[0], b))
-            r0 += a.shape[0]
-        self.slots[slot] = SlotWeights(torch.cat(a_parts).contiguous(), slices)
+        self.stack.set(slot, pairs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.base(x)
-        perm = self.batch.perm
-        if perm is None:  # each adapter's rows are contiguous: add in place
-            for slot, rows in self.batch.segments:
-                self._add(x[rows], y[rows], slot)
+        batch = self.batch
+        if batch.empty or not any(self.stack.active):
             return y
-        # one gather of the adapters' rows in slot order, one scatter-add of their updates
-        xs = x[perm]
-        delta = torch.zeros(xs.shape[0], y.shape[-1], dtype=y.dtype, device=y.device)
-        for slot, rows in self.batch.segments:
-            self._add(xs[rows], delta[rows], slot)
-        y.index_add_(0, perm, delta)
+        # The low-rank products run on one thread: with torch's OpenMP team each product waits at a
+        # barrier for its second thread, which our C++ kernels' pool or another process keeps off the
+        # core (measured on the shared 2-core box: a decode step 40x the base's; 1024 prefill rows of
+        # one qkv layer 69 ms on two threads, 15 ms on one; benchmarks/log/lora.md).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            if batch.padded is not None:
+                self._add_padded(x, y)
+            else:
+                self._add_segments(x, y)
+        finally:
+            torch.set_num_threads(threads)
         return y
 
-    def _add(self, xs: torch.Tensor, out: torch.Tensor, slot: int) -> None:
-        """``out[:, slice] += (xs @ A^T) @ B'^T`` for each slice the slot's adapter targets."""
-        weights = self.slots[slot]
-        if weights is None:
-            return  # this adapter leaves this projection alone
-        low = xs.to(weights.a.dtype) @ weights.a.T  # [n, sum r]
-        for offset, r0, r1, b in weights.slices:
-            out[:, offset : offset + b.shape[0]] += (low[:, r0:r1] @ b.T).to(out.dtype)
+    def _add_padded(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One batched product per ``A`` and per output slice over the ``[groups, width]`` grid."""
+        batch, stack = self.batch, self.stack
+        padded = batch.padded
+        assert padded is not None and stack.a is not None
+        if not any(stack.active[s] for s in range(padded.slots.start, padded.slots.stop)):
+            return
+        xs = x if batch.rows is None else x[batch.rows]
+        groups = padded.slots.stop - padded.slots.start
+        xs = xs.reshape(groups, padded.width, -1).to(stack.a.dtype)
+        low = torch.bmm(xs, stack.a[padded.slots])  # [groups, width, slices * r]
+        if padded.mask is not None:
+            low.mul_(padded.mask)
+        r = stack.rank
+        if len(stack.b) == 1:
+            delta = torch.bmm(low, stack.b[0][padded.slots])
+        else:
+            delta = low.new_empty(groups, padded.width, stack.out_features)
+            for i, (offset, size) in enumerate(stack.offsets):
+                b = stack.b[i][padded.slots]
+                torch.bmm(low[:, :, i * r : (i + 1) * r], b, out=delta[:, :, offset : offset + size])
+        flat = delta.view(groups * padded.width, -1).to(y.dtype)
+        if batch.rows is None:
+            y += flat
+        else:
+            y.index_add_(0, batch.rows, flat)
+
+    def _add_segments(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One ``A`` product and one ``B'`` product per slice for each adapter's contiguous rows."""
+        batch, stack = self.batch, self.stack
+        assert stack.a is not None
+        xs = x if batch.rows is None else x[batch.rows]
+        out = y if batch.rows is None else y.new_zeros(xs.shape[0], y.shape[-1])
+        r = stack.rank
+        for slot, rows in batch.segments:
+            if not stack.active[slot]:
+                continue
+            low = xs[rows].to(stack.a.dtype) @ stack.a[slot]
+            for i, (offset, size) in enumerate(stack.offsets):
+                out[rows, offset : offset + size] += (low[:, i * r : (i + 1) * r] @ stack.b[i][slot]).to(
+                    out.dtype
+                )
+        if batch.rows is not None:
+            y.index_add_(0, batch.rows, out)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         return self(x)

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from radixlm.runtime.lora.adapter import LoRAAdapter, load_adapter
-from radixlm.runtime.lora.layer import LoRABatch, LoRALinear
+from radixlm.runtime.lora.batch_plan import LoRABatch
+from radixlm.runtime.lora.layer import LoRALinear
 from radixlm.runtime.lora.targets import TARGETS, normalize_targets, projection_shapes
 from radixlm.runtime.models.config import ModelConfig
 
@@ -42,7 +43,7 @@ class LoRAManager:
         self.num_slots, self.max_rank = max_loras_per_batch, max_lora_rank
         self.target_modules = target_modules
         self.shapes = projection_shapes(cfg)
-        self.batch = LoRABatch()
+        self.batch = LoRABatch(device)
         self.layers = _wrap(model, target_modules, self.shapes, max_loras_per_batch, self.batch)
         self.adapters: dict[str, LoRAAdapter] = {}
         self.namespace: dict[int, int] = {}  # id(adapter) -> radix namespace
@@ -120,32 +121,9 @@ class LoRAManager:
         self.slot_adapter[slot] = adapter
 
     def begin(self, slots: Sequence[int] | None, tokens_per_req: Sequence[int]) -> None:
-        """Set the segments of the next forward: request ``i`` has ``tokens_per_req[i]`` consecutive
-        tokens under slot ``slots[i]``."""
-        self.batch.segments, self.batch.perm = [], None
-        if not slots or all(s < 0 for s in slots):
-            return
-        runs: dict[int, list[tuple[int, int]]] = {}
-        start = 0
-        for slot, n in zip(slots, tokens_per_req):
-            if slot >= 0:
-                spans = runs.setdefault(slot, [])
-                if spans and spans[-1][1] == start:
-                    spans[-1] = (spans[-1][0], start + n)
-                else:
-                    spans.append((start, start + n))
-            start += n
-        if all(len(spans) == 1 for spans in runs.values()):
-            self.batch.segments = [(slot, slice(*spans[0])) for slot, spans in runs.items()]
-            return
-        # some adapter's rows are apart: gather every adapter's rows in slot order (``LoRALinear``)
-        order: list[int] = []
-        for slot, spans in runs.items():
-            first = len(order)
-            for a, b in spans:
-                order.extend(range(a, b))
-            self.batch.segments.append((slot, slice(first, len(order))))
-        self.batch.perm = torch.tensor(order, dtype=torch.int64, device=self.device)
+        """Plan the next forward's adapter rows once for all layers (``LoRABatch.plan``): request ``i``
+        has ``tokens_per_req[i]`` consecutive tokens under slot ``slots[i]``."""
+        self.batch.plan(slots, tokens_per_req)
 
     def info(self) -> list[dict]:
         """The loaded adapters, as ``/v1/models`` and ``/get_server_info`` list them."""

@@ -1,5 +1,6 @@
-"""``LoRALinear`` on every base linear path: the base product is untouched and each adapter segment
-gets exactly ``x @ A^T @ B'^T`` on its targeted output slices (contiguous and gathered segments)."""
+"""``LoRALinear`` on every base linear path: the base product is untouched and each adapter's rows
+get exactly ``x @ A^T @ B'^T`` on its targeted output slices, in each layout ``LoRABatch.plan`` picks
+(padded groups, segments in place, gathered segments)."""
 
 from __future__ import annotations
 
@@ -48,21 +49,36 @@ def test_low_rank_add_on_each_linear_path(kind: str) -> None:
     a1k, b1k = torch.randn(8, IN, generator=gen), torch.randn(32, 8, generator=gen)
     layer.set_slot(0, {0: (a0q, b0q), 2: (a0v, b0v)})
     layer.set_slot(1, {1: (a1k, b1k)})
-    x = torch.randn(7, IN, generator=gen)
+    x = torch.randn(10, IN, generator=gen)
     plain = base(x).clone()
-    # rows 0-1 slot 0, rows 2 and 5 slot 1 (apart: gathered as [0, 1, 2, 5]), rows 3, 4, 6 the base
-    batch.segments, batch.perm = [(0, slice(0, 2)), (1, slice(2, 4))], torch.tensor([0, 1, 2, 5])
-    y = layer(x)
-    want = plain.clone()
-    want[0:2, 0:64] += x[0:2] @ a0q.T @ b0q.T
-    want[0:2, 96:128] += x[0:2] @ a0v.T @ b0v.T
-    want[[2, 5], 64:96] += x[[2, 5]] @ a1k.T @ b1k.T
-    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-4)
-    assert torch.equal(y[[3, 4, 6]], plain[[3, 4, 6]])
+    weights = {0: [(0, 64, a0q, b0q), (96, 128, a0v, b0v)], 1: [(64, 96, a1k, b1k)]}
+
+    def check(slots: list[int], tokens: list[int], layout: str) -> torch.Tensor:
+        batch.plan(slots, tokens)
+        kind = "padded" if batch.padded is not None else "segments"
+        gathered = layout in ("padded", "segments gathered")
+        assert (kind, batch.rows is not None) == (layout.split()[0], gathered)
+        row_slots = [s for s, n in zip(slots, tokens) for _ in range(n)]
+        want = plain.clone()
+        for slot, parts in weights.items():
+            rows = [i for i, s in enumerate(row_slots) if s == slot]
+            for lo, hi, a, b in parts:
+                want[rows, lo:hi] += x[rows] @ a.T @ b.T
+        y = layer(x)
+        torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-4)
+        base_rows = [i for i, s in enumerate(row_slots) if s < 0]
+        assert torch.equal(y[base_rows], plain[base_rows])
+        return y
+
+    # decode-like: slot 0 rows 0-1, slot 1 rows 2 and 5 (apart), the rest the base: one padded grid
+    check([0, 0, 1, -1, -1, 1, -1, -1, -1, -1], [1] * 10, "padded")
+    check([0, 1, -1, 0], [2, 1, 6, 1], "padded")  # slot 0 has 3 rows, slot 1 one: a masked pad
+    check([0, 1], [5, 5], "padded in place")  # every row under an adapter, in slot order
+    check([0, 1, -1], [8, 1, 1], "segments")  # uneven and each slot contiguous: added in place
+    check([1, 0, 1, -1], [1, 7, 1, 1], "segments gathered")  # slot 1's rows apart: gathered
     layer.set_slot(1, None)
-    torch.testing.assert_close(layer(x)[[2, 5]], plain[[2, 5]])
-    batch.segments, batch.perm = [(0, slice(0, 2))], None  # contiguous: added in place
-    torch.testing.assert_close(layer(x)[0:2], want[0:2], rtol=1e-5, atol=1e-4)
+    weights.pop(1)
+    check([0, 0, 1, -1, -1, 1, -1, -1, -1, -1], [1] * 10, "padded")
 
 
 def test_an_unwrapped_linear_is_the_plain_product() -> None:
