@@ -67,12 +67,14 @@ def run(sched: Scheduler, loras: list[str | None], prompt_len: int, new: int, ta
         steps.append((decode, time.perf_counter() - t0))
         tokens += sum(len(o.new_token_ids) for o in outs)
     wall = time.perf_counter() - start
-    decode_steps = [t for d, t in steps if d][1:]  # the first includes the slots' fill
+    decode_steps = [t for d, t in steps if d][1:]  # the first is the last prefill (and the slots' fill)
+    first = next(i for i, (d, _) in enumerate(steps) if d)
     return {
         "tokens": tokens,
         "wall_s": wall,
         "tok_s": tokens / wall,
         "decode_step_ms": 1e3 * statistics.mean(decode_steps),
+        "prefill_s": sum(t for _, t in steps[: first + 1]),  # up to all requests running
     }
 
 
@@ -158,6 +160,7 @@ def main() -> None:
                 "lora": mixed,
                 "throughput_ratio": mixed["tok_s"] / base["tok_s"],
                 "low_rank_share_of_decode_step": share,
+                "decode_step_ratio": base["decode_step_ms"] / mixed["decode_step_ms"],
                 "load_while_streaming": late,
             },
             indent=1,
