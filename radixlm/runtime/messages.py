@@ -45,6 +45,7 @@ class TokenizedGenerateReq:
     # A vision-language model's images: ``input_ids`` holds the processor's image token at their
     # positions; the scheduler swaps in hash-derived pads (``runtime/multimodal/items.py``).
     mm_inputs: MultimodalInputs | None = None
+    lora_name: str | None = None  # the LoRA adapter to serve it with (None: the base model)
 
 
 @dataclass
@@ -58,6 +59,14 @@ class ReleasePinsReq:
     unit of each parent pin named in ``unpin_rids``, as its admission would have."""
 
     unpin_rids: list[str]
+
+
+@dataclass
+class LoRAAdapterReq:
+    """Load the PEFT adapter at ``path`` as ``name``, or (``path`` None) unload ``name``."""
+
+    name: str
+    path: str | None = None
 
 
 @dataclass
@@ -160,6 +169,15 @@ class ReqTokenOut:
 @dataclass
 class BatchTokenOut:
     outs: list[ReqTokenOut]
+
+
+@dataclass
+class LoRAAdapterOut:
+    """The outcome of a ``LoRAAdapterReq``; ``adapters``: what is loaded afterwards."""
+
+    success: bool
+    message: str = ""
+    adapters: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

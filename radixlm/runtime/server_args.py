@@ -182,6 +182,12 @@ class ServerArgs:
     load_balance_method: LoadBalanceMethod = "cache_aware"  # how dp_size replicas share requests
     balance_abs_threshold: int = 32  # cache_aware: imbalance when max - min load passes this ...
     balance_rel_threshold: float = 1.5  # ... and max load > this x min load
+    # LoRA adapters (runtime/lora/), SGLang's flags
+    enable_lora: bool = False
+    lora_paths: tuple[str, ...] = ()  # name=path (or a path, named after its directory) loaded at start
+    max_loras_per_batch: int = 8  # distinct adapters in one batch (device slots)
+    max_lora_rank: int = 64
+    lora_target_modules: tuple[str, ...] = ()  # empty: all of q/k/v/o/gate/up/down ("all" too)
     # Misc
     seed: int = 0
     num_threads: int | None = None  # torch threads in the scheduler process
@@ -227,6 +233,7 @@ class ServerArgs:
         )
         if self.speculative_max_batch is not None and self.speculative_max_batch < 1:
             raise ValueError(f"speculative_max_batch must be >= 1, got {self.speculative_max_batch}")
+        check_lora_args(self)
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""
@@ -284,6 +291,22 @@ def check_parallel_args(args: ServerArgs) -> None:
             raise ValueError(f"dist_init_addr {args.dist_init_addr!r} is not host:port")
     if args.nnodes > 1 and args.dp_size > 1:
         raise ValueError("dp_size > 1 runs on one node; front several servers with `radixlm router`")
+
+
+def check_lora_args(args: ServerArgs) -> None:
+    """Normalise the LoRA lists to tuples and raise ``ValueError`` naming a LoRA option that cannot work."""
+    for name in ("lora_paths", "lora_target_modules"):
+        value = getattr(args, name)
+        object.__setattr__(args, name, (value,) if isinstance(value, str) else tuple(value or ()))
+    if not args.enable_lora and args.lora_paths:
+        object.__setattr__(args, "enable_lora", True)  # SGLang: --lora-paths alone enables LoRA
+    if not args.enable_lora:
+        return
+    for name in ("max_loras_per_batch", "max_lora_rank"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.tp_size > 1:
+        raise ValueError("enable_lora with tp_size > 1 is not supported yet (LoRA runs on one rank)")
 
 
 @functools.lru_cache(maxsize=1)

@@ -108,6 +108,8 @@ def test_launch_line_with_flag_behaves_as_classified(name):
         expected: Any = True if not record["arity"] else argv[1]
         if record["type"] in ("int", "float") and record["arity"]:
             expected = {"int": int, "float": float}[record["type"]](expected)
+        if record["arity"] == "*":  # a list option (--lora-paths a=/x b=/y)
+            expected = tuple(argv[1:])
         assert getattr(args, flag.field) == _translated(flag.values.get(expected, expected)), spelling
         assert len(warnings) == isinstance(flag.values.get(expected), Nearest)
 
@@ -195,14 +197,14 @@ def test_version():
 
 def test_refused_flag_stops_the_launch_with_the_reason():
     out = subprocess.run(
-        [sys.executable, "-m", "radixlm.launch_server", "--model-path", "x", "--enable-lora"],
+        [sys.executable, "-m", "radixlm.launch_server", "--model-path", "x", "--enable-double-sparsity"],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=120,
     )
     assert out.returncode != 0
-    assert out.stderr.strip() == f"radixlm serve: error: {SGLANG_FLAGS['--enable-lora'].message()}"
+    assert out.stderr.strip() == f"radixlm serve: error: {SGLANG_FLAGS['--enable-double-sparsity'].message()}"
 
 
 def test_flag_table_document_is_current():
@@ -225,8 +227,9 @@ def test_sglang_keyword_arguments(caplog):
     )
     assert (args.model, args.seed, args.dtype, args.tp_size) == ("m", 3, "float16", 1)
     assert [r.getMessage() for r in caplog.records] == [SGLANG_FLAGS["--trust-remote-code"].message()]
-    with pytest.raises(ValueError, match="--enable-lora is not supported"):
-        ServerArgs.from_kwargs(enable_lora=True)
+    with pytest.raises(ValueError, match="--enable-double-sparsity is not supported"):
+        ServerArgs.from_kwargs(enable_double_sparsity=True)
+    assert ServerArgs.from_kwargs(lora_paths=["a=/x"]).enable_lora  # SGLang: paths enable LoRA
     with pytest.raises(ValueError, match="random_seed=3 and seed=4 disagree"):
         ServerArgs.from_kwargs(random_seed=3, seed=4)
     with pytest.raises(ValueError, match="unknown runtime option"):

@@ -57,6 +57,8 @@ class ForwardBatch:
       are already written into ``req_to_token`` at positions ``prefix_len .. seq_len-1``.
     - ``logits_indices``: ``[num_outputs]`` positions into the token axis whose logits are returned
       (the last token of each request, or all tokens when input logprobs are asked for).
+    - ``lora_slots``: per request, the LoRA device slot its tokens use (-1: the base model); None: all
+      base (``runtime/lora/manager.py`` turns it into per-token segments).
     """
 
     mode: ForwardMode
@@ -79,6 +81,7 @@ class ForwardBatch:
     # ``[k, hidden]`` instead of their tokens' embeddings (``runtime/multimodal/``).
     mm_positions: torch.Tensor | None = None
     mm_embeds: torch.Tensor | None = None
+    lora_slots: list[int] | None = None
 
     @property
     def batch_size(self) -> int:

@@ -14,6 +14,7 @@ from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_ra
 from radixlm.runtime.executor.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.executor.forward_batch import ForwardBatch
 from radixlm.runtime.layers.packed_weights import pack_model_weights
+from radixlm.runtime.lora.manager import build_lora_manager
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
 from radixlm.runtime.models.transformers_fallback import check_fallback_options
@@ -130,6 +131,7 @@ class ModelRunner:
                 "context_length %d exceeds the model's max positions %d", self.context_length, model_max
             )
 
+        self.lora = build_lora_manager(server_args, self.model, self.dtype, self.device)
         self.req_to_token_pool = ReqToTokenPool(
             server_args.max_running_requests, self.context_length, device=self.device
         )
@@ -156,6 +158,7 @@ class ModelRunner:
             self.device.type == "cuda"
             and not server_args.disable_cuda_graph
             and self.tp is None
+            and self.lora is None  # the adapter segments change per batch, outside a graph
             and self.attn_backend.supports_cuda_graph
             and getattr(self.model, "supports_cuda_graph", True)  # False: MoE models, the fallback
         ):
@@ -172,6 +175,8 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
         """Float32 logits ``[len(fb.logits_indices), vocab_size]``; writes the new tokens' KV."""
+        if self.lora is not None:
+            self.lora.begin(fb.lora_slots, fb.extend_seq_lens_cpu or [1] * fb.batch_size)
         if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run(fb):
             return self.cuda_graph_runner.replay(fb)
         if self.tp is not None:
@@ -206,6 +211,7 @@ class ModelRunner:
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
             "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
+            **({"lora_adapters": self.lora.info()} if self.lora is not None else {}),
         }
 
     def _image_token(self) -> str | None:

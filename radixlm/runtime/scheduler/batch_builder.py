@@ -64,6 +64,7 @@ def build_extend_batch(reqs: list[Req], runner: Any, kind: BatchKind = BatchKind
     cache = getattr(runner, "encoder_cache", None)
     if cache is not None:  # a vision-language model: the encoder stage first
         attach_image_rows(fb, reqs, runner.model, cache)
+    fb.lora_slots = lora_slots(reqs, runner)
     return ScheduledBatch(kind, list(reqs), fb, sample_rows, input_logprob_rows=input_rows)
 
 
@@ -89,6 +90,7 @@ def build_decode_batch(reqs: list[Req], slots: torch.Tensor, runner: Any) -> Sch
         attn_backend=runner.attn_backend,
         seq_lens_cpu=seq_lens,
     )
+    fb.lora_slots = lora_slots(reqs, runner)
     return ScheduledBatch(BatchKind.DECODE, list(reqs), fb, list(range(bs)))
 
 
@@ -101,3 +103,12 @@ def build_mixed_chunk_batch(prefill: list[Req], running: list[Req], runner: Any)
     batch = build_extend_batch([*prefill, *running], runner, BatchKind.MIXED_CHUNK)
     batch.num_prefill_reqs = len(prefill)
     return batch
+
+
+def lora_slots(reqs: list[Req], runner: Any) -> list[int] | None:
+    """Each request's LoRA device slot (its adapter copied in if needed); None when no request
+    uses an adapter."""
+    lora = getattr(runner, "lora", None)
+    if lora is None or all(r.lora is None for r in reqs):
+        return None
+    return lora.assign([r.lora for r in reqs])

@@ -82,7 +82,7 @@ class CacheManager:
     # ---- admission -----------------------------------------------------------------------------
     def cached_prefix_len(self, req: Req) -> int:
         """How much of the request's next extend the cache would serve (no locks taken)."""
-        return int(self.tree.match_prefix(req.fill_ids[: req.max_prefix_len()], count=False).slots.numel())
+        return int(self.tree.match_prefix(req.cache_key(req.max_prefix_len()), count=False).slots.numel())
 
     def admit(self, req: Req, max_extend: int) -> bool:
         """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
@@ -99,10 +99,10 @@ class CacheManager:
         row = self.req_to_token_pool.alloc()
         if row is None:
             return False
-        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        prefix_ids = req.cache_key(req.max_prefix_len())
         if self.tiered is not None:
             self.tiered.load_back(prefix_ids, self.alloc_slots)
-        if self.disk is not None:
+        if self._on_disk(req):
             self._load_from_disk(prefix_ids)
         match = self.tree.match_prefix(prefix_ids, count=not req.admitted_once)
         prefix_len = int(match.slots.numel())
@@ -125,11 +125,17 @@ class CacheManager:
     def prefetch(self, req: Req) -> None:
         """Start reading the disk tier's pages past what the tree holds of ``req``'s prompt (called
         when it is queued, so the reads overlap the batches that run before its admission)."""
-        if self.disk is None:
+        if not self._on_disk(req):
             return
-        prefix_ids = req.fill_ids[: req.max_prefix_len()]
+        assert self.disk is not None
+        prefix_ids = req.cache_key(req.max_prefix_len())
         match = self.tree.match_prefix(prefix_ids, count=False)
         self.disk.prefetch(prefix_ids, int(match.slots.numel()) + match.host_len)
+
+    def _on_disk(self, req: Req) -> bool:
+        """Whether ``req``'s KV goes to and comes from the disk tier: not under a LoRA adapter, whose
+        radix namespace is numbered per process and would name another adapter after a restart."""
+        return self.disk is not None and req.cache_namespace == 0
 
     def _load_from_disk(self, token_ids: list[int]) -> None:
         """Insert the disk tier's pages that continue the tree's match of ``token_ids`` (if any)."""
@@ -188,7 +194,7 @@ class CacheManager:
         if req.kv_len == req.prefix_len:
             return
         row = _row_of(req)
-        tokens = req.fill_ids[: req.kv_len]
+        tokens = req.cache_key(req.kv_len)
         row_slots = self.req_to_token_pool.req_to_token[row, : req.kv_len]
         cached = self.tree.insert(tokens, row_slots.clone())
         match = self.tree.match_prefix(tokens, count=False)
@@ -217,7 +223,7 @@ class CacheManager:
         if req.row is None:
             return
         self.commit_to_tree(req)
-        if self.disk is not None and req.prefix_len:
+        if self.disk is not None and req.prefix_len and self._on_disk(req):
             self.disk.save(
                 req.fill_ids[: req.prefix_len], self.req_to_token_pool.req_to_token[req.row, : req.prefix_len]
             )

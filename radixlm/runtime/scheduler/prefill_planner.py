@@ -37,6 +37,10 @@ class PrefillPlanner:
         prefix = {id(r): self.cache.cached_prefix_len(r) for r in waiting}
         return admission_order(sorted(waiting, key=lambda r: -prefix[id(r)]), self.args), prefix
 
+    def _lora_fits(self, req: Req, adapters: set[int]) -> bool:
+        """Whether ``req``'s adapter keeps the running batch within ``max_loras_per_batch`` adapters."""
+        return req.lora is None or id(req.lora) in adapters or len(adapters) < self.args.max_loras_per_batch
+
     def plan(
         self, waiting: list[Req], running: list[Req], chunked: Req | None, max_tokens: int | None = None
     ) -> list[Req]:
@@ -67,13 +71,16 @@ class PrefillPlanner:
         # the radix cache disabled the tracker matches nothing, so nobody waits.
         dedup = self.cache.prefix_tracker()
         candidates, matched = self.order(waiting)
+        adapters = {id(r.lora) for r in [*running, *batch] if r.lora is not None}
         for req in candidates:
             if slots_left - len(batch) <= 0 or token_budget <= 0:
                 break
+            if not self._lora_fits(req, adapters):
+                continue  # its adapter waits for a batch with a free LoRA slot
             # NOTE: lpm's lengths may be stale after an earlier admission evicted; they only size
             # the budgets here, and admit() matches again for real.
             cached = matched[id(req)] if id(req) in matched else self.cache.cached_prefix_len(req)
-            fill_ids = req.fill_ids
+            fill_ids = req.cache_key(req.seq_len)
             shared = int(dedup.match_prefix(fill_ids, count=False).slots.numel())
             if shared - cached >= IN_BATCH_PREFIX_DEFER:
                 continue
@@ -93,6 +100,8 @@ class PrefillPlanner:
             token_budget -= req.extend_len
             kv_budget -= req.extend_len + reserve
             dedup.insert(fill_ids, torch.zeros(len(fill_ids), dtype=torch.int64))
+            if req.lora is not None:
+                adapters.add(id(req.lora))
             if req.extend_len < extend_len:
                 break
         return batch

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from radixlm.runtime.constrained.matcher_protocol import Matcher
+from radixlm.runtime.lora.namespace import namespaced
 from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.sampling.stop_regex import StopRegexes
@@ -75,6 +76,11 @@ class Req:
         self.priority = 0  # SGLang's request priority (scheduler/priority.py)
         self.extend_len = 0  # tokens computed in the current step
 
+        # LoRA: the adapter (``runtime/lora/adapter.py``) and the radix namespace of its KV (0: base)
+        self.lora_name: str | None = None
+        self.lora: Any = None
+        self.cache_namespace = 0
+
         # Output state
         self.finish_reason: FinishReason | None = None
         self.to_abort: str | None = None
@@ -126,6 +132,11 @@ class Req:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
+
+    def cache_key(self, length: int) -> list[int]:
+        """The radix-cache key of ``fill_ids[:length]``: the ids themselves under the base model,
+        moved into the request's LoRA namespace otherwise (``lora/namespace.py``)."""
+        return namespaced(self.fill_ids[:length], self.cache_namespace)
 
     def max_prefix_len(self) -> int:
         """The longest cached prefix the next extend may reuse.

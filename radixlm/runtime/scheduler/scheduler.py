@@ -16,6 +16,7 @@ import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
 from radixlm.runtime.kv_tiers.factory import create_disk_store, create_tiered_cache
+from radixlm.runtime.lora.scheduling import bind_adapter, change_adapters
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
@@ -23,6 +24,7 @@ from radixlm.runtime.messages import (
     EncodeReq,
     FlushCacheReq,
     GetStatsReq,
+    LoRAAdapterReq,
     ProfileReq,
     ReleasePinsReq,
     ReqTokenOut,
@@ -121,6 +123,7 @@ class Scheduler(SchedulerViews):
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
             EncodeReq: self._on_encode,
+            LoRAAdapterReq: lambda msg: change_adapters(self.runner.lora, msg),
             AbortReq: self._on_abort,
             FlushCacheReq: self._on_flush,
             GetStatsReq: self._on_stats,
@@ -173,12 +176,13 @@ class Scheduler(SchedulerViews):
         if msg.mm_inputs is not None and msg.mm_inputs.items:
             req.mm = msg.mm_inputs
             req.origin_input_ids = msg.mm_inputs.padded(input_ids, self.runner.vocab_size)
+        req.lora_name = msg.lora_name
         return req
 
     def _enqueue(self, req: Req) -> None:
         """Into the admission queue, or the grammar queue until its grammar is compiled; rejected
         (400) when it can never fit or its grammar is invalid."""
-        error = self._admission_error(req)
+        error = self._admission_error(req) or bind_adapter(req, self.runner.lora)
         if error is None and req.grammar_key is not None:
             error = self.grammars.submit(req)  # on success it waits there
         elif error is None:

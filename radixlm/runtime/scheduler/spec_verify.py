@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
+from radixlm.runtime.scheduler.batch_builder import lora_slots
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
@@ -82,6 +83,8 @@ def build_verify_batch(
         attn_backend=runner.attn_backend,
         seq_lens_cpu=seq_lens,
     )
+    # one decode row per position, so each row carries its request's adapter
+    fb.lora_slots = lora_slots([r for r, n in zip(reqs, need) for _ in range(n)], runner)
     batch = ScheduledBatch(BatchKind.VERIFY, list(reqs), fb, [first for first, _ in draft_rows])
     batch.draft_rows = draft_rows
     batch.spec_drafts = drafts

@@ -28,3 +28,4 @@ class GenerateItem:
     unpin_rids: list[str] = dataclasses.field(default_factory=list)  # parents to release once admitted
     pin_timeout_s: float | None = None  # sessions: their pins last as long as the session may idle
     priority: int | None = None  # SGLang's; see runtime/scheduler/priority.py
+    lora_name: str | None = None  # the LoRA adapter that serves it (None: the base model)

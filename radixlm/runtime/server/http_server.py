@@ -37,6 +37,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
         anthropic_api,
         embeddings_api,
         infill_api,
+        lora_api,
         native_api,
         openai_api,
         ops_api,
@@ -60,6 +61,8 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.state.served_model_name = server_args.served_model_name or server_args.model
     app.state.started_at = time.time()
     app.state.version = __version__
+    model_info = getattr(tokenizer_manager, "model_info", {}) or {}
+    app.state.lora_names = lora_api.LoRANames(server_args.enable_lora, model_info.get("lora_adapters", []))
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -82,6 +85,7 @@ def build_app(tokenizer_manager: Any, server_args: Any) -> Any:
     app.include_router(program_api.router)
     app.include_router(ops_api.router)
     app.include_router(weights_profile_api.router)
+    app.include_router(lora_api.router)
     app.include_router(session_api.router)
     app.include_router(responses_api.router)
     app.state.responses = ResponseStore(tokenizer_manager, server_args.max_stored_responses)

@@ -119,6 +119,8 @@ def server_flags(args: ServerArgs) -> list[str]:
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
             flags.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, tuple):
+            flags += [flag, *map(str, value)]
         else:
             flags += [flag, str(value)]
     return flags

@@ -29,6 +29,7 @@ from radixlm.runtime.server.tokenizer_manager import GenerateItem
 
 PER_ITEM_FIELDS = (
     "sampling_params",
+    "lora_path",
     "rid",
     "return_logprob",
     "logprob_start_len",
@@ -51,7 +52,6 @@ FIELDS = {
 UNSUPPORTED_IF_SET = {
     "audio_data",
     "video_data",
-    "lora_path",
     "modalities",
     "return_hidden_states",
     "data_parallel_rank",
@@ -124,6 +124,7 @@ def parse_generate(body: Any, pins_allowed: bool = False) -> GenerateRequest:
                 pin_children=pin_children,
                 unpin_rids=_unpin_rids(body.get("unpin_rids"), i, n, is_batch),
                 priority=priority,
+                lora_name=_optional(values["lora_path"], str, "lora_path"),
             )
         )
     stream = _optional(body.get("stream"), bool, "stream") or False

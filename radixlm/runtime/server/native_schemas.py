@@ -59,6 +59,7 @@ _PER_ITEM = {
     "top_logprobs_num": {"type": "integer", "minimum": 0},
     "pin_children": {"type": "integer", "minimum": 0},
     "custom_logit_processor": {"type": "string", "description": "with --enable-custom-logit-processor"},
+    "lora_path": {"type": "string", "description": "a loaded LoRA adapter's name (null: the base model)"},
 }
 SESSION_PARAMS_SCHEMA = {
     "type": "object",
@@ -183,6 +184,17 @@ ABORT_SCHEMA = {
         {"required": ["abort_all"], "properties": {"abort_all": {"const": True}}},
     ],
 }
+_LORA_NAME = {"type": "string", "minLength": 1}
+LOAD_LORA_SCHEMA = {
+    "type": "object",
+    "required": ["lora_name", "lora_path"],
+    "properties": {
+        "lora_name": _LORA_NAME,
+        "lora_path": {**_LORA_NAME, "description": "a PEFT adapter directory on the server"},
+        "pinned": {"type": "boolean", "description": "SGLang's; accepted, adapters are never evicted here"},
+    },
+}
+UNLOAD_LORA_SCHEMA = {"type": "object", "required": ["lora_name"], "properties": {"lora_name": _LORA_NAME}}
 OPEN_SESSION_SCHEMA = {
     "type": "object",
     "properties": {

@@ -24,6 +24,7 @@ from radixlm.runtime.server.http_util import (
     sse,
     until_done_or_disconnect,
 )
+from radixlm.runtime.server.lora_api import adapter_cards
 from radixlm.runtime.server.offload import body_cost, maybe_off_loop
 from radixlm.runtime.server.openai_protocol import ChatCompletionRequest, CompletionRequest, parse_body
 from radixlm.runtime.server.req_state import ReqGroup, SampleState
@@ -40,6 +41,11 @@ def _model_name(request: Request) -> str:
     return request.app.state.served_model_name
 
 
+def _lora_name(request: Request, model: str | None) -> str | None:
+    """The LoRA adapter the request's ``model`` names (``base:adapter`` or the adapter's name)."""
+    return request.app.state.lora_names.adapter_for_model(model, _model_name(request))
+
+
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
     tm = _tm(request)
@@ -51,7 +57,7 @@ async def list_models(request: Request) -> dict[str, Any]:
         "root": tm.model_info.get("model_path"),
         "max_model_len": tm.context_length,
     }
-    return {"object": "list", "data": [card]}
+    return {"object": "list", "data": [card, *adapter_cards(request, card)]}
 
 
 @router.post("/completions")
@@ -61,6 +67,8 @@ async def completions(request: Request) -> Any:
     req, prompts, items = await maybe_off_loop(
         body_cost(body, size), _completion_items, body, _tm(request).tokenizer, _model_name(request)
     )
+    for item in items:
+        item.lora_name = _lora_name(request, req.model)
 
     def prefix(sample: SampleState) -> str:
         return echo[sample.index // req.n] if echo else ""
@@ -111,6 +119,7 @@ async def chat_completions(request: Request) -> Any:
         top_logprobs_num=req.top_logprobs or 0,
         fill_context=max_new is None,
         priority=req.priority,
+        lora_name=_lora_name(request, req.model),
     )
     trackers: dict[int, DeltaTracker] = {}
 

@@ -78,6 +78,8 @@ BODY_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "/abort_request": lambda args: native.ABORT_SCHEMA,
     "/concate_and_append_request": lambda args: {"description": "any JSON (a no-op)"},
     "/open_session": lambda args: native.OPEN_SESSION_SCHEMA,
+    "/load_lora_adapter": lambda args: native.LOAD_LORA_SCHEMA,
+    "/unload_lora_adapter": lambda args: native.UNLOAD_LORA_SCHEMA,
     "/close_session": lambda args: native.CLOSE_SESSION_SCHEMA,
     "/separate_reasoning": lambda args: native.SEPARATE_REASONING_SCHEMA,
     "/v1/completions": lambda args: {"$ref": _REF.format(model="CompletionRequest")},

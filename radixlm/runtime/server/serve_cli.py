@@ -45,7 +45,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
             )
             continue
         kind = _base_type(hints[f.name])
-        if kind is bool:
+        if typing.get_origin(hints[f.name]) is tuple:  # a list flag: --lora-paths a=/x b=/y
+            parser.add_argument(*flags, nargs="*", type=kind, default=f.default, help=help_text)
+        elif kind is bool:
             parser.add_argument(
                 *flags, action=argparse.BooleanOptionalAction, default=f.default, help=help_text
             )

@@ -160,15 +160,10 @@ NOT_IMPLEMENTED = [
         "requests asking for them get a 400",
         "--enable-return-hidden-states",
     ),
-    *_refuse(
-        "serves LoRA adapters",
-        "no LoRA support",
-        "--enable-lora --lora-paths=* --lora-target-modules=* --max-lora-rank=",
-    ),
     *_warn(
-        "sizes LoRA adapter slots and kernels",
-        "no LoRA support (so nothing to size)",
-        "--max-loras-per-batch= --max-loaded-loras= --lora-backend=",
+        "caps adapters in host memory; picks SGLang's LoRA kernels",
+        "loaded adapters stay in host memory until unloaded; one segmented torch product serves",
+        "--max-loaded-loras= --lora-backend=",
     ),
     *_refuse(
         "approximates attention with double sparsity", "attention is exact here", "--enable-double-sparsity"

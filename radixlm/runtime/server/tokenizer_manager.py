@@ -86,7 +86,7 @@ class TokenizerManager:
         self.dead: str | None = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
         self.last_heartbeat = time.monotonic()
-        self.token_text = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
+        self.token_text = functools.lru_cache(maxsize=1 << 16)(lambda t: self.tokenizer.decode([t]))
         self.metrics: Any | None = None  # a ServerMetrics with --enable-metrics
         # Called with each finished sample's last output (sessions record their turns' output ids).
         self.finish_hooks: list[Callable[[SampleState, ReqTextOut], None]] = []
@@ -168,6 +168,7 @@ class TokenizerManager:
                 pin_timeout_s=item.pin_timeout_s,
                 priority=item.priority,
                 mm_inputs=mm,
+                lora_name=item.lora_name,
             )
             validate_request(req, self.limits)
         except InvalidRequest as e:
@@ -293,6 +294,7 @@ class TokenizerManager:
         return reply.stats
 
     async def request_reply(self, msg: Any, reply_type: type) -> Any:
+        """Send a control message to the scheduler and await its ``reply_type`` answer."""
         if self.dead is not None:
             raise ApiError(f"the server is shutting down: {self.dead}", 503)
         future = asyncio.get_running_loop().create_future()
@@ -369,9 +371,6 @@ class TokenizerManager:
             sample.fail(error)
         self._samples.clear()
         self._by_rid.clear()
-
-    def _decode_one(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
 
 
 def _prompt_texts(item: GenerateItem) -> list[str]:

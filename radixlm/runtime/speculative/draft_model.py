@@ -108,6 +108,8 @@ class DraftModel:
             nnodes=1,
             node_rank=0,
             disable_cuda_graph=True,  # the draft's steps run eagerly
+            enable_lora=False,  # LoRA requests take the base draft's guesses; the target verifies them
+            lora_paths=(),
         )
         draft = ModelRunner(args)
         check_same_vocabulary(target, draft, path)
