@@ -103,7 +103,9 @@ class Renderer:
         from transformers import AutoTokenizer
 
         info = (await client.get("/get_model_info")).json()
-        tokenizer = AutoTokenizer.from_pretrained(info.get("tokenizer_path") or info["model_path"])
+        # the resolved files: ``tokenizer_path`` is the name the user gave (e.g. ``smollm2-135m``)
+        path = info.get("local_tokenizer_path") or info["local_model_path"]
+        tokenizer = AutoTokenizer.from_pretrained(path)
         template = info.get("chat_template")
         return cls(tokenizer, template, resolve_parser(None, template))
 

@@ -19,3 +19,16 @@ def namespaced(token_ids: Sequence[int], namespace: int) -> list[int]:
         return list(token_ids) if not isinstance(token_ids, list) else token_ids
     offset = namespace << _SHIFT
     return [t + offset for t in token_ids]
+
+
+def plain_ids(keys: Sequence[int], namespace: int, vocab_size: int) -> list[int]:
+    """The token ids of ``keys`` read from ``namespace``, up to the first key that is not a token of
+    the vocabulary there (an image's pad value, another namespace's key)."""
+    offset = namespace << _SHIFT
+    out = []
+    for key in keys:
+        token = key - offset
+        if not 0 <= token < vocab_size:
+            break
+        out.append(token)
+    return out

@@ -90,9 +90,7 @@ class Scheduler(SchedulerViews):
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
         self.speculator = None
         if server_args.speculative_algorithm:
-            self.speculator = create_speculator(
-                server_args, self.runner, self.cache.capacity, self.context_length
-            )
+            self.speculator = create_speculator(server_args, self.runner, self.cache, self.context_length)
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []

@@ -14,19 +14,23 @@ from radixlm.runtime.speculative.speculator import (
 
 if TYPE_CHECKING:
     from radixlm.runtime.executor.model_runner import ModelRunner
+    from radixlm.runtime.scheduler.cache_manager import CacheManager
     from radixlm.runtime.server_args import ServerArgs
 
 
 def create_speculator(
-    args: ServerArgs, runner: ModelRunner, target_slots: int, context_length: int
+    args: ServerArgs, runner: ModelRunner, cache: CacheManager, context_length: int
 ) -> Speculator:
     """The speculator for ``args.speculative_algorithm``; STANDALONE loads its draft model here,
-    with a KV pool sized from the target's ``target_slots``."""
+    with a KV pool sized from the target's; NGRAM also reads the target's radix tree."""
     assert args.speculative_algorithm is not None
     max_draft_len = resolve_max_draft_len(args.speculative_num_steps, args.speculative_num_draft_tokens)
     max_batch = resolve_spec_max_batch(args.speculative_max_batch, runner.device.type)
     draft = None
     if args.speculative_algorithm == "STANDALONE":
-        slots = draft_pool_slots(target_slots, max_batch, context_length, max_draft_len)
+        slots = draft_pool_slots(cache.capacity, max_batch, context_length, max_draft_len)
         draft = DraftModel.load(args, runner, slots)
-    return Speculator(args.speculative_algorithm, max_draft_len, max_batch, context_length, draft)
+    tree = cache.tree if draft is None else None
+    return Speculator(
+        args.speculative_algorithm, max_draft_len, max_batch, context_length, draft, tree, runner.vocab_size
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from radixlm.radix.continuation import continuation
+from radixlm.runtime.lora.namespace import plain_ids
 from radixlm.runtime.speculative.ngram import NgramProposer
 from radixlm.runtime.speculative.spec_state import SpecState
 
@@ -77,7 +79,11 @@ class Speculator:
         max_batch: int,
         context_length: int,
         draft_model: DraftModel | None = None,
+        tree: Any = None,
+        vocab_size: int = 0,
     ) -> None:
+        """``tree``: the target's prefix cache, whose continuations of a request's tokens NGRAM
+        proposes first (tokens at or past ``vocab_size`` end such a draft)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         if (algorithm == "STANDALONE") != (draft_model is not None):
@@ -87,6 +93,8 @@ class Speculator:
         self.context_length = context_length
         self.proposer = NgramProposer()
         self.draft_model = draft_model
+        self.tree = tree
+        self.vocab_size = vocab_size
         self.stats = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
 
     def drafts(self, running: list[Req]) -> list[list[int]] | None:
@@ -103,11 +111,21 @@ class Speculator:
                 logger.exception("the draft model's forward failed; this step decodes without drafts")
                 return None
         else:
-            drafts = [self.proposer.propose(r.fill_ids, k) if k else [] for r, k in zip(running, ks)]
+            drafts = [self._ngram_draft(r, k) if k else [] for r, k in zip(running, ks)]
         for i, req in enumerate(running):
             if drafts[i] and req.grammar is not None:
                 drafts[i] = _grammar_prefix(req.grammar, drafts[i])
         return drafts if any(drafts) else None
+
+    def _ngram_draft(self, req: Req, k: int) -> list[int]:
+        """What the radix tree holds after the request's whole sequence (text another request produced
+        after the same context) or, failing that, prompt lookup in the request's own tokens."""
+        if self.tree is not None:
+            keys = continuation(self.tree.root, req.cache_key(len(req.fill_ids)), k)
+            found = plain_ids(keys, req.cache_namespace, self.vocab_size)
+            if found:
+                return found
+        return self.proposer.propose(req.fill_ids, k)
 
     def _draft_len(self, req: Req) -> int:
         """How many tokens to propose for ``req`` this step (0: none)."""
