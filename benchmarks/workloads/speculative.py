@@ -138,6 +138,9 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--spec-max-batch", type=int, default=None, help="speculative_max_batch (None: default)")
     ap.add_argument("--num-steps", type=int, default=None)
+    ap.add_argument(
+        "--no-speed-check", action="store_true", help="verify every draft (the machinery, not the default)"
+    )
     ap.add_argument("--algorithm", default="NGRAM", choices=["NGRAM", "STANDALONE"])
     ap.add_argument(
         "--draft-model", default="smollm2-135m", help="STANDALONE's draft model; random: a random 1-layer one"
@@ -162,6 +165,7 @@ def main() -> None:
                 speculative_draft_model_path=draft,
                 speculative_num_steps=args.num_steps,
                 speculative_max_batch=args.spec_max_batch,
+                speculative_speed_check=not args.no_speed_check,
             )
         ),
     }

@@ -88,9 +88,7 @@ class Scheduler(SchedulerViews):
         if server_args.enable_jump_forward:
             max_batch = resolve_max_batch(server_args.jump_forward_max_batch, self.runner.device)
             self.jump_forward = JumpForwardStep(self.tokenizer, self.cache, self.context_length, max_batch)
-        self.speculator = None
-        if server_args.speculative_algorithm:
-            self.speculator = create_speculator(server_args, self.runner, self.cache, self.context_length)
+        self.speculator = create_speculator(server_args, self.runner, self.cache, self.context_length)
 
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -242,6 +240,7 @@ class Scheduler(SchedulerViews):
 
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
+        started = time.perf_counter()
         idle = not (self.waiting or self.running or self.chunked)
         self.waiting.extend(self.grammars.poll(self.tokens.reject, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
@@ -250,6 +249,8 @@ class Scheduler(SchedulerViews):
         batch = self._schedule()
         if batch is not None:
             self._forward_and_process(batch)
+            if self.speculator is not None:
+                self.speculator.on_step(batch, time.perf_counter() - started)
             if self.profiler.active:
                 self.profiler.on_forward_step()
         self.counters.num_steps += 1

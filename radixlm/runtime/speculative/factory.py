@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 
 def create_speculator(
     args: ServerArgs, runner: ModelRunner, cache: CacheManager, context_length: int
-) -> Speculator:
-    """The speculator for ``args.speculative_algorithm``; STANDALONE loads its draft model here,
-    with a KV pool sized from the target's; NGRAM also reads the target's radix tree."""
-    assert args.speculative_algorithm is not None
+) -> Speculator | None:
+    """The speculator for ``args.speculative_algorithm`` (None without one); STANDALONE loads its
+    draft model here, with a KV pool sized from the target's; NGRAM also reads the target's radix tree."""
+    if args.speculative_algorithm is None:
+        return None
     max_draft_len = resolve_max_draft_len(args.speculative_num_steps, args.speculative_num_draft_tokens)
     max_batch = resolve_spec_max_batch(args.speculative_max_batch, runner.device.type)
     draft = None
@@ -32,5 +33,12 @@ def create_speculator(
         draft = DraftModel.load(args, runner, slots)
     tree = cache.tree if draft is None else None
     return Speculator(
-        args.speculative_algorithm, max_draft_len, max_batch, context_length, draft, tree, runner.vocab_size
+        args.speculative_algorithm,
+        max_draft_len,
+        max_batch,
+        context_length,
+        draft,
+        tree,
+        runner.vocab_size,
+        speed_check=args.speculative_speed_check,
     )

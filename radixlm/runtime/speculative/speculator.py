@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from radixlm.radix.continuation import continuation
 from radixlm.runtime.lora.namespace import plain_ids
+from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.speculative.ngram import NgramProposer
 from radixlm.runtime.speculative.spec_state import SpecState
+from radixlm.runtime.speculative.speed_check import SpeedCheck
 
 if TYPE_CHECKING:
     from radixlm.runtime.scheduler.req import Req
@@ -81,9 +83,11 @@ class Speculator:
         draft_model: DraftModel | None = None,
         tree: Any = None,
         vocab_size: int = 0,
+        speed_check: bool = True,
     ) -> None:
         """``tree``: the target's prefix cache, whose continuations of a request's tokens NGRAM
-        proposes first (tokens at or past ``vocab_size`` end such a draft)."""
+        proposes first (tokens at or past ``vocab_size`` end such a draft); ``speed_check``: speculate
+        only at batch sizes where it measures faster (``speed_check.py``)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         if (algorithm == "STANDALONE") != (draft_model is not None):
@@ -95,7 +99,9 @@ class Speculator:
         self.draft_model = draft_model
         self.tree = tree
         self.vocab_size = vocab_size
-        self.stats = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
+        self.speed = SpeedCheck() if speed_check else None
+        self._step_accepted = 0
+        self.counts = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
 
     def drafts(self, running: list[Req]) -> list[list[int]] | None:
         """One draft per running request (empty where none); None when no request has one."""
@@ -103,6 +109,8 @@ class Speculator:
             return None
         ks = [self._draft_len(req) for req in running]
         if not any(ks):
+            return None
+        if self.speed is not None and not self.speed.wants_speculation(len(running)):
             return None
         if self.draft_model is not None:
             try:
@@ -160,9 +168,26 @@ class Speculator:
     def on_verified(self, req: Req, proposed: int, accepted: int) -> None:
         assert req.spec is not None, "a verified request has a speculation state"
         req.spec.on_verified(proposed, accepted)
-        self.stats["spec_verify_steps"] += 1
-        self.stats["spec_draft_tokens"] += proposed
-        self.stats["spec_accepted_tokens"] += accepted
+        self.counts["spec_verify_steps"] += 1
+        self.counts["spec_draft_tokens"] += proposed
+        self.counts["spec_accepted_tokens"] += accepted
+        self._step_accepted += accepted
+
+    def on_step(self, batch: ScheduledBatch, seconds: float) -> None:
+        """``batch`` ran in ``seconds`` (from scheduling to its tokens processed): a decode or verify
+        step's time per emitted token feeds the speed check."""
+        accepted, self._step_accepted = self._step_accepted, 0
+        if self.speed is None or batch.kind not in (BatchKind.DECODE, BatchKind.VERIFY):
+            return
+        n = len(batch.reqs)
+        if n <= self.max_batch:
+            self.speed.on_step(n, batch.kind is BatchKind.VERIFY, seconds, n + accepted)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The totals, and ``spec_slower_steps``: decode steps that ran plain because speculation
+        measured slower at their batch size."""
+        return {**self.counts, "spec_slower_steps": self.speed.skipped_steps if self.speed is not None else 0}
 
 
 def _grammar_prefix(matcher: Any, draft: list[int]) -> list[int]:

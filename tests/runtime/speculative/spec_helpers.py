@@ -11,7 +11,8 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from tests.helpers.engines import tiny_scheduler
 
-SPEC = {"speculative_algorithm": "NGRAM", "speculative_num_steps": 6}
+# the speed check off: these tests need every draft verified, however fast
+SPEC = {"speculative_algorithm": "NGRAM", "speculative_num_steps": 6, "speculative_speed_check": False}
 
 
 def repetitive_prompt(length: int, period: int, first: int = 3) -> np.ndarray:

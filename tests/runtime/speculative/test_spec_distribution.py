@@ -38,7 +38,12 @@ def _outputs(model_dir: str, first_seed: int, draft_token: int | None) -> tuple[
     ]
     args = {"max_running_requests": SAMPLES}
     if draft_token is not None:
-        args |= {"speculative_algorithm": "NGRAM", "speculative_num_steps": 3, "speculative_max_batch": 1024}
+        args |= {
+            "speculative_algorithm": "NGRAM",
+            "speculative_num_steps": 3,
+            "speculative_max_batch": 1024,
+            "speculative_speed_check": False,
+        }
     with tiny_scheduler(model_dir, **args) as sched:
         if draft_token is not None:
             assert sched.speculator is not None

@@ -27,6 +27,7 @@ def _standalone(draft: str, **more) -> dict:
         "speculative_draft_model_path": draft,
         "speculative_num_steps": 4,
         "speculative_max_batch": 64,
+        "speculative_speed_check": False,
         **more,
     }
 

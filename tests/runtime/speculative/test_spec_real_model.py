@@ -50,6 +50,7 @@ def test_real_model_drafting_for_itself_accepts_nearly_everything(real_model_dir
     common = {"enable_deterministic_inference": True, "max_total_tokens": 200, "speculative_max_batch": 8}
     off, _ = serve(real_model_dir, make(), False, **common)
     draft = {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": real_model_dir}
+    draft["speculative_speed_check"] = False
     on, stats = serve(real_model_dir, make(), False, speculative_num_steps=4, **draft, **common)
     for rid in off:
         assert on[rid]["ids"] == off[rid]["ids"], rid

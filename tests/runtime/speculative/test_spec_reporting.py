@@ -24,6 +24,7 @@ def test_engine_meta_info_and_n_samples(tiny_llama_dir):
         num_threads=1,
         speculative_algorithm="NGRAM",
         speculative_max_batch=64,
+        speculative_speed_check=False,
     )
     try:
         out = engine.generate(input_ids=ids, sampling_params=params)
