@@ -115,6 +115,19 @@ def test_f16_tensors_and_a_file_without_alpha(runner, adapters, base_config, lor
     runner.lora.unload("noalpha")
 
 
+def test_q8_0_tensors_follow_peft(runner, base_config, lora_base, tmp_path):
+    """The converter's q8_0 outtype (rank 32, so every row is whole Q8_0 blocks): near PEFT's adapter
+    logits, within Q8_0's own error, far from the base model's."""
+    r32 = save_peft_adapter(lora_base, tmp_path / "r32", rank=32, alpha=32.0, seed=6)
+    runner.lora.load("q8", save_gguf_lora(r32, base_config, tmp_path / "q8.gguf", tensor_type="Q8_0"))
+    ours, _ = _run(runner, TINY_SEQ, "q8", 1)
+    runner.lora.unload("q8")
+    tuned = PeftReference(lora_base, r32).logits(TINY_SEQ)
+    base = PeftReference(lora_base, None).logits(TINY_SEQ)
+    err, gap = (ours - tuned).abs().max(), (base - tuned).abs().max()
+    assert err < 0.05 * gap, (err, gap)
+
+
 def test_bad_gguf_files(runner, adapters, base_config, gguf_base, tmp_path):
     lora = runner.lora
     garbage = tmp_path / "garbage.gguf"
