@@ -1,10 +1,11 @@
-"""A PEFT LoRA adapter read from disk (``adapter_config.json`` + ``adapter_model.safetensors``) and
-checked against the base model it is to serve.
+"""A LoRA adapter read from disk (a PEFT directory: ``adapter_config.json`` + ``adapter_model.safetensors``;
+or a GGUF LoRA file, ``gguf_adapter.py``) and checked against the base model it is to serve.
 
 Each targeted projection keeps ``A`` ``[r, in]`` and ``B * scale`` ``[out, r]`` (the scale folded into
 ``B`` once here, so the serving product is two matmuls and an add). ``scale`` is ``lora_alpha / r``,
 or ``lora_alpha / sqrt(r)`` with ``use_rslora``; per-module ``rank_pattern``/``alpha_pattern`` are
-honoured through the tensors' own rank and the pattern's alpha.
+honoured through the tensors' own rank and the pattern's alpha. A GGUF file's scale is
+``adapter.lora.alpha / r`` (1 without an alpha, as llama.cpp applies it).
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from radixlm.runtime.lora.targets import TARGETS, ProjectionShape
+from radixlm.runtime.lora.gguf_adapter import Pairs, read_gguf_lora
+from radixlm.runtime.lora.targets import TARGETS, projection_shapes
+from radixlm.runtime.models.config import ModelConfig
 
 _KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.default)?\.weight$")
 _UNSUPPORTED = {"use_dora": "DoRA", "fan_in_fan_out": "fan_in_fan_out weights"}
@@ -40,30 +44,23 @@ class LoRAAdapter:
 
 
 def load_adapter(
-    name: str,
-    path: str | Path,
-    shapes: dict[str, ProjectionShape],
-    num_layers: int,
-    max_rank: int,
-    allowed_targets: frozenset[str],
+    name: str, path: str | Path, cfg: ModelConfig, max_rank: int, allowed_targets: frozenset[str]
 ) -> LoRAAdapter:
-    """Read and validate the adapter at ``path``; ``ValueError`` naming the adapter and the problem
-    (missing or corrupt files, unsupported options, rank over ``max_rank``, a target outside
-    ``allowed_targets`` or one the base lacks, tensor shapes made for another base)."""
+    """Read and validate the adapter at ``path`` (a PEFT directory, or a GGUF LoRA file as llama.cpp
+    writes it) for base ``cfg``; ``ValueError`` naming the adapter and the problem (missing or corrupt
+    files, unsupported options, rank over ``max_rank``, a target outside ``allowed_targets`` or one the
+    base lacks, tensor shapes made for another base)."""
     where = f"LoRA adapter {name!r} ({path})"
-    cfg = _read_config(Path(path), where)
-    tensors = _read_tensors(Path(path), where)
-    for key, what in _UNSUPPORTED.items():
-        if cfg.get(key):
-            raise ValueError(f"{where}: {what} is not supported")
-    if cfg.get("bias", "none") != "none":
-        raise ValueError(f"{where}: trained biases (bias={cfg['bias']!r}) are not supported")
-    pairs: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
-    for key, tensor in tensors.items():
-        m = _KEY.search(key)
-        if m is None:
-            raise ValueError(f"{where}: unexpected tensor {key!r} (only q/k/v/o and gate/up/down LoRA pairs)")
-        layer, module, ab = int(m.group(1)), m.group(2), m.group(3)
+    if Path(path).is_file():
+        pairs, gguf_alpha = read_gguf_lora(Path(path), where, cfg)
+
+        def scale(layer: int, module: str, rank: int) -> float:
+            return gguf_alpha / rank if gguf_alpha else 1.0  # llama.cpp: no alpha, no scaling
+
+    else:
+        pairs, scale = _read_peft(Path(path), where)
+    shapes = projection_shapes(cfg)
+    for layer, module in pairs:
         if module not in TARGETS:
             raise ValueError(f"{where}: target module {module!r} is not one the base model supports")
         if module not in allowed_targets:
@@ -71,13 +68,10 @@ def load_adapter(
                 f"{where}: target module {module!r} is outside --lora-target-modules "
                 f"{sorted(allowed_targets)}"
             )
-        if layer >= num_layers:
-            raise ValueError(f"{where}: layer {layer} but the base model has {num_layers} layers")
-        pairs.setdefault((layer, module), {})[ab] = tensor
+        if layer >= cfg.num_layers:
+            raise ValueError(f"{where}: layer {layer} but the base model has {cfg.num_layers} layers")
     if not pairs:
         raise ValueError(f"{where}: no LoRA weights found")
-    alpha = float(cfg.get("lora_alpha", cfg.get("r", 8)))
-    alpha_pattern: dict[str, float] = cfg.get("alpha_pattern") or {}
     weights: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}
     max_seen = 0
     for (layer, module), ab in sorted(pairs.items()):
@@ -101,11 +95,37 @@ def load_adapter(
         if rank > max_rank:
             raise ValueError(f"{where}: rank {rank} exceeds --max-lora-rank {max_rank}")
         max_seen = max(max_seen, rank)
-        a_module = _pattern_value(alpha_pattern, layer, module, alpha)
-        scale = a_module / math.sqrt(rank) if cfg.get("use_rslora") else a_module / rank
-        weights[(layer, module)] = (a.float().contiguous(), (b.float() * scale).contiguous())
+        b_scaled = b.float() * scale(layer, module, rank)
+        weights[(layer, module)] = (a.float().contiguous(), b_scaled.contiguous())
     targets = frozenset(module for _, module in weights)
     return LoRAAdapter(name, str(path), max_seen, targets, weights)
+
+
+def _read_peft(path: Path, where: str) -> tuple[Pairs, Callable[[int, str, int], float]]:
+    """A PEFT directory's LoRA pairs and its per-module scaling (``lora_alpha``, ``alpha_pattern``,
+    ``use_rslora``)."""
+    cfg = _read_config(path, where)
+    tensors = _read_tensors(path, where)
+    for key, what in _UNSUPPORTED.items():
+        if cfg.get(key):
+            raise ValueError(f"{where}: {what} is not supported")
+    if cfg.get("bias", "none") != "none":
+        raise ValueError(f"{where}: trained biases (bias={cfg['bias']!r}) are not supported")
+    pairs: Pairs = {}
+    for key, tensor in tensors.items():
+        m = _KEY.search(key)
+        if m is None:
+            raise ValueError(f"{where}: unexpected tensor {key!r} (only q/k/v/o and gate/up/down LoRA pairs)")
+        pairs.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = tensor
+    alpha = float(cfg.get("lora_alpha", cfg.get("r", 8)))
+    alpha_pattern: dict[str, float] = cfg.get("alpha_pattern") or {}
+    rslora = bool(cfg.get("use_rslora"))
+
+    def scale(layer: int, module: str, rank: int) -> float:
+        a_module = _pattern_value(alpha_pattern, layer, module, alpha)
+        return a_module / math.sqrt(rank) if rslora else a_module / rank
+
+    return pairs, scale
 
 
 def _pattern_value(pattern: dict[str, float], layer: int, module: str, default: float) -> float:

@@ -60,9 +60,7 @@ class LoRAManager:
         if name in self.adapters:
             raise ValueError(f"LoRA adapter {name!r} is already loaded (unload it first)")
         start = time.perf_counter()
-        adapter = load_adapter(
-            name, path, self.shapes, self.cfg.num_layers, self.max_rank, self.target_modules
-        )
+        adapter = load_adapter(name, path, self.cfg, self.max_rank, self.target_modules)
         self.adapters[name] = adapter
         self.namespace[id(adapter)] = next(self._namespaces)
         self.load_seconds.append(time.perf_counter() - start)

@@ -72,7 +72,8 @@ def _field(body: Any, name: str) -> str:
 
 @router.post("/load_lora_adapter")
 async def load_lora_adapter(request: Request) -> dict[str, Any]:
-    """Load the PEFT adapter directory ``lora_path`` as ``lora_name``; a bad adapter is a 400 naming it."""
+    """Load ``lora_path`` (a PEFT directory or a GGUF LoRA file) as ``lora_name``; a bad adapter is a 400
+    naming it."""
     body = await read_json(request)
     name, path = _field(body, "lora_name"), _field(body, "lora_path")
     if not isinstance(body.get("pinned", False), bool):

@@ -190,7 +190,7 @@ LOAD_LORA_SCHEMA = {
     "required": ["lora_name", "lora_path"],
     "properties": {
         "lora_name": _LORA_NAME,
-        "lora_path": {**_LORA_NAME, "description": "a PEFT adapter directory on the server"},
+        "lora_path": {**_LORA_NAME, "description": "a PEFT directory or GGUF LoRA file on the server"},
         "pinned": {"type": "boolean", "description": "SGLang's; accepted, adapters are never evicted here"},
     },
 }

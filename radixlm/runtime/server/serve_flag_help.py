@@ -105,7 +105,7 @@ FIELD_HELP: dict[str, str] = {
     "balance_abs_threshold": "cache_aware: load difference (max - min) that counts as imbalance",
     "balance_rel_threshold": "cache_aware: ... when max load also exceeds this times min load",
     "enable_lora": "serve LoRA adapters (docs/architecture.md, LoRA adapters); implied by --lora-paths",
-    "lora_paths": "LoRA adapters to load at start: NAME=PATH (a PEFT directory) or PATH (named after it)",
+    "lora_paths": "LoRA adapters to load at start: NAME=PATH or PATH (a PEFT directory or GGUF LoRA file)",
     "max_loras_per_batch": "distinct LoRA adapters one batch may use (device slots)",
     "max_lora_rank": "the largest LoRA rank accepted",
     "lora_target_modules": "projections adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj "

@@ -50,7 +50,7 @@ IMPLEMENTED = [
     _impl("--mem-fraction-static", "mem_fraction_static", "GPU only; on the CPU see --kv-cache-gb"),
     _impl("--max-running-requests", "max_running_requests"),
     _impl("--enable-lora", "enable_lora", "implied by --lora-paths"),
-    _impl("--lora-paths", "lora_paths", "NAME=PATH or PATH (PEFT directories)"),
+    _impl("--lora-paths", "lora_paths", "NAME=PATH or PATH (PEFT directories or GGUF LoRA files)"),
     _impl("--max-loras-per-batch", "max_loras_per_batch"),
     _impl("--max-lora-rank", "max_lora_rank"),
     _impl("--lora-target-modules", "lora_target_modules", "q/k/v/o and gate/up/down projections"),
