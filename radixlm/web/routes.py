@@ -12,11 +12,9 @@ import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from radixlm.program.graph_check import InvalidGraph, check_graph
 from radixlm.program.graph_executor import execute_program_stream
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server.http_util import read_json
-from radixlm.runtime.server.program_api import ProgramRequests
+from radixlm.runtime.server.program_api import ProgramRequests, read_graph
 from radixlm.web.assets import CSP, read_asset
 
 router = APIRouter()
@@ -55,14 +53,7 @@ async def run_program_live(request: Request) -> StreamingResponse:
     """Body ``{"graph": {...}}`` as ``POST /program``; answers NDJSON: ``{"event": "node", ...}``
     as each gen/select node finishes (``POST /program``'s result entries), then ``{"event": "done"}``
     or ``{"event": "error", "message"}``."""
-    body = await read_json(request)
-    graph = body.get("graph") if isinstance(body, dict) else None
-    if not isinstance(graph, dict):
-        raise ApiError('the body must be {"graph": {...}} with a compiled request graph', 400, "graph")
-    try:
-        check_graph(graph, request.app.state.server_args.max_program_nodes)
-    except InvalidGraph as e:
-        raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
+    graph = await read_graph(request)
     requests = ProgramRequests(request.app.state.tokenizer_manager)
 
     async def lines() -> AsyncIterator[bytes]:

@@ -67,3 +67,27 @@ class PeftReference:
         for _ in range(n):
             seq.append(int(self.logits(seq)[-1].argmax()))
         return seq[len(prompt) :]
+
+
+def greedy_under_adapter(
+    runner, prompt: list[int], name: str | None, steps: int
+) -> tuple[torch.Tensor, list[int]]:
+    """A runner's prefill logits of ``prompt`` under its loaded adapter ``name`` (None: the base) and
+    ``steps`` greedy tokens, driven through a ``PagedSession``."""
+    from radixlm.runtime.executor.forward_batch import ForwardMode
+    from tests.helpers.model_helpers import PagedSession
+
+    lora = runner.lora
+    slots = lora.assign([None if name is None else lora.get(name)])
+    s = PagedSession(runner)
+    row = s.open()
+    fb = s._build(ForwardMode.EXTEND, [row], [prompt], True)
+    fb.lora_slots = slots
+    logits = runner.forward(fb)
+    tokens = [int(logits[-1].argmax())]
+    for _ in range(steps - 1):
+        fb = s._build(ForwardMode.DECODE, [row], [[tokens[-1]]], False)
+        fb.lora_slots = slots
+        tokens.append(int(runner.forward(fb)[0].argmax()))
+    s.close(row)
+    return logits, tokens

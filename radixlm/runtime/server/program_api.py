@@ -19,12 +19,8 @@ from radixlm.runtime.server.tokenizer_manager import TokenizerManager
 router = APIRouter()
 
 
-@router.post("/program")
-async def run_program(request: Request) -> Any:
-    """Body ``{"graph": <request graph, see radixlm.program.graph_executor>}``; answers
-    ``{"results": [...]}``. Every node's generation goes straight to the scheduler. A client that
-    leaves aborts every node's request; a failed program releases the pins its nodes still hold."""
-    tm: TokenizerManager = request.app.state.tokenizer_manager
+async def read_graph(request: Request) -> dict[str, Any]:
+    """The checked request graph of a ``{"graph": {...}}`` body; an ``ApiError`` (400) otherwise."""
     body = await read_json(request)
     graph = body.get("graph") if isinstance(body, dict) else None
     if not isinstance(graph, dict):
@@ -33,6 +29,16 @@ async def run_program(request: Request) -> Any:
         check_graph(graph, request.app.state.server_args.max_program_nodes)
     except InvalidGraph as e:
         raise ApiError(f"invalid request graph: {e}", 400, "graph") from e
+    return graph
+
+
+@router.post("/program")
+async def run_program(request: Request) -> Any:
+    """Body ``{"graph": <request graph, see radixlm.program.graph_executor>}``; answers
+    ``{"results": [...]}``. Every node's generation goes straight to the scheduler. A client that
+    leaves aborts every node's request; a failed program releases the pins its nodes still hold."""
+    tm: TokenizerManager = request.app.state.tokenizer_manager
+    graph = await read_graph(request)
     requests = ProgramRequests(tm)
     try:
         return await until_done_or_disconnect(execute_program(graph, requests.generate), request)

@@ -10,12 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from radixlm.runtime.executor.forward_batch import ForwardMode
 from tests.helpers.gguf_lora_writer import save_gguf_lora
-from tests.helpers.lora_helpers import PeftReference, save_peft_adapter
+from tests.helpers.lora_helpers import PeftReference, greedy_under_adapter, save_peft_adapter
 from tests.helpers.model_helpers import (
     TINY_SEQ,
-    PagedSession,
     assert_logits_close,
     make_runner,
     save_tiny_gguf,
@@ -59,31 +57,13 @@ def runner(lora_base, gguf_adapters, adapters):
     )
 
 
-def _run(runner, prompt: list[int], name: str | None, steps: int) -> tuple[torch.Tensor, list[int]]:
-    """Prefill logits of ``prompt`` under adapter ``name`` and ``steps`` greedy tokens."""
-    lora = runner.lora
-    slots = lora.assign([None if name is None else lora.get(name)])
-    s = PagedSession(runner)
-    row = s.open()
-    fb = s._build(ForwardMode.EXTEND, [row], [prompt], True)
-    fb.lora_slots = slots
-    logits = runner.forward(fb)
-    tokens = [int(logits[-1].argmax())]
-    for _ in range(steps - 1):
-        fb = s._build(ForwardMode.DECODE, [row], [[tokens[-1]]], False)
-        fb.lora_slots = slots
-        tokens.append(int(runner.forward(fb)[0].argmax()))
-    s.close(row)
-    return logits, tokens
-
-
 @pytest.mark.parametrize("name", GGUF_NAMES)
 def test_gguf_adapter_matches_peft_and_its_peft_directory(runner, lora_base, adapters, name):
     ref = PeftReference(lora_base, adapters[name])
-    logits, tokens = _run(runner, TINY_SEQ, name, 8)
+    logits, tokens = greedy_under_adapter(runner, TINY_SEQ, name, 8)
     assert_logits_close(logits, ref.logits(TINY_SEQ), RTOL)
     assert tokens == ref.greedy(TINY_SEQ, 8)
-    peft_logits, peft_tokens = _run(runner, TINY_SEQ, f"peft_{name}", 8)
+    peft_logits, peft_tokens = greedy_under_adapter(runner, TINY_SEQ, f"peft_{name}", 8)
     assert peft_tokens == tokens
     assert_logits_close(logits, peft_logits, 1e-5)
     info = {a["name"]: a for a in runner.lora.info()}
@@ -95,7 +75,7 @@ def test_gguf_adapter_on_a_gguf_base(gguf_base, gguf_adapters, adapters, lora_ba
     runner = make_runner(gguf_base, enable_lora=True, lora_paths=_loras(gguf_adapters, adapters))
     for name in ("all8", "ko2"):
         ref = PeftReference(lora_base, adapters[name])
-        logits, tokens = _run(runner, TINY_SEQ, name, 8)
+        logits, tokens = greedy_under_adapter(runner, TINY_SEQ, name, 8)
         assert_logits_close(logits, ref.logits(TINY_SEQ), RTOL)
         assert tokens == ref.greedy(TINY_SEQ, 8)
 
@@ -103,14 +83,14 @@ def test_gguf_adapter_on_a_gguf_base(gguf_base, gguf_adapters, adapters, lora_ba
 def test_f16_tensors_and_a_file_without_alpha(runner, adapters, base_config, lora_base, tmp_path):
     f16 = save_gguf_lora(adapters["all8"], base_config, tmp_path / "f16.gguf", tensor_type="F16")
     runner.lora.load("f16", f16)
-    logits, _ = _run(runner, TINY_SEQ, "f16", 1)
+    logits, _ = greedy_under_adapter(runner, TINY_SEQ, "f16", 1)
     assert_logits_close(logits, PeftReference(lora_base, adapters["all8"]).logits(TINY_SEQ), 2e-3)
     runner.lora.unload("f16")
     # llama.cpp applies a file without adapter.lora.alpha unscaled: alpha = rank gives the same product
     unit = save_peft_adapter(lora_base, tmp_path / "unit", rank=4, alpha=4.0, seed=5)
     path = save_gguf_lora(unit, base_config, tmp_path / "noalpha.gguf", with_alpha=False)
     runner.lora.load("noalpha", path)
-    logits, _ = _run(runner, TINY_SEQ, "noalpha", 1)
+    logits, _ = greedy_under_adapter(runner, TINY_SEQ, "noalpha", 1)
     assert_logits_close(logits, PeftReference(lora_base, unit).logits(TINY_SEQ), RTOL)
     runner.lora.unload("noalpha")
 
@@ -120,7 +100,7 @@ def test_q8_0_tensors_follow_peft(runner, base_config, lora_base, tmp_path):
     logits, within Q8_0's own error, far from the base model's."""
     r32 = save_peft_adapter(lora_base, tmp_path / "r32", rank=32, alpha=32.0, seed=6)
     runner.lora.load("q8", save_gguf_lora(r32, base_config, tmp_path / "q8.gguf", tensor_type="Q8_0"))
-    ours, _ = _run(runner, TINY_SEQ, "q8", 1)
+    ours, _ = greedy_under_adapter(runner, TINY_SEQ, "q8", 1)
     runner.lora.unload("q8")
     tuned = PeftReference(lora_base, r32).logits(TINY_SEQ)
     base = PeftReference(lora_base, None).logits(TINY_SEQ)

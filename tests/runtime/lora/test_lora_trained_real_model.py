@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.runtime.executor.forward_batch import ForwardMode
 from tests.helpers.gguf_lora_writer import save_gguf_lora
-from tests.helpers.model_helpers import PagedSession, assert_logits_close, make_runner
+from tests.helpers.lora_helpers import greedy_under_adapter
+from tests.helpers.model_helpers import assert_logits_close, make_runner
 
 pytestmark = pytest.mark.real_model
 
@@ -63,23 +63,6 @@ def _peft_greedy(model, prompt: list[int]) -> tuple[torch.Tensor, list[int]]:
     return first, seq[len(prompt) :]
 
 
-def _ours(runner, prompt: list[int], name: str | None) -> tuple[torch.Tensor, list[int]]:
-    lora = runner.lora
-    slots = lora.assign([None if name is None else lora.get(name)])
-    s = PagedSession(runner)
-    row = s.open()
-    fb = s._build(ForwardMode.EXTEND, [row], [prompt], True)
-    fb.lora_slots = slots
-    logits = runner.forward(fb)
-    tokens = [int(logits[-1].argmax())]
-    for _ in range(STEPS - 1):
-        fb = s._build(ForwardMode.DECODE, [row], [[tokens[-1]]], False)
-        fb.lora_slots = slots
-        tokens.append(int(runner.forward(fb)[0].argmax()))
-    s.close(row)
-    return logits, tokens
-
-
 def test_trained_adapter_changes_the_output_and_radixlm_follows_peft(trained):
     path, peft_model, tokenizer, adapter_dir, gguf_lora = trained
     prompt = tokenizer(PROMPT)["input_ids"]
@@ -97,9 +80,9 @@ def test_trained_adapter_changes_the_output_and_radixlm_follows_peft(trained):
         max_total_tokens=512,
     )
     for name in ("tuned", "tuned_gguf"):
-        logits, tokens = _ours(runner, prompt, name)
+        logits, tokens = greedy_under_adapter(runner, prompt, name, STEPS)
         assert tokens == tuned, (name, tokenizer.decode(tokens), tokenizer.decode(tuned))
         assert_logits_close(logits, tuned_logits, RTOL)
-    logits, tokens = _ours(runner, prompt, None)
+    logits, tokens = greedy_under_adapter(runner, prompt, None, STEPS)
     assert tokens == base
     assert_logits_close(logits, base_logits, RTOL)
