@@ -5,7 +5,9 @@ requests at priority 0 under ``--max-running`` rows, so most of them wait; meanw
 client sends ``--turns`` requests one after another at priority 10. Reported: the interactive TTFT
 (p50, max) and TPOT (p50 over its turns; ``turns_beside_batch`` counts those that ended before the
 batch did) alone, beside the batch with ``--enable-priority-scheduling`` and beside
-it without (the field then is ignored), one server per setting, in one script.
+it without (the field then is ignored), one server per setting, in one script. With ``--rounds``
+``N`` the priority server alternates alone and beside-the-batch runs ``N`` times, so a load swing of
+the machine hits both; each round's ratios are reported and their medians are the result.
 
     python -m benchmarks.workloads.priority                       # ~3-6 min on 2 cores
     python -m benchmarks.workloads.priority --batch 8 --turns 2   # smoke
@@ -91,6 +93,7 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1, help="alone / beside pairs on the priority server")
     args = ap.parse_args()
 
     from radixlm.runtime.server.launch import launch_server
@@ -118,17 +121,34 @@ def main() -> None:
                 enable_priority_scheduling=enabled,
             )
             with launch_server(**server_args) as server:
-                if enabled:
-                    results["alone"] = asyncio.run(scenario(server.url, args, with_batch=False))
-                key = "batch, priority on" if enabled else "batch, priority off"
-                results[key] = asyncio.run(scenario(server.url, args, with_batch=True))
-    alone = results["alone"]
-    for key in ("batch, priority on", "batch, priority off"):
-        r = results[key]
-        r["ttft_vs_alone"] = r["ttft_p50_ms"] / max(alone["ttft_p50_ms"], 1e-9)
-        r["ttft_max_vs_alone"] = r["ttft_max_ms"] / max(alone["ttft_max_ms"], 1e-9)
-        r["tpot_vs_alone"] = r["tpot_p50_ms"] / max(alone["tpot_p50_ms"], 1e-9)
+                if not enabled:
+                    results["batch, priority off"] = asyncio.run(scenario(server.url, args, with_batch=True))
+                    continue
+                for k in range(args.rounds):
+                    alone = asyncio.run(scenario(server.url, args, with_batch=False))
+                    beside = asyncio.run(scenario(server.url, args, with_batch=True))
+                    results[f"round {k}"] = {
+                        "alone": alone,
+                        "batch, priority on": beside,
+                        **_ratios(beside, alone),
+                    }
+                    results.setdefault("alone", alone)
+                    results.setdefault("batch, priority on", beside)
+    results["batch, priority off"].update(_ratios(results["batch, priority off"], results["alone"]))
+    rounds = [results[f"round {k}"] for k in range(args.rounds)]
+    results["median over rounds, priority on"] = {
+        key: percentile([r[key] for r in rounds], 50)
+        for key in ("ttft_vs_alone", "ttft_max_vs_alone", "tpot_vs_alone")
+    }
     print(json.dumps({"args": vars(args), "results": results}, indent=1))
+
+
+def _ratios(beside: dict[str, Any], alone: dict[str, Any]) -> dict[str, float]:
+    return {
+        "ttft_vs_alone": beside["ttft_p50_ms"] / max(alone["ttft_p50_ms"], 1e-9),
+        "ttft_max_vs_alone": beside["ttft_max_ms"] / max(alone["ttft_max_ms"], 1e-9),
+        "tpot_vs_alone": beside["tpot_p50_ms"] / max(alone["tpot_p50_ms"], 1e-9),
+    }
 
 
 if __name__ == "__main__":
