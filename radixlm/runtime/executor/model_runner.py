@@ -211,6 +211,7 @@ class ModelRunner:
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
             "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
+            "rerank_format": getattr(self.model, "rerank_format", None),  # a decoder reranker's prompt
             **({"lora_adapters": self.lora.info()} if self.lora is not None else {}),
         }
 
