@@ -98,6 +98,7 @@ class ModelRunner:
             context_length=server_args.context_length,
             quantization=server_args.quantization,
             model_impl=server_args.model_impl,
+            config_overrides=server_args.model_overrides(),
         )
         if not server_args.is_embedding and not getattr(self.loaded.model, "generates", True):
             raise ValueError(

@@ -76,7 +76,7 @@ class LlamaForSequenceClassification(LlamaForCausalLM):
     """``forward(fb)`` -> float32 scores ``[len(fb.logits_indices), num_labels]`` (the last token's).
 
     With ``classifier_from_token`` (a yes/no reranker) the one label is ``logit_yes - logit_no`` of the
-    LM head; ``bind_tokenizer`` (called by the encode step at start-up) picks the two rows."""
+    LM head; ``bind_tokenizer`` (called by the loader with the model's tokenizer) picks the two rows."""
 
     supports_tensor_parallel = False
     supports_cuda_graph = False

@@ -29,9 +29,6 @@ class EncodeStep:
         self.is_encoder = bool(getattr(runner.model, "is_encoder", False))
         loaded = runner.loaded
         self.pooling = PoolingConfig.from_checkpoint(loaded.model_path, loaded.hf_config, self.is_encoder)
-        bind = getattr(runner.model, "bind_tokenizer", None)
-        if bind is not None:  # a yes/no reranker picks its answer tokens' rows (ValueError if absent)
-            bind(loaded.tokenizer)
 
     @torch.inference_mode()
     def run(self, msg: EncodeReq) -> EncodeOut:

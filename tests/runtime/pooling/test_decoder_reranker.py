@@ -92,10 +92,11 @@ def test_scores_match_transformers_yes_no_logits(tmp_path, tied):
 
 
 def test_http_rerank_orders_documents(tmp_path):
+    """The Qwen3ForCausalLM checkpoint unchanged, served as a reranker by --json-model-override-args."""
     path = _save_causal_lm(tmp_path, tied=True)
     ref = _reference(path, "Find the animal")
-    _as_reranker(path)
     server = dict(device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512, is_embedding=True)
+    server["json_model_override_args"] = json.dumps(OVERRIDES)  # SGLang's flag: config.json stays as is
     body = {"query": QUERY, "documents": DOCS, "instruction": "Find the animal", "top_n": 3}
     with launch_server(model=str(path), **server) as handle:
         r = httpx.post(handle.url + "/v1/rerank", json=body, timeout=120)
@@ -119,3 +120,5 @@ def test_missing_answer_tokens_or_other_forms_fail_at_load(tmp_path):
     _as_reranker(other, classifier_from_token=["yes"], is_original_qwen3_reranker=False)
     with pytest.raises(ValueError, match="only Qwen3-Reranker's form"):
         _engine(other)
+    with pytest.raises(ValueError, match="JSON object"):
+        Engine(model=str(other), device="cpu", json_model_override_args='["no", "yes"]')
