@@ -30,11 +30,11 @@ OVERRIDES = {  # vLLM's hf_overrides for Qwen3-Reranker, written into config.jso
 }
 
 
-def _save_causal_lm(path: Path, tied: bool, answer_tokens: bool = True) -> Path:
+def _save_causal_lm(path: Path, tied: bool, answer_tokens: bool = True, seed: int = 3) -> Path:
     """A tiny Qwen3ForCausalLM whose tokenizer has "yes" and "no" as single tokens (or lacks them)."""
     from transformers import AutoTokenizer
 
-    save_tiny_model(tiny_qwen3_config(tie_word_embeddings=tied), path, seed=3)
+    save_tiny_model(tiny_qwen3_config(tie_word_embeddings=tied), path, seed=seed)
     if answer_tokens:
         tok = AutoTokenizer.from_pretrained(str(path))
         tok.add_tokens(["yes", "no"])
@@ -109,6 +109,22 @@ def test_http_rerank_orders_documents(tmp_path):
     for x in results:
         assert abs(x["score"] - ref[x["index"]]) < 1e-5
     assert bad.status_code == 400 and "documents" in bad.text
+
+
+def test_weight_update_rebinds_the_answer_rows(tmp_path):
+    """Checkpoints left as published, the override given once: an update serves the new LM head's rows."""
+    first = _save_causal_lm(tmp_path / "a", tied=False)
+    second = _save_causal_lm(tmp_path / "b", tied=False, seed=4)
+    ref = _reference(second, CARD_INSTRUCTION)
+    overrides = json.dumps(OVERRIDES)
+    kwargs = dict(device="cpu", dtype="float32", num_threads=1, is_embedding=True)
+    with Engine(model=str(first), json_model_override_args=overrides, **kwargs) as engine:
+        before = engine.rerank(QUERY, DOCS)
+        ok, message = engine.update_weights_from_disk(str(second))
+        assert ok, message
+        after = engine.rerank(QUERY, DOCS)
+    assert before != after
+    torch.testing.assert_close(torch.tensor(after), torch.tensor(ref), rtol=0, atol=1e-5)
 
 
 def test_missing_answer_tokens_or_other_forms_fail_at_load(tmp_path):
