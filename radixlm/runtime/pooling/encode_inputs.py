@@ -54,8 +54,6 @@ def tokenize_pairs(
     if instruction is not None and (rerank_format is None or not isinstance(instruction, str)):
         why = "must be a string" if rerank_format else "is taken by decoder rerankers only, not this model"
         raise InvalidRequest(f"instruction {why}", "instruction")
-    if rerank_format not in (None, QWEN3_YES_NO):
-        raise InvalidRequest(f"rerank format {rerank_format!r} is not known", "query")
     if not isinstance(documents, list) or not documents or len(documents) > MAX_INPUTS:
         raise InvalidRequest(f"documents must be a list of 1 to {MAX_INPUTS} strings", "documents")
     ids, types = [], []
