@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import typing
 from dataclasses import dataclass
@@ -88,6 +89,9 @@ class ServerArgs:
     # Serve the model as an embedding / scoring model: /encode, /v1/embeddings, /v1/rerank, /classify
     # (generation routes answer 400). Encoder checkpoints (BERT, XLM-R) need it.
     is_embedding: bool = False
+    # SGLang's --json-model-override-args: a JSON object whose fields replace config.json's, e.g. vLLM's
+    # hf_overrides that serve Qwen3-Reranker as a yes/no reranker (runtime/pooling/rerank_prompt.py).
+    json_model_override_args: str | None = None
     # KV tiers under the radix cache (runtime/kv_tiers): evicted prefixes sink to a host arena
     # (hicache_size GB, or hicache_ratio x the pool) and load back on a hit; a storage dir adds a
     # disk tier (hicache_storage_size GB) that survives restarts.
@@ -206,6 +210,7 @@ class ServerArgs:
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r} (expected one of: {', '.join(allowed)})")
+        self.model_overrides()  # a ValueError now for JSON that is not an object
         if self.mixed_chunk_size < 1:
             raise ValueError(f"mixed_chunk_size must be >= 1, got {self.mixed_chunk_size}")
         if self.hicache_ratio <= 0 or self.hicache_size < 0 or self.hicache_storage_size <= 0:
@@ -237,6 +242,18 @@ class ServerArgs:
         if self.speculative_max_batch is not None and self.speculative_max_batch < 1:
             raise ValueError(f"speculative_max_batch must be >= 1, got {self.speculative_max_batch}")
         check_lora_args(self)
+
+    def model_overrides(self) -> dict[str, Any]:
+        """``json_model_override_args`` parsed (empty when unset); ValueError unless a JSON object."""
+        if not self.json_model_override_args:
+            return {}
+        try:
+            value = json.loads(self.json_model_override_args)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"json_model_override_args is not valid JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise ValueError("json_model_override_args must be a JSON object of config.json fields")
+        return value
 
     def replace(self, **changes: Any) -> ServerArgs:
         """A copy with ``changes`` applied (checked like a new instance)."""

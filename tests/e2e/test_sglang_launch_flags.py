@@ -35,6 +35,7 @@ SAMPLES: dict[str, list[str]] = {
     "--log-level": ["info"],
     "--reasoning-parser": ["qwen3"],
     "--tool-call-parser": ["qwen25"],
+    "--json-model-override-args": ['{"is_original_qwen3_reranker": true}'],
     "--dist-init-addr": ["10.0.0.2:25000"],
     "--nnodes": ["2", "--tp-size", "2", "--dist-init-addr", "10.0.0.2:25000"],
     "--node-rank": ["1", "--nnodes", "2", "--tp-size", "2", "--dist-init-addr", "10.0.0.2:25000"],

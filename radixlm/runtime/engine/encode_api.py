@@ -21,6 +21,9 @@ class EncodeMixin:
     def _new_rid(self) -> str:
         raise NotImplementedError
 
+    def model_info(self) -> dict[str, Any]:
+        raise NotImplementedError
+
     def encode(self, prompt: Any, dimensions: int | None = None) -> list[float] | list[list[float]]:
         """Embeddings of ``prompt`` (a string, a list of strings, token ids, or lists of them): one
         vector for a single input, else a list. ``dimensions`` truncates (Matryoshka models only)."""
@@ -34,10 +37,12 @@ class EncodeMixin:
         scores = self._encode(EncodeReq(self._new_rid(), "classify", ids))
         return scores[0] if single else scores
 
-    def rerank(self, query: str, documents: list[str]) -> list[float]:
-        """A cross-encoder's relevance of each document to ``query`` (its one logit's sigmoid, as
-        sentence-transformers' ``CrossEncoder.predict``), in the documents' order."""
-        ids, types = tokenize_pairs(self.tokenizer, query, documents, self.limits)
+    def rerank(self, query: str, documents: list[str], instruction: str | None = None) -> list[float]:
+        """The relevance of each document to ``query``, in the documents' order: a cross-encoder's one
+        logit's sigmoid (as sentence-transformers' ``CrossEncoder.predict``), or a decoder reranker's
+        P("yes") against "no" on its prompt, which alone takes an ``instruction``."""
+        fmt = self.model_info().get("rerank_format")
+        ids, types = tokenize_pairs(self.tokenizer, query, documents, self.limits, fmt, instruction)
         logits = self._encode(EncodeReq(self._new_rid(), "classify", ids, token_type_ids=types))
         if len(logits[0]) != 1:
             raise InvalidRequest(f"rerank needs a one-label cross-encoder; this model has {len(logits[0])}")

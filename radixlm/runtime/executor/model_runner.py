@@ -98,6 +98,7 @@ class ModelRunner:
             context_length=server_args.context_length,
             quantization=server_args.quantization,
             model_impl=server_args.model_impl,
+            config_overrides=server_args.model_overrides(),
         )
         if not server_args.is_embedding and not getattr(self.loaded.model, "generates", True):
             raise ValueError(
@@ -211,6 +212,7 @@ class ModelRunner:
             "kv_cache_dtype": _dtype_name(self.kv_dtype),
             "quantization": self.quantization,
             "id2label": loaded.hf_config.get("id2label") if self.server_args.is_embedding else None,
+            "rerank_format": getattr(self.model, "rerank_format", None),  # a decoder reranker's prompt
             **({"lora_adapters": self.lora.info()} if self.lora is not None else {}),
         }
 

@@ -56,6 +56,7 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
         context_length=runner.context_length,
         quantization=old.quantization,
         model_impl=old.model_impl,
+        config_overrides=runner.server_args.model_overrides(),
     )
     if new.architecture != old.architecture:
         raise ValueError(

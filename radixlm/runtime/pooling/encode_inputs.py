@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from radixlm.runtime.pooling.rerank_prompt import QWEN3_YES_NO, yes_no_prompt_ids
 from radixlm.runtime.requests.request_validation import InvalidRequest, ModelLimits
 
 MAX_INPUTS = 2048  # OpenAI's cap on one embeddings request's inputs
@@ -38,11 +39,21 @@ def tokenize_inputs(
 
 
 def tokenize_pairs(
-    tokenizer: Any, query: Any, documents: Any, limits: ModelLimits
+    tokenizer: Any,
+    query: Any,
+    documents: Any,
+    limits: ModelLimits,
+    rerank_format: str | None = None,
+    instruction: Any = None,
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """A cross-encoder's inputs: ``query`` paired with each document, with their token type ids."""
+    """A reranker's inputs with their token type ids: ``query`` paired with each document through the
+    tokenizer (a cross-encoder), or, with ``rerank_format`` (the model info's), each pair in a decoder
+    reranker's prompt (which alone takes an ``instruction``)."""
     if not isinstance(query, str) or not query:
         raise InvalidRequest("query must be a non-empty string", "query")
+    if instruction is not None and (rerank_format is None or not isinstance(instruction, str)):
+        why = "must be a string" if rerank_format else "is taken by decoder rerankers only, not this model"
+        raise InvalidRequest(f"instruction {why}", "instruction")
     if not isinstance(documents, list) or not documents or len(documents) > MAX_INPUTS:
         raise InvalidRequest(f"documents must be a list of 1 to {MAX_INPUTS} strings", "documents")
     ids, types = [], []
@@ -51,9 +62,13 @@ def tokenize_pairs(
             raise InvalidRequest(f"documents[{i}] must be a string", f"documents[{i}]")
         if tokenizer is None:
             raise InvalidRequest("this model has no tokenizer: rerank needs one", "documents")
-        enc = tokenizer(query, doc)
-        ids.append(_check(list(enc["input_ids"]), limits, f"documents[{i}]"))
-        types.append(list(enc.get("token_type_ids") or [0] * len(ids[-1])))
+        if rerank_format == QWEN3_YES_NO:
+            seq, tt = yes_no_prompt_ids(tokenizer, query, doc, instruction), None
+        else:
+            enc = tokenizer(query, doc)
+            seq, tt = list(enc["input_ids"]), enc.get("token_type_ids")
+        ids.append(_check(seq, limits, f"documents[{i}]"))
+        types.append(list(tt or [0] * len(seq)))
     return ids, types
 
 

@@ -102,14 +102,17 @@ async def encode(request: Request) -> Any:
 @router.post("/v1/rerank")
 @router.post("/rerank")
 async def rerank(request: Request) -> list[dict[str, Any]]:
-    """SGLang's rerank: ``[{"score", "document", "index", "meta_info"}]``, best first (``top_n``)."""
+    """SGLang's rerank: ``[{"score", "document", "index", "meta_info"}]``, best first (``top_n``); a
+    decoder reranker's score is P("yes") against "no" on its prompt (``instruction`` optional)."""
     body, size = await read_json_sized(request)
     tm = _tm(request)
 
     def parse() -> tuple[RerankRequest, list[list[int]], list[list[int]]]:
         req = parse_body(RerankRequest, body)
         try:
-            return (req, *tokenize_pairs(tm.tokenizer, req.query, req.documents, tm.limits))
+            fmt = tm.model_info.get("rerank_format")
+            pairs = tokenize_pairs(tm.tokenizer, req.query, req.documents, tm.limits, fmt, req.instruction)
+            return (req, *pairs)
         except InvalidRequest as e:
             raise ApiError(str(e), param=e.param) from e
 

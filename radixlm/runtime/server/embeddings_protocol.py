@@ -44,6 +44,7 @@ class RerankRequest(BaseModel):
     model: str | None = None
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = True
+    instruction: str | None = None  # a decoder reranker's task (Qwen3-Reranker's <Instruct>)
 
 
 class ClassifyRequest(BaseModel):

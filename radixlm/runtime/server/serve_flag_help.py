@@ -29,6 +29,7 @@ FIELD_HELP: dict[str, str] = {
     "disable_radix_cache": "do not reuse cached prefixes (RadixAttention off)",
     "is_embedding": "serve an embedding, rerank or classification model (/v1/embeddings, /encode, "
     "/v1/rerank, /classify); generation routes answer 400",
+    "json_model_override_args": "a JSON object whose fields replace the model's config.json ones",
     "enable_hierarchical_cache": "keep prefixes evicted from the KV pool in a host tier and load them back",
     "hicache_ratio": "host tier size as a multiple of the KV pool (when --hicache-size is 0)",
     "hicache_size": "host tier size in GB (0: --hicache-ratio x the pool)",

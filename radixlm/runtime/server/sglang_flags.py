@@ -162,6 +162,11 @@ IMPLEMENTED = [
     ),
     _impl("--disable-radix-cache", "disable_radix_cache"),
     _impl("--is-embedding", "is_embedding", "also rerank (/v1/rerank) and classify (/classify) models"),
+    _impl(
+        "--json-model-override-args",
+        "json_model_override_args",
+        "top-level config.json fields; vLLM's hf_overrides serve Qwen3-Reranker",
+    ),
     _impl("--enable-hierarchical-cache", "enable_hierarchical_cache", "host tier in CPU memory"),
     _impl("--hicache-ratio", "hicache_ratio"),
     _impl("--hicache-size", "hicache_size"),

@@ -62,11 +62,6 @@ NOT_IMPLEMENTED = [
         "--revision=",
     ),
     *_refuse(
-        "overrides fields of the model's config.json",
-        "the model's own config is served as is",
-        "--json-model-override-args=",
-    ),
-    *_refuse(
         "loads a custom function that updates the weights",
         "no user code is loaded",
         "--custom-weight-loader=*",

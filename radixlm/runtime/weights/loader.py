@@ -57,6 +57,7 @@ def load_model(
     context_length: int | None = None,
     quantization: str = "none",
     model_impl: str = "auto",
+    config_overrides: dict[str, Any] | None = None,
 ) -> LoadedModel:
     """Load ``model`` (a known name, HF directory, hub id or .gguf file) onto ``device`` in ``dtype``.
 
@@ -64,10 +65,11 @@ def load_model(
     (default: the model's max positions) sizes the rotary tables. ``quantization`` is
     ``--quantization`` (``auto``, ``none``, ``int8``, a block format), applied per module while loading.
     ``model_impl``: ``auto``, ``native`` or ``transformers`` (see ``models/model_impl.py``).
+    ``config_overrides`` (``--json-model-override-args``) replace top-level fields of ``config.json``.
     """
     model_path = resolve_model(model)
     source = open_source(model_path)
-    hf_config = source.hf_config()
+    hf_config = {**source.hf_config(), **(config_overrides or {})}
     if (hf_config.get("architectures") or [""])[0] in ENCODER_ARCHITECTURES:
         net, dims = load_encoder(source, hf_config, device, dtype)
         return _loaded(net, dims, model_path, hf_config, source.generation_config(), tokenizer, "none")
@@ -111,6 +113,9 @@ def _loaded(
     """``net`` with its tokenizer (``tokenizer``, default the model's own) and dimensions."""
     tokenizer_path = tokenizer_dir(tokenizer or model_path)
     tok = load_tokenizer(tokenizer_path)
+    bind = getattr(net, "bind_tokenizer", None)
+    if bind is not None:  # a yes/no reranker keeps its answer tokens' LM-head rows (ValueError if absent)
+        bind(tok)
     return LoadedModel(
         model=net,
         tokenizer=tok,

@@ -47,6 +47,8 @@ def test_cross_encoder_rerank_matches_sentence_transformers(tmp_path):
         ours = engine.rerank(query, DOCS)
         with pytest.raises(ValueError, match="documents"):
             engine.rerank(query, [])
+        with pytest.raises(ValueError, match="instruction"):  # decoder rerankers only
+            engine.rerank(query, DOCS, instruction="find the cat")
     torch.testing.assert_close(
         torch.tensor(ours), torch.as_tensor(ref).float().flatten(), rtol=1e-4, atol=1e-5
     )
