@@ -215,8 +215,10 @@ class LoRAManager:
 
     def take_sync(self) -> LoRASync:
         """Rank 0: the planned batch and the slot changes since the last one, for the other ranks."""
-        sync = LoRASync(*self.planned, self.fills, self.drops)
-        self.fills, self.drops = [], []
+        # popped one by one, in place: the adapters' finalizers append to ``drops`` whenever they run
+        drops = [self.drops.pop(0) for _ in range(len(self.drops))]
+        sync = LoRASync(*self.planned, self.fills, drops)
+        self.fills = []
         return sync
 
     def apply_sync(self, sync: LoRASync) -> None:
