@@ -129,7 +129,7 @@ class LoRAManager:
             self.by_namespace[ns] = adapter
         elif self.shard is not None:
             # once no request, slot or pool entry holds it, the other ranks may drop their share
-            weakref.finalize(adapter, self.drops.append, ns)
+            weakref.finalize(adapter, self._freed, id(adapter), ns)
         self.load_seconds.append(time.perf_counter() - start)
         return adapter
 
@@ -153,11 +153,22 @@ class LoRAManager:
             return False
         return True
 
+    def _freed(self, key: int, ns: int) -> None:
+        """Rank 0's copy of the adapter of namespace ``ns`` (object id ``key``) is gone."""
+        self.namespace.pop(key, None)
+        self.drops.append(ns)
+
+    def _drop(self, ns: int) -> None:
+        """A rank > 0: forget its copy of rank 0's adapter of namespace ``ns``."""
+        adapter = self.by_namespace.pop(ns, None)
+        if adapter is not None:
+            self.namespace.pop(id(adapter), None)
+
     def revert_load(self, name: str) -> None:
         """A rank > 0: undo a load another rank refused."""
         adapter = self.adapters.pop(name, None)
         if adapter is not None:
-            self.by_namespace.pop(self.namespace_of(adapter), None)
+            self._drop(self.namespace_of(adapter))
 
     def get(self, name: str) -> LoRAAdapter:
         adapter = self.adapters.get(name)
@@ -226,7 +237,7 @@ class LoRAManager:
         for slot, ns in sync.fills:
             self._fill(slot, self.by_namespace[ns])
         for ns in sync.drops:
-            self.by_namespace.pop(ns, None)
+            self._drop(ns)
         self.begin(sync.slots or None, sync.tokens)
 
     def info(self) -> list[dict]:
