@@ -325,8 +325,6 @@ def check_lora_args(args: ServerArgs) -> None:
     for name in ("max_loras_per_batch", "max_lora_rank"):
         if getattr(args, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
-    if args.tp_size > 1:
-        raise ValueError("enable_lora with tp_size > 1 is not supported yet (LoRA runs on one rank)")
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,7 +26,7 @@ import torch
 
 from radixlm._env import weight_process_env
 from radixlm.runtime.distributed import comm
-from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, send_stop
+from radixlm.runtime.distributed.batch_broadcast import recv_batch, send_batch, send_lora, send_stop
 from radixlm.runtime.distributed.partition import TPShard
 from radixlm.runtime.distributed.shard_llama import shard_llama
 from radixlm.runtime.executor.forward_batch import ForwardBatch
@@ -102,13 +102,14 @@ class TensorParallel:
             raise
 
     def forward(
-        self, model: torch.nn.Module, attn_backend: Any, fb: ForwardBatch, vocab_size: int
+        self, model: torch.nn.Module, attn_backend: Any, fb: ForwardBatch, vocab_size: int, lora: Any = None
     ) -> torch.Tensor:
-        """Rank 0: send ``fb``, run this rank's part, return the full logits."""
+        """Rank 0: send ``fb`` (with ``lora``'s plan and slot changes: a ``LoRAManager``), run this
+        rank's part, return the full logits."""
         if self.dead is not None:
             raise RuntimeError(self.dead)
         try:
-            send_batch(fb)
+            send_batch(fb, None if lora is None else lora.take_sync())
             attn_backend.init_forward_metadata(fb)
             logits = comm.gather_last_dim(model(fb))
         except Exception as e:
@@ -118,6 +119,17 @@ class TensorParallel:
             raise RuntimeError(self.dead) from e
         assert logits is not None
         return logits[:, :vocab_size]
+
+    def lora_op(self, op: dict) -> bool:
+        """Rank 0: have every other rank apply a LoRA load or unload (between batches); whether all
+        did. A broken group makes this runner dead, as a failed forward does."""
+        if self.dead is not None:
+            raise RuntimeError(self.dead)
+        try:
+            return send_lora(op, self.device)
+        except Exception as e:
+            self._died(f"tensor-parallel LoRA {op['op']} failed: {e}")
+            raise RuntimeError(self.dead) from e
 
     def _died(self, message: str) -> None:
         """Mark this runner dead and tell ``on_rank_death`` (the server: exit this process)."""

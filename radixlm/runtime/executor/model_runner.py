@@ -132,7 +132,15 @@ class ModelRunner:
                 "context_length %d exceeds the model's max positions %d", self.context_length, model_max
             )
 
-        self.lora = build_lora_manager(server_args, self.model, self.dtype, self.device)
+        try:
+            self.lora = build_lora_manager(
+                server_args, self.model, self.dtype, self.device, None if self.tp is None else self.tp.shard
+            )
+        except BaseException:
+            self.close()  # the other tensor-parallel ranks, already started
+            raise
+        if self.lora is not None and self.tp is not None and self.tp.rank == 0:
+            self.lora.broadcast = self.tp.lora_op
         self.req_to_token_pool = ReqToTokenPool(
             server_args.max_running_requests, self.context_length, device=self.device
         )
@@ -181,7 +189,7 @@ class ModelRunner:
         if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run(fb):
             return self.cuda_graph_runner.replay(fb)
         if self.tp is not None:
-            return self.tp.forward(self.model, self.attn_backend, fb, self.vocab_size)
+            return self.tp.forward(self.model, self.attn_backend, fb, self.vocab_size, self.lora)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
 

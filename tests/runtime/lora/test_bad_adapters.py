@@ -69,8 +69,3 @@ def test_target_outside_the_flag(lora_base, adapters):
     runner.lora.load("qv", adapters["qv4rs"])
     with pytest.raises(ValueError, match="unsupported LoRA target module 'lm_head'"):
         make_runner(lora_base, enable_lora=True, lora_target_modules=("lm_head",))
-
-
-def test_lora_with_tensor_parallelism_is_refused_at_launch(lora_base):
-    with pytest.raises(ValueError, match="enable_lora with tp_size > 1"):
-        make_runner(lora_base, enable_lora=True, tp_size=2)
