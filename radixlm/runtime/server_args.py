@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from radixlm.runtime.speculative.speculator import check_speculative_args
+from radixlm.runtime.speculative.spec_args import check_speculative_args
 
 logger = logging.getLogger(__name__)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from radixlm.runtime.speculative.draft_model import DraftModel
-from radixlm.runtime.speculative.speculator import (
-    Speculator,
+from radixlm.runtime.speculative.spec_args import (
     draft_pool_slots,
     resolve_max_draft_len,
     resolve_spec_max_batch,
 )
+from radixlm.runtime.speculative.speculator import Speculator
 
 if TYPE_CHECKING:
     from radixlm.runtime.executor.model_runner import ModelRunner

@@ -1,0 +1,59 @@
+"""Speculative decoding's options: checks and defaults that ``ServerArgs`` needs.
+
+Kept free of torch and of the scheduler: ``ServerArgs`` imports it, and a spawned scheduler process
+unpickles its ``ServerArgs`` before it sets its thread variables, so anything imported here loads
+before them (torch imported that early runs with the server process's thread limits).
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+# NGRAM: prompt lookup (ngram.py); STANDALONE: a draft model (draft_model.py)
+ALGORITHMS = ("NGRAM", "STANDALONE")
+# NOTE: provisional: from this many running requests on, a CPU decode step is taken to be compute-bound,
+# where verifying drafts would cost more than the accepted tokens save. The shared 2-core machine was
+# too noisy to measure it (benchmarks/log/speculative.md); a GPU stays memory-bound much longer.
+CPU_DEFAULT_MAX_BATCH = 4
+DEFAULT_MAX_DRAFT_LEN = 8
+
+
+def resolve_spec_max_batch(max_batch: int | None, device_type: str) -> int:
+    """The running-batch size up to which requests speculate (``None``: the device's default)."""
+    if max_batch is not None:
+        return max_batch
+    return CPU_DEFAULT_MAX_BATCH if device_type == "cpu" else 1 << 30
+
+
+def resolve_max_draft_len(num_steps: int | None, num_draft_tokens: int | None) -> int:
+    """The longest draft: a chain verifies ``num_draft_tokens`` positions, the last token plus
+    ``num_steps`` drafts (SGLang's relation at top-k 1). Either flag alone sets the length; given
+    both (an EAGLE tree's launch line), the shorter chain."""
+    if num_steps is not None and num_steps < 1:
+        raise ValueError(f"speculative_num_steps must be >= 1, got {num_steps}")
+    if num_draft_tokens is not None and num_draft_tokens < 2:
+        raise ValueError(f"speculative_num_draft_tokens must be >= 2, got {num_draft_tokens}")
+    lengths = [n for n in (num_steps, None if num_draft_tokens is None else num_draft_tokens - 1) if n]
+    return min(lengths) if lengths else DEFAULT_MAX_DRAFT_LEN
+
+
+def check_speculative_args(
+    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
+) -> None:
+    """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm == "STANDALONE" and not draft_model_path:
+        raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")
+    if draft_model_path and algorithm != "STANDALONE":
+        # SGLang's EAGLE launch lines name an EAGLE head here; they are served by NGRAM
+        logger.warning("speculative_draft_model_path is ignored: only STANDALONE runs a draft model")
+    resolve_max_draft_len(num_steps, num_draft_tokens)
+
+
+def draft_pool_slots(target_slots: int, max_batch: int, context_length: int, max_draft_len: int) -> int:
+    """KV slots of a draft model's pool: room for ``max_batch`` speculating requests at full context
+    with their drafts, never more than the target's pool."""
+    return min(target_slots, max_batch * (context_length + max_draft_len))
