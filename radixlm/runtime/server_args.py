@@ -194,6 +194,7 @@ class ServerArgs:
     lora_paths: tuple[str, ...] = ()  # name=path (or a path, named after its directory) loaded at start
     max_loras_per_batch: int = 8  # distinct adapters in one batch (device slots)
     max_lora_rank: int = 64
+    max_loaded_loras: int | None = None  # adapters held in host memory at once; None: no bound
     lora_target_modules: tuple[str, ...] = ()  # empty: all of q/k/v/o/gate/up/down ("all" too)
     # Misc
     seed: int = 0
@@ -325,6 +326,14 @@ def check_lora_args(args: ServerArgs) -> None:
     for name in ("max_loras_per_batch", "max_lora_rank"):
         if getattr(args, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    cap = args.max_loaded_loras
+    if cap is not None:
+        if cap < args.max_loras_per_batch:  # SGLang's rule: a batch's adapters must all fit in host memory
+            raise ValueError(
+                f"max_loaded_loras ({cap}) must be >= max_loras_per_batch ({args.max_loras_per_batch})"
+            )
+        if len(args.lora_paths) > cap:
+            raise ValueError(f"{len(args.lora_paths)} --lora-paths exceed max_loaded_loras ({cap})")
 
 
 @functools.lru_cache(maxsize=1)

@@ -64,13 +64,16 @@ class LoRAManager:
         dtype: torch.dtype,
         device: torch.device,
         shard: TPShard | None = None,
+        max_loaded: int | None = None,
     ) -> None:
-        """``shard``: this tensor-parallel rank (None: one process serves the whole model)."""
+        """``shard``: this tensor-parallel rank (None: one process serves the whole model).
+        ``max_loaded``: how many adapters the host pool holds at once (None: no bound)."""
         if max_loras_per_batch < 1 or max_lora_rank < 1:
             raise ValueError("--max-loras-per-batch and --max-lora-rank must be >= 1")
         self.cfg, self.dtype, self.device = cfg, dtype, device
         self.num_slots, self.max_rank = max_loras_per_batch, max_lora_rank
         self.target_modules = target_modules
+        self.max_loaded = max_loaded
         self.shard = shard
         self.slices = rank_slices(cfg, shard) if shard is not None and shard.size > 1 else None
         out_features = {m: s.out_features for m, s in projection_shapes(cfg).items()}
@@ -118,6 +121,11 @@ class LoRAManager:
             raise ValueError(f"LoRA adapter name {name!r} must be non-empty and contain no ':'")
         if name in self.adapters:
             raise ValueError(f"LoRA adapter {name!r} is already loaded (unload it first)")
+        if self.max_loaded is not None and len(self.adapters) >= self.max_loaded:
+            raise ValueError(
+                f"LoRA adapter {name!r} cannot be loaded: {len(self.adapters)} adapters are loaded, the "
+                "--max-loaded-loras limit (unload one first)"
+            )
         start = time.perf_counter()
         adapter = load_adapter(name, path, self.cfg, self.max_rank, self.target_modules)
         if self.slices is not None:
@@ -291,7 +299,15 @@ def build_lora_manager(
         raise ValueError(f"LoRA serving needs a native Llama-family model, not {type(model).__name__}")
     targets = normalize_targets(server_args.lora_target_modules or ("all",))
     manager = LoRAManager(
-        model, cfg, server_args.max_loras_per_batch, server_args.max_lora_rank, targets, dtype, device, shard
+        model,
+        cfg,
+        server_args.max_loras_per_batch,
+        server_args.max_lora_rank,
+        targets,
+        dtype,
+        device,
+        shard,
+        max_loaded=server_args.max_loaded_loras,
     )
     for spec in server_args.lora_paths:
         name, sep, path = spec.partition("=")

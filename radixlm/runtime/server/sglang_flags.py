@@ -53,6 +53,7 @@ IMPLEMENTED = [
     _impl("--lora-paths", "lora_paths", "NAME=PATH or PATH (PEFT directories or GGUF LoRA files)"),
     _impl("--max-loras-per-batch", "max_loras_per_batch"),
     _impl("--max-lora-rank", "max_lora_rank"),
+    _impl("--max-loaded-loras", "max_loaded_loras", "a load beyond it is a 400 (unload one first)"),
     _impl("--lora-target-modules", "lora_target_modules", "q/k/v/o and gate/up/down projections"),
     _impl("--max-queued-requests", "max_queued_requests"),
     _impl("--max-total-tokens", "max_total_tokens"),

@@ -156,9 +156,9 @@ NOT_IMPLEMENTED = [
         "--enable-return-hidden-states",
     ),
     *_warn(
-        "caps adapters in host memory; picks SGLang's LoRA kernels",
-        "loaded adapters stay in host memory until unloaded; one segmented torch product serves",
-        "--max-loaded-loras= --lora-backend=",
+        "picks SGLang's LoRA kernels",
+        "one grouped torch product serves every adapter",
+        "--lora-backend=",
     ),
     *_refuse(
         "approximates attention with double sparsity", "attention is exact here", "--enable-double-sparsity"

@@ -69,3 +69,29 @@ def test_target_outside_the_flag(lora_base, adapters):
     runner.lora.load("qv", adapters["qv4rs"])
     with pytest.raises(ValueError, match="unsupported LoRA target module 'lm_head'"):
         make_runner(lora_base, enable_lora=True, lora_target_modules=("lm_head",))
+
+
+def test_max_loaded_loras_bounds_the_host_pool(lora_base, adapters):
+    runner = make_runner(
+        lora_base,
+        enable_lora=True,
+        max_loras_per_batch=1,
+        max_loaded_loras=2,
+        lora_paths=(f"a={adapters['all8']}",),
+        max_lora_rank=16,
+    )
+    lora = runner.lora
+    lora.load("b", adapters["ko2"])
+    with pytest.raises(ValueError, match="'c' cannot be loaded: 2 adapters are loaded, the --max-loaded-loras"):
+        lora.load("c", adapters["qv4rs"])
+    lora.unload("a")
+    lora.load("c", adapters["qv4rs"])  # room again once one is unloaded
+    assert sorted(a["name"] for a in lora.info()) == ["b", "c"]
+
+
+def test_max_loaded_loras_checked_at_start(lora_base, adapters):
+    with pytest.raises(ValueError, match=r"max_loaded_loras \(1\) must be >= max_loras_per_batch \(2\)"):
+        make_runner(lora_base, enable_lora=True, max_loras_per_batch=2, max_loaded_loras=1)
+    paths = (f"a={adapters['all8']}", f"b={adapters['ko2']}")
+    with pytest.raises(ValueError, match=r"2 --lora-paths exceed max_loaded_loras \(1\)"):
+        make_runner(lora_base, enable_lora=True, max_loras_per_batch=1, max_loaded_loras=1, lora_paths=paths)
