@@ -109,7 +109,8 @@ FIELD_HELP: dict[str, str] = {
     "lora_paths": "LoRA adapters to load at start: NAME=PATH or PATH (a PEFT directory or GGUF LoRA file)",
     "max_loras_per_batch": "distinct LoRA adapters one batch may use (device slots)",
     "max_lora_rank": "the largest LoRA rank accepted",
-    "max_loaded_loras": "LoRA adapters held in host memory at once (a load beyond it is refused); default no bound",
+    "max_loaded_loras": "LoRA adapters held in host memory at once (more loads are refused); "
+    "default no bound",
     "lora_target_modules": "projections adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj "
     "down_proj, qkv_proj, gate_up_proj or all); default all",
     "seed": "random seed of sampling",

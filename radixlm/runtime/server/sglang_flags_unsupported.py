@@ -156,9 +156,7 @@ NOT_IMPLEMENTED = [
         "--enable-return-hidden-states",
     ),
     *_warn(
-        "picks SGLang's LoRA kernels",
-        "one grouped torch product serves every adapter",
-        "--lora-backend=",
+        "picks SGLang's LoRA kernels", "one grouped torch product serves every adapter", "--lora-backend="
     ),
     *_refuse(
         "approximates attention with double sparsity", "attention is exact here", "--enable-double-sparsity"
