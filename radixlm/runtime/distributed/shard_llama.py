@@ -6,6 +6,8 @@ intermediate size). Row-parallel with an all-reduce: o_proj and down_proj. A mix
 keeps its whole router and every expert cut to the rank's slice of the expert intermediate size,
 then all-reduces (``RowParallelSparseMoe``). Vocabulary-parallel: the
 embedding and the LM head (tied or not). Every rank reads the whole checkpoint and keeps its part.
+A q/k norm over the whole projection (OLMo 2, OLMoE: ``qk_norm_spans_heads``) becomes a
+``ParallelRMSNorm`` over this rank's heads; a per-head one (Qwen3, Gemma 3) stays as it is.
 """
 
 from __future__ import annotations
@@ -16,21 +18,18 @@ from radixlm.runtime.distributed.partition import TPShard
 from radixlm.runtime.layers.moe import SparseMoeBlock
 from radixlm.runtime.layers.parallel_linear import RowParallelLinear, column_shard
 from radixlm.runtime.layers.parallel_moe import RowParallelSparseMoe
+from radixlm.runtime.layers.parallel_norm import ParallelRMSNorm
 from radixlm.runtime.layers.vocab_parallel import VocabParallelEmbedding, vocab_rows
 
 
 def shard_llama(model: nn.Module, shard: TPShard) -> int:
     """Shard ``model`` (a ``LlamaForCausalLM``) for ``shard``; returns the KV heads each rank keeps."""
-    cfg = model.config
     if not getattr(model, "supports_tensor_parallel", False):
-        raise ValueError(f"{cfg.architecture} cannot be split across tensor-parallel ranks")
+        name = getattr(getattr(model, "config", None), "architecture", type(model).__name__)
+        raise ValueError(f"{name} cannot be split across tensor-parallel ranks: serve it with tp_size 1")
+    cfg = model.config
     kv_heads = 0
     for i, layer in enumerate(model.model.layers):
-        if not getattr(layer.self_attn, "splits_by_head", True):
-            raise ValueError(
-                f"{cfg.architecture}: its attention does not split by heads (a norm over all of them), "
-                "so tensor parallelism (--tp > 1) cannot serve it; use --tp 1"
-            )
         kv_heads = _shard_attention(layer.self_attn, shard, f"model.layers.{i}.self_attn")
         if isinstance(layer.mlp, SparseMoeBlock):
             inter = layer.mlp.experts.intermediate_size
@@ -59,6 +58,10 @@ def _shard_attention(attn: nn.Module, shard: TPShard, name: str) -> int:
             (q_size + kv_size + kv_first * d, kv_count * d),
         ],
     )
+    if getattr(attn, "qk_norm_spans_heads", False):
+        kv_copies = shard.size * kv_count // attn.num_kv_heads  # > 1: KV heads replicated
+        attn.q_norm = ParallelRMSNorm.of(attn.q_norm, q_first * d, q_count * d, copies=1)
+        attn.k_norm = ParallelRMSNorm.of(attn.k_norm, kv_first * d, kv_count * d, copies=kv_copies)
     attn.o_proj = RowParallelLinear.of(attn.o_proj, q_first * d, q_count * d, f"{name}.o_proj", shard.size)
     attn.num_heads, attn.num_kv_heads = q_count, kv_count
     attn.split_sizes = [q_count * d, kv_count * d, kv_count * d]

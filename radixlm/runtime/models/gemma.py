@@ -127,7 +127,6 @@ class GemmaForCausalLM(LlamaForCausalLM):
     """Gemma 2 / Gemma 3 text; ``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab]``."""
 
     model_cls = GemmaModel  # type: ignore[assignment]  # same interface as LlamaModel
-    supports_tensor_parallel = False  # not yet tried: shard_llama refuses it
 
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
         if cfg.hf.get("use_bidirectional_attention"):
@@ -143,6 +142,8 @@ class GemmaForCausalLM(LlamaForCausalLM):
         model dtype, as transformers); float32 ``[n, vocab_size]``."""
         x, _ = self.model.norm.add_and_norm(h, residual)
         logits = self.lm_head.project(x)
+        # NOTE: under tensor parallelism these are this rank's vocabulary slice: the cap is
+        # elementwise, so capping each slice before the gather gives tp 1's logits exactly
         if self.final_logit_softcap is not None:
             logits = torch.tanh(logits / self.final_logit_softcap) * self.final_logit_softcap
         return logits.float()

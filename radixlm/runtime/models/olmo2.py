@@ -1,6 +1,7 @@
 """OLMo 2 (``Olmo2ForCausalLM``): no pre-norms; an RMSNorm on the attention output and on the MLP
 output before each residual add, and q/k RMSNorms over the whole projection (all heads at once),
-before rotary. The projections and the MLP are Llama's."""
+before rotary. The projections and the MLP are Llama's. Under tensor parallelism the q/k norms sum
+their squares across ranks (``ParallelRMSNorm``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from radixlm.runtime.models.llama import LlamaAttention, LlamaForCausalLM, Llama
 
 
 class Olmo2Attention(LlamaAttention):
+    qk_norm_spans_heads = True  # under tensor parallelism a ParallelRMSNorm (shard_llama)
+
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__(cfg, layer_id)
         self.q_norm = RMSNorm(self.split_sizes[0], cfg.rms_norm_eps)
@@ -57,5 +60,3 @@ class Olmo2Model(LlamaModel):
 
 class Olmo2ForCausalLM(LlamaForCausalLM):
     model_cls = Olmo2Model
-    # the q/k norms span all heads: a rank holding some heads cannot compute them alone
-    supports_tensor_parallel = False

@@ -22,7 +22,7 @@ from radixlm.runtime.models.moe_common import moe_block
 
 
 class OlmoeAttention(LlamaAttention):
-    splits_by_head = False  # the q/k norm spans all heads: tensor parallelism refuses it (shard_llama)
+    qk_norm_spans_heads = True  # under tensor parallelism a ParallelRMSNorm (shard_llama)
 
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__(dataclasses.replace(cfg, qk_norm=False), layer_id)

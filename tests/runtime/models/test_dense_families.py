@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from radixlm.runtime.models.config import ModelConfig
-from radixlm.runtime.models.olmo2 import Olmo2ForCausalLM
 from radixlm.runtime.models.phi3 import Phi3ForCausalLM
 from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
 from radixlm.runtime.weights.checkpoint import iter_safetensors
@@ -174,13 +173,7 @@ def test_phi3_fused_checkpoint_tensors_are_cut_and_checked(tmp_path) -> None:
         Phi3ForCausalLM(cfg).load_weights(bad.items())
 
 
-def test_olmo2_refuses_tensor_parallel_and_smollm3_sliding_windows() -> None:
-    from radixlm.runtime.distributed.partition import TPShard
-    from radixlm.runtime.distributed.shard_llama import shard_llama
-
-    olmo = _config("olmo2", architectures=["Olmo2ForCausalLM"])
-    with pytest.raises(ValueError, match="Olmo2ForCausalLM cannot be split across tensor-parallel ranks"):
-        shard_llama(Olmo2ForCausalLM(_model_config(olmo)), TPShard(0, 2))
+def test_smollm3_refuses_sliding_windows() -> None:
     smol = _config("smollm3", architectures=["SmolLM3ForCausalLM"], use_sliding_window=True, sliding_window=8)
     with pytest.raises(ValueError, match="use_sliding_window is not supported"):
         SmolLM3ForCausalLM(_model_config(smol))

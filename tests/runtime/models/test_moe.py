@@ -270,16 +270,6 @@ def test_expert_shards_sum_to_the_whole(fmt: str | None) -> None:
             layer.shard(0, 16)
 
 
-def test_tensor_parallel_refuses_olmoe_whose_norm_spans_all_heads(tmp_path) -> None:
-    from radixlm.runtime.distributed.partition import TPShard
-    from radixlm.runtime.distributed.shard_llama import shard_llama
-
-    model_dir = save_tiny_model(tiny_olmoe_config(), tmp_path, with_tokenizer=False)
-    model = _load(model_dir, iter_safetensors(model_dir))
-    with pytest.raises(ValueError, match=r"OlmoeForCausalLM: its attention does not split by heads.*--tp 1"):
-        shard_llama(model, TPShard(0, 2))
-
-
 def test_block_format_needs_whole_blocks_in_the_experts(tmp_path) -> None:
     from tests.helpers.model_helpers import make_runner
 
