@@ -21,20 +21,22 @@ def extend_attention_torch(
     sm_scale: float,
     window: int | None = None,
     softcap: float | None = None,
+    spans: list[list[tuple[int, int]]] | None = None,
 ) -> torch.Tensor:
     """Exact reference. ``q``: ``[T, Hq, D]`` new tokens of all requests concatenated.
 
     The new tokens' K/V must already be stored in the pool, so request ``i`` reads all of its
     ``prefix + extend`` keys through ``req_to_token``. New token ``j`` of request ``i`` (absolute
     position ``prefix + j``) attends to keys ``0 .. prefix + j`` (only the last ``window`` of them
-    with a sliding window; scores soft-capped by ``softcap``: ``radixlm.kernels.windowed_attention``).
-    Returns ``[T, Hq, D]``.
+    with a sliding window; scores soft-capped by ``softcap``: ``radixlm.kernels.windowed_attention``);
+    ``spans[i]`` (None: all causal) are request ``i``'s ``[start, end)`` positions whose tokens also
+    see each other's later keys (Gemma 3's images). Returns ``[T, Hq, D]``.
     """
     check_window_softcap(window, softcap)
     out = torch.empty_like(q)
     start = 0
     rows = req_pool_indices.tolist()
-    for row, prefix_len, ext_len in zip(rows, extend_prefix_lens, extend_seq_lens):
+    for i, (row, prefix_len, ext_len) in enumerate(zip(rows, extend_prefix_lens, extend_seq_lens)):
         total = prefix_len + ext_len
         first = window_start(prefix_len + 1, window)  # the first key any of these queries sees
         slots = req_to_token[row, first:total]
@@ -43,7 +45,8 @@ def extend_attention_torch(
         qi = q[start : start + ext_len].transpose(0, 1)  # [Hq, ext, D]
         q_pos = torch.arange(prefix_len, total, device=q.device)
         k_pos = torch.arange(first, total, device=q.device)
-        oi = attend(qi, k, v, visible(q_pos, k_pos, window), sm_scale, softcap)
+        mask = visible(q_pos, k_pos, window, None if spans is None else spans[i])
+        oi = attend(qi, k, v, mask, sm_scale, softcap)
         out[start : start + ext_len] = oi.transpose(0, 1)
         start += ext_len
     return out

@@ -3,7 +3,9 @@
 Conventions, as transformers' ``masking_utils.sliding_window_overlay``: a query at position ``p``
 in a layer with window ``w`` sees the keys at positions ``k`` with ``p - w < k <= p`` (itself and the
 ``w - 1`` keys before it). A soft-capped layer (Gemma 2) replaces each scaled score ``s`` by
-``cap * tanh(s / cap)`` before the mask and the softmax.
+``cap * tanh(s / cap)`` before the mask and the softmax. Bidirectional spans (Gemma 3's images, as
+transformers' ``blockwise_overlay``) let a query see every key of its own span, the window still
+applying: ``(k <= p or same span) and p - w < k``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,26 @@ def window_start(seq_len: int, window: int | None) -> int:
     return 0 if window is None else max(0, seq_len - window)
 
 
-def visible(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
-    """Bool ``[..., Q, K]``: key ``k_pos`` visible from query ``q_pos`` (causal, within the window)."""
+def visible(
+    q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None, spans: list[tuple[int, int]] | None = None
+) -> torch.Tensor:
+    """Bool ``[..., Q, K]``: key ``k_pos`` visible from query ``q_pos`` (causal, or both ways within
+    one of ``spans``: ``[start, end)`` positions; within the window)."""
     ok = k_pos.unsqueeze(-2) <= q_pos.unsqueeze(-1)
+    if spans:
+        q_span, k_span = span_ids(q_pos, spans), span_ids(k_pos, spans)
+        ok |= (k_span.unsqueeze(-2) == q_span.unsqueeze(-1)) & (q_span.unsqueeze(-1) >= 0)
     if window is not None:
         ok &= k_pos.unsqueeze(-2) > q_pos.unsqueeze(-1) - window
     return ok
+
+
+def span_ids(pos: torch.Tensor, spans: list[tuple[int, int]]) -> torch.Tensor:
+    """The index of the span each position lies in, -1 outside every span."""
+    ids = torch.full_like(pos, -1)
+    for i, (start, end) in enumerate(spans):
+        ids = torch.where((pos >= start) & (pos < end), i, ids)
+    return ids
 
 
 def attend(

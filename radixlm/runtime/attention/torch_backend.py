@@ -38,7 +38,8 @@ class TorchAttentionBackend(AttentionBackend):
     too. A batch whose requests share a cached prefix (the same
     slots, courtesy of the radix tree) reads that prefix once for all of them (cascade), in decode
     and in extend. Sliding-window and soft-capped layers skip the cascade (the shared part would
-    need the window and the cap too) and take the plain extend and the planned decode.
+    need the window and the cap too) and take the plain extend and the planned decode, as does an
+    extend whose images attend both ways (``fb.image_spans``).
     """
 
     min_shared_prefix: float = MIN_SHARED_PREFIX  # deterministic mode: inf (no cascade)
@@ -100,7 +101,7 @@ class TorchAttentionBackend(AttentionBackend):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if self._decode_tail:
             return self._forward_mixed(q, k_buffer, v_buffer, fb, sm_scale, window, softcap)
-        if self._shared_len and window is None and softcap is None:
+        if self._shared_len and window is None and softcap is None and fb.image_spans is None:
             return extend_attention_shared_prefix_torch(
                 q,
                 k_buffer,
@@ -125,6 +126,7 @@ class TorchAttentionBackend(AttentionBackend):
             sm_scale,
             window,
             softcap,
+            fb.image_spans,
         )
 
     def _forward_mixed(
@@ -160,6 +162,7 @@ class TorchAttentionBackend(AttentionBackend):
                 sm_scale,
                 window,
                 softcap,
+                None if fb.image_spans is None else fb.image_spans[:n_ext],
             )
             parts.insert(0, head)
         return torch.cat(parts) if len(parts) > 1 else parts[0]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_triton, default_num_kv_splits
-from radixlm.kernels.extend_attention import ExtendMetadata, build_extend_metadata, extend_attention_triton
+from radixlm.kernels.extend_attention import (
+    ExtendMetadata,
+    build_extend_metadata,
+    extend_attention_torch,
+    extend_attention_triton,
+)
 from radixlm.runtime.attention.backend import AttentionBackend
 from radixlm.runtime.executor.forward_batch import ForwardBatch
 
@@ -16,7 +21,8 @@ class TritonAttentionBackend(AttentionBackend):
     Decode needs no host-side planning and never reads device memory on the host, so a decode step
     can be captured in a CUDA graph. Extend builds the flat metadata (start offsets of each
     request's new tokens) once per step for all layers. Both kernels take a layer's sliding window
-    (the first key index rises) and logit soft-cap.
+    (the first key index rises) and logit soft-cap. An extend whose images attend both ways
+    (``fb.image_spans``, Gemma 3) takes the exact torch path instead.
     """
 
     supports_cuda_graph = True
@@ -31,6 +37,8 @@ class TritonAttentionBackend(AttentionBackend):
             return
         if fb.extend_seq_lens_cpu is None:
             fb.extend_seq_lens_cpu = fb.extend_seq_lens.tolist()
+        if fb.image_spans is not None and fb.extend_prefix_lens_cpu is None:
+            fb.extend_prefix_lens_cpu = fb.extend_prefix_lens.tolist()
         self._extend_meta = build_extend_metadata(
             fb.extend_prefix_lens, fb.extend_seq_lens, max(fb.extend_seq_lens_cpu, default=0)
         )
@@ -46,6 +54,21 @@ class TritonAttentionBackend(AttentionBackend):
     ) -> torch.Tensor:
         assert self._extend_meta is not None, "init_forward_metadata was not called for this step"
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+        if fb.image_spans is not None:  # the kernel is causal: images that attend both ways go exact
+            assert fb.extend_prefix_lens_cpu is not None and fb.extend_seq_lens_cpu is not None
+            return extend_attention_torch(
+                q,
+                k_buffer,
+                v_buffer,
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices,
+                fb.extend_prefix_lens_cpu,
+                fb.extend_seq_lens_cpu,
+                sm_scale,
+                window,
+                softcap,
+                fb.image_spans,
+            )
         return extend_attention_triton(
             q,
             k_buffer,

@@ -81,6 +81,9 @@ class ForwardBatch:
     # ``[k, hidden]`` instead of their tokens' embeddings (``runtime/multimodal/``).
     mm_positions: torch.Tensor | None = None
     mm_embeds: torch.Tensor | None = None
+    # Per request, the ``[start, end)`` prompt positions among this step's new tokens that attend to
+    # each other both ways (Gemma 3's images, ``runtime/multimodal/image_spans.py``); None: causal.
+    image_spans: list[list[tuple[int, int]]] | None = None
     lora_slots: list[int] | None = None
 
     @property

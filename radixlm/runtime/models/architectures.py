@@ -15,6 +15,7 @@ from radixlm.runtime.models.olmoe import OlmoeForCausalLM
 from radixlm.runtime.models.phi3 import Phi3ForCausalLM
 from radixlm.runtime.models.qwen3_moe import Qwen3MoeForCausalLM
 from radixlm.runtime.models.smollm3 import SmolLM3ForCausalLM
+from radixlm.runtime.models.vision.gemma3 import Gemma3ForConditionalGeneration
 from radixlm.runtime.models.vision.idefics3 import Idefics3ForConditionalGeneration
 
 MODEL_CLASSES: dict[str, type[nn.Module]] = {
@@ -41,6 +42,7 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "Qwen2ForSequenceClassification": LlamaForSequenceClassification,
     "Qwen3ForSequenceClassification": LlamaForSequenceClassification,
     "Idefics3ForConditionalGeneration": Idefics3ForConditionalGeneration,  # SmolVLM: images in
+    "Gemma3ForConditionalGeneration": Gemma3ForConditionalGeneration,  # Gemma 3 4B-27B: images in
 }
 
 

@@ -110,11 +110,15 @@ class GemmaModel(Module):
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
+    def input_rows(self, fb: ForwardBatch) -> torch.Tensor:
+        """The first layer's input ``[T, hidden]``: the scaled token embeddings."""
+        h = self.embed_tokens(fb.input_ids)
+        return h * torch.tensor(self.embed_scale, dtype=h.dtype)  # the scale in the model dtype, as HF
+
     def forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """The last layer's ``(output, residual)`` ``[T, hidden]``; their sum is the hidden state
         before the final norm."""
-        h = self.embed_tokens(fb.input_ids)
-        h = h * torch.tensor(self.embed_scale, dtype=h.dtype)  # the scale in the model dtype, as HF
+        h = self.input_rows(fb)
         residual = None
         for layer in self.layers:
             rotary = self.rotary_emb_local if layer.sliding else self.rotary_emb
@@ -127,6 +131,7 @@ class GemmaForCausalLM(LlamaForCausalLM):
     """Gemma 2 / Gemma 3 text; ``forward(fb)`` -> float32 logits ``[len(fb.logits_indices), vocab]``."""
 
     model_cls = GemmaModel  # type: ignore[assignment]  # same interface as LlamaModel
+    plain_norms = ""  # a prefix of parameters whose norms are not Gemma's (a vision tower's LayerNorms)
 
     def __init__(self, cfg: ModelConfig, max_positions: int | None = None) -> None:
         if cfg.hf.get("use_bidirectional_attention"):
@@ -154,15 +159,16 @@ class GemmaForCausalLM(LlamaForCausalLM):
         tied = self.config.tie_word_embeddings
         load_checkpoint(
             self,
-            ((name, _gemma_norm_weight(name, tensor)) for name, tensor in weights),
+            ((name, _gemma_norm_weight(name, tensor, self.plain_norms)) for name, tensor in weights),
             skip=lambda name: "rotary_emb" in name or (tied and name == "lm_head.weight"),
         )
 
 
-def _gemma_norm_weight(name: str, tensor: StoredTensor) -> StoredTensor:
+def _gemma_norm_weight(name: str, tensor: StoredTensor, plain_prefix: str = "") -> StoredTensor:
     """Gemma stores a norm's scale as ``w`` and applies ``1 + w`` (added in fp32, as transformers);
-    other tensors pass as stored (GGUF blocks stay blocks)."""
-    return as_float(tensor).float() + 1.0 if name.endswith("norm.weight") else tensor
+    other tensors, and those under ``plain_prefix``, pass as stored (GGUF blocks stay blocks)."""
+    plain = bool(plain_prefix) and name.startswith(plain_prefix)
+    return as_float(tensor).float() + 1.0 if name.endswith("norm.weight") and not plain else tensor
 
 
 def _rope_per_kind(cfg: ModelConfig) -> dict[str, tuple[float, dict[str, Any] | None]]:

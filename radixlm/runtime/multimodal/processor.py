@@ -27,14 +27,15 @@ def open_image(data: Any) -> Any:
 
 class ImagePromptProcessor:
     """Wraps the model directory's ``AutoProcessor``; ``image_token`` is the placeholder text a prompt
-    carries once per image (the processor expands it into the image's tokens)."""
+    carries once per image (the processor expands it into the image's tokens, ``image_token_id``:
+    the same token for Idefics3, Gemma 3's soft tokens after its ``<start_of_image>``)."""
 
     def __init__(self, model_dir: str) -> None:
         from transformers import AutoProcessor
 
         self.processor = AutoProcessor.from_pretrained(model_dir)
         self.image_token: str = self.processor.image_token
-        self.image_token_id = int(self.processor.tokenizer.convert_tokens_to_ids(self.image_token))
+        self.image_token_id = int(self.processor.image_token_ids[0])
 
     def __call__(
         self, text: str, images: list[Any], add_special_tokens: bool = True
@@ -58,11 +59,12 @@ class ImagePromptProcessor:
         ids: list[int] = out["input_ids"][0].tolist()
         positions = [i for i, t in enumerate(ids) if t == self.image_token_id]
         mm = MultimodalInputs(positions=positions)
-        crops_total = int(out["pixel_values"].shape[1])
+        crops_total = int(out["pixel_values"].shape[-4])  # [crops, C, H, W], Idefics3 [1, crops, ...]
         per_crop = len(positions) // crops_total
         for img in pil:
             single = self.processor.image_processor([[img]], return_tensors="pt")
-            pixels = single["pixel_values"][0]
+            pixels = single["pixel_values"]
+            pixels = pixels[0] if pixels.dim() == 5 else pixels
             mask = single.get("pixel_attention_mask")
             mask = None if mask is None else mask[0]
             mm.items.append(

@@ -9,6 +9,7 @@ import torch
 
 from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.multimodal.encoder_stage import attach_image_rows
+from radixlm.runtime.multimodal.image_spans import spans_in
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 
@@ -64,6 +65,8 @@ def build_extend_batch(reqs: list[Req], runner: Any, kind: BatchKind = BatchKind
     cache = getattr(runner, "encoder_cache", None)
     if cache is not None:  # a vision-language model: the encoder stage first
         attach_image_rows(fb, reqs, runner.model, cache)
+        spans = [spans_in(r.image_spans, r.kv_len, r.kv_len + r.extend_len) for r in reqs]
+        fb.image_spans = spans if any(spans) else None  # None: the causal fast path
     fb.lora_slots = lora_slots(reqs, runner)
     return ScheduledBatch(kind, list(reqs), fb, sample_rows, input_logprob_rows=input_rows)
 

@@ -28,6 +28,7 @@ from radixlm.radix.tiered_cache import TieredRadixCache
 from radixlm.runtime.kv_tiers.disk_store import PAGE_TOKENS, DiskStore
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.multimodal.image_spans import chunk_end, prefix_end
 from radixlm.runtime.scheduler.req import Req
 
 
@@ -82,7 +83,8 @@ class CacheManager:
     # ---- admission -----------------------------------------------------------------------------
     def cached_prefix_len(self, req: Req) -> int:
         """How much of the request's next extend the cache would serve (no locks taken)."""
-        return int(self.tree.match_prefix(req.cache_key(req.max_prefix_len()), count=False).slots.numel())
+        matched = self.tree.match_prefix(req.cache_key(req.max_prefix_len()), count=False).slots.numel()
+        return prefix_end(req.image_spans, int(matched))
 
     def admit(self, req: Req, max_extend: int) -> bool:
         """Prepare the next extend of ``req``: a row, the locked cached prefix, new slots.
@@ -105,7 +107,9 @@ class CacheManager:
         if self._on_disk(req):
             self._load_from_disk(prefix_ids)
         match = self.tree.match_prefix(prefix_ids, count=not req.admitted_once)
-        prefix_len = int(match.slots.numel())
+        # NOTE: a match ending inside an image that attends both ways restarts at the image; the
+        # node stays locked whole (its slots past the cut are recomputed and then deduplicated)
+        prefix_len = prefix_end(req.image_spans, int(match.slots.numel()))
         self.tree.inc_lock(match.last_node)  # the eviction that makes room must not take the prefix
         slots = self._extend_slots(req, prefix_len, max_extend)
         if slots is None:
@@ -113,7 +117,7 @@ class CacheManager:
             self.req_to_token_pool.free(row)
             return False
         req.row = row
-        self.req_to_token_pool.write(row, 0, match.slots)
+        self.req_to_token_pool.write(row, 0, match.slots[:prefix_len])
         self.req_to_token_pool.write(row, prefix_len, slots)
         req.last_node = match.last_node
         req.prefix_len = req.kv_len = prefix_len
@@ -164,9 +168,11 @@ class CacheManager:
             self.tree.dec_lock(match.last_node)
 
     def _extend_slots(self, req: Req, start: int, max_extend: int) -> torch.Tensor | None:
-        """Slots for the next ``min(seq_len - start, max_extend)`` tokens, which become
-        ``req.extend_len``; None (nothing changed) when there is nothing to compute or no room."""
-        extend_len = min(req.seq_len - start, max_extend)
+        """Slots for the next ``min(seq_len - start, max_extend)`` tokens (moved to the edge of an image
+        span it would cut: ``image_spans.chunk_end``), which become ``req.extend_len``; None (nothing
+        changed) when there is nothing to compute or no room."""
+        end = start + min(req.seq_len - start, max_extend)
+        extend_len = chunk_end(req.image_spans, start, end) - start
         slots = self.alloc_slots(extend_len) if extend_len > 0 else None
         if slots is not None:
             req.extend_len = extend_len

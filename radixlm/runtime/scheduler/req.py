@@ -10,6 +10,7 @@ import torch
 
 from radixlm.runtime.constrained.matcher_protocol import Matcher
 from radixlm.runtime.lora.namespace import namespaced
+from radixlm.runtime.multimodal.image_spans import Span, image_spans
 from radixlm.runtime.multimodal.items import MultimodalInputs
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.sampling.stop_regex import StopRegexes
@@ -63,6 +64,7 @@ class Req:
         self.seed = seed
         self.output_ids: list[int] = []
         self.mm: MultimodalInputs | None = None  # its images (prompt ids then carry their pads)
+        self.image_spans: list[Span] = []  # prompt ranges that attend both ways (Gemma 3's images)
 
         # KV state
         self.row: int | None = None
@@ -108,6 +110,14 @@ class Req:
 
         # Speculative decoding: draft length and acceptance counts (None until it first speculates)
         self.spec: SpecState | None = None
+
+    def attach_images(self, mm: MultimodalInputs, vocab_size: int, bidirectional: bool) -> None:
+        """Its images: the prompt's image tokens become their pads; ``bidirectional`` (a model whose
+        image tokens attend both ways) records their spans for the chunk and prefix rules
+        (``runtime/multimodal/image_spans.py``)."""
+        self.mm = mm
+        self.origin_input_ids = mm.padded(self.origin_input_ids, vocab_size)
+        self.image_spans = image_spans(mm) if bidirectional else []
 
     def output_changed_from(self, index: int) -> None:
         """Output tokens from ``index`` on were removed or replaced (jump-forward): checks of the

@@ -170,8 +170,8 @@ class Scheduler(SchedulerViews):
         req.group_rid = msg.group_rid
         req.priority = int(msg.priority or 0)
         if msg.mm_inputs is not None and msg.mm_inputs.items:
-            req.mm = msg.mm_inputs
-            req.origin_input_ids = msg.mm_inputs.padded(input_ids, self.runner.vocab_size)
+            both_ways = getattr(self.runner.model, "bidirectional_images", False)
+            req.attach_images(msg.mm_inputs, self.runner.vocab_size, both_ways)
         req.lora_name = msg.lora_name
         return req
 

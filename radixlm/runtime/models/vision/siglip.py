@@ -1,9 +1,11 @@
-"""A SigLIP-style vision tower with NaViT position buckets (Idefics2/3's, SmolVLM's).
+"""A SigLIP-style vision tower, with NaViT position buckets (Idefics2/3's, SmolVLM's) or without
+(plain SigLIP at a fixed image size: Gemma 3's).
 
-Patches come from a strided convolution; each image's real (unpadded) patch grid is mapped onto the
-learned ``num_patches_per_side``-squared position table by fractional buckets, so an image smaller
-than ``image_size`` still sees positions spread over the whole table. Attention is bidirectional
-within an image, with padded patches masked out as keys.
+Patches come from a strided convolution; with buckets, each image's real (unpadded) patch grid is
+mapped onto the learned ``num_patches_per_side``-squared position table by fractional buckets, so an
+image smaller than ``image_size`` still sees positions spread over the whole table; without, patch
+``i`` of an ``image_size`` image takes position ``i``. Attention is bidirectional within an image,
+with padded patches masked out as keys.
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ class VisionLayer(Module):
 
 
 class VisionEmbeddings(Module):
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], buckets: bool = True) -> None:
         super().__init__()
+        self.buckets = buckets
         hidden, self.patch_size = int(cfg["hidden_size"]), int(cfg["patch_size"])
         self.side = int(cfg["image_size"]) // self.patch_size
         channels = int(cfg.get("num_channels", 3))
@@ -82,6 +85,13 @@ class VisionEmbeddings(Module):
         """``pixels`` ``[n, C, H, W]``, ``patch_mask`` ``[n, H/p, W/p]`` (True: a real patch)."""
         x = self.patch_embedding(pixels).flatten(2).transpose(1, 2)
         n, rows, cols = patch_mask.shape
+        if not self.buckets:
+            if (rows, cols) != (self.side, self.side):
+                raise ValueError(
+                    f"this vision tower takes {self.side * self.patch_size} px square images, "
+                    f"got {rows * self.patch_size}x{cols * self.patch_size}"
+                )
+            return x + self.position_embedding.weight
         edges = torch.arange(1 / self.side, 1.0, 1 / self.side, device=pixels.device)
 
         def buckets(count: int, real: torch.Tensor) -> torch.Tensor:
@@ -96,11 +106,12 @@ class VisionEmbeddings(Module):
 
 
 class SiglipVisionTower(Module):
-    """``forward(pixels, pixel_mask)`` -> ``[n, patches, hidden]`` after the post-layernorm."""
+    """``forward(pixels, pixel_mask)`` -> ``[n, patches, hidden]`` after the post-layernorm;
+    ``buckets=False``: plain SigLIP positions, for images of exactly ``image_size``."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], buckets: bool = True) -> None:
         super().__init__()
-        self.embeddings = VisionEmbeddings(cfg)
+        self.embeddings = VisionEmbeddings(cfg, buckets)
         self.layers = nn.ModuleList(VisionLayer(cfg) for _ in range(int(cfg["num_hidden_layers"])))
         self.post_layernorm = nn.LayerNorm(
             int(cfg["hidden_size"]), eps=float(cfg.get("layer_norm_eps", 1e-6))
