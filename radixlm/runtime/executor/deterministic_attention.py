@@ -42,17 +42,22 @@ def extend_per_position(
     window: int | None = None,
     softcap: float | None = None,
 ) -> torch.Tensor:
-    """Like ``forward_extend``: ``q`` ``[T, Hq, D]``, the new tokens of all requests in order."""
+    """Like ``forward_extend``: ``q`` ``[T, Hq, D]``, the new tokens of all requests in order. A
+    position inside an image span that attends both ways (``fb.image_spans``) sees on to the span's
+    end (each span lies whole in one extend: ``runtime/multimodal/image_spans.py``)."""
     k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
     req_to_token = fb.req_to_token_pool.req_to_token
     out = torch.empty_like(q)
     t = 0
     rows = fb.req_pool_indices.tolist()
-    for row, prefix, ext in zip(rows, fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu):
+    for i, (row, prefix, ext) in enumerate(zip(rows, fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu)):
         slots = req_to_token[row, : prefix + ext]
+        spans = fb.image_spans[i] if fb.image_spans is not None else []
         for j in range(ext):
-            keys = slots[: prefix + j + 1]
-            out[t + j] = _attend_one(q[t + j], k_buffer, v_buffer, keys, sm_scale, window, softcap)
+            pos = prefix + j
+            end = next((e for s, e in spans if s <= pos < e), pos + 1)
+            keys = slots[window_start(pos + 1, window) : end]
+            out[t + j] = _attend_one(q[t + j], k_buffer, v_buffer, keys, sm_scale, None, softcap)
         t += ext
     return out
 

@@ -37,9 +37,19 @@ def setup(tmp_path_factory):
     return path, runner, hf, ImagePromptProcessor(str(path))
 
 
-def ours(runner, proc, text, images, chunk: int | None = None, steps: int = 0, both_ways: bool = True):
+def ours(
+    runner,
+    proc,
+    text,
+    images,
+    chunk: int | None = None,
+    steps: int = 0,
+    both_ways: bool = True,
+    whole: bool = True,
+):
     """All prompt logits (prefill in chunks of about ``chunk``, moved off the images as the scheduler
-    does), then ``steps`` greedy tokens; ``both_ways=False`` attends causally over the images."""
+    does unless not ``whole``), then ``steps`` greedy tokens; ``both_ways=False`` attends causally
+    over the images."""
     ids, mm = proc(text, images)
     spans = image_spans(mm)
     encoded = encode_images(runner.model, EncoderCache(1 << 20), mm.items)
@@ -48,7 +58,8 @@ def ours(runner, proc, text, images, chunk: int | None = None, steps: int = 0, b
     logits = []
     start = 0
     while start < len(ids):
-        end = chunk_end(spans, start, min(start + (chunk or len(ids)), len(ids)))
+        end = min(start + (chunk or len(ids)), len(ids))
+        end = chunk_end(spans, start, end) if whole else end
         offsets, rows = chunk_rows(mm, start, end, encoded)
         fb = s._build(ForwardMode.EXTEND, [row], [ids[start:end]], True)
         if offsets:
@@ -93,22 +104,31 @@ def test_logits_and_greedy_match_transformers(setup, case):
     assert_logits_close(chunked, ref)
 
 
-def test_causal_image_attention_is_caught(setup):
-    """The check above fails when the image tokens attend causally (transformers' are both ways)."""
+def test_causal_or_cut_image_attention_is_caught(setup):
+    """The check above fails when the image tokens attend causally (transformers' are both ways), or
+    when a chunk ends inside an image (its first tokens never see the rest)."""
     _, runner, hf, proc = setup
     text, seeds = PROMPTS["two"]
     images = [random_image(s) for s in seeds]
     ref, _ = reference(hf, proc, text, images, steps=1)
     causal, _ = ours(runner, proc, text, images, both_ways=False)
-    with pytest.raises(AssertionError, match="max abs diff"):
-        assert_logits_close(causal, ref)
+    cut, _ = ours(runner, proc, text, images, chunk=5, whole=False)
+    for logits in (causal, cut):
+        with pytest.raises(AssertionError, match="max abs diff"):
+            assert_logits_close(logits, ref)
 
 
-def test_triton_backend_takes_the_exact_path_for_images(setup):
-    """The Triton backend's extend is causal: a batch with image spans goes through the torch path
-    (on the CPU the Triton interpreter is not needed for it)."""
+@pytest.mark.parametrize(
+    "options",
+    [{"attention_backend": "triton"}, {"enable_deterministic_inference": True}],
+    ids=["triton", "det"],
+)
+def test_other_extend_paths_attend_both_ways(setup, options):
+    """The Triton backend's extend is causal: a batch with image spans takes the torch path (so the
+    Triton interpreter is not needed here); deterministic inference's per-position extend unmasks the
+    span itself."""
     path, _, hf, _ = setup
-    runner = make_runner(path, attention_backend="triton")
+    runner = make_runner(path, **options)
     proc = ImagePromptProcessor(str(path))
     text, seeds = PROMPTS["start"]
     images = [random_image(s) for s in seeds]
