@@ -4,9 +4,9 @@
 The image processor takes the tower's crop size (``clip.vision.image_size``), the size images are first
 resized to (``clip.vision.preproc_image_size``, the checkpoint processor's ``size.longest_edge``) and the
 normalization (``clip.vision.image_mean``/``image_std``); the other settings are transformers' defaults,
-which SmolVLM's processors keep (LANCZOS resampling, rescale by 1/255, padding). Large images are split
-into crops when the preprocessing size exceeds the crop size, as every published SmolVLM / Idefics3
-processor does (4x the crop size, image splitting on).
+which SmolVLM's processors keep (LANCZOS resampling, rescale by 1/255, padding). No key records image
+splitting: it is on when the preprocessing size exceeds the crop size (SmolVLM's processors split, with
+a resize size above the crop size; llama.cpp always slices Idefics3 images), off when they are equal.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def idefics3_processor(mmproj_path: str, tokenizer_path: str) -> Any:
     tokenizer = load_tokenizer(tokenizer_path)
     if tokenizer is None:
         raise ValueError(f"{tokenizer_path}: no tokenizer to write image tokens with")
-    image_token_id(tokenizer, tokenizer_path)
+    image_token_id(tokenizer, tokenizer_path)  # the processor would add a missing one past the vocabulary
     images = Idefics3ImageProcessor(
         do_image_splitting=settings.longest_edge > settings.image_size,
         size={"longest_edge": settings.longest_edge},
