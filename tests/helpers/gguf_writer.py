@@ -102,18 +102,31 @@ def _metadata(writer, config, arch: str) -> None:
             writer.add_expert_feed_forward_length(config.moe_intermediate_size)
 
 
-def _tokenizer(writer, vocab_size: int) -> None:
+def _tokenizer(writer, vocab_size: int, hf_tokenizer=None) -> None:
+    """The tiny byte-level vocabulary, or ``hf_tokenizer``'s (a byte-level one without merges, such as
+    ``save_tiny_tokenizer``'s with added tokens) in its own ids, special tokens marked control."""
     from tokenizers import pre_tokenizers
 
     from tests.helpers.model_helpers import CHATML_TEMPLATE, SPECIAL_TOKENS
 
-    tokens = SPECIAL_TOKENS + pre_tokenizers.ByteLevel.alphabet() + ["Ġt"]
+    if hf_tokenizer is None:
+        tokens = SPECIAL_TOKENS + pre_tokenizers.ByteLevel.alphabet() + ["Ġt"]
+        special, merges = set(SPECIAL_TOKENS), ["Ġ t"]
+    else:
+        vocab = hf_tokenizer.get_vocab()
+        tokens = sorted(vocab, key=vocab.__getitem__)
+        assert [vocab[t] for t in tokens] == list(range(len(tokens))), "token ids must be 0..n-1"
+        special = {a.content for a in hf_tokenizer.added_tokens_decoder.values() if a.special}
+        merges = []
     tokens += [f"<extra_{i}>" for i in range(vocab_size - len(tokens))]
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("default")
     writer.add_token_list(tokens)
-    writer.add_token_types([3] * len(SPECIAL_TOKENS) + [1] * (len(tokens) - len(SPECIAL_TOKENS)))
-    writer.add_token_merges(["Ġ t"])
+    writer.add_token_types([3 if t in special else 1 for t in tokens])
+    if merges:
+        writer.add_token_merges(merges)
+    else:  # transformers derives merges from scores: none here, as only single bytes are tokens
+        writer.add_token_scores([0.0] * len(tokens))
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
     writer.add_chat_template(CHATML_TEMPLATE)
@@ -149,20 +162,25 @@ def _gguf_tensors(config, arch: str, state_dict: dict[str, torch.Tensor]):
 
 
 def save_tiny_gguf(
-    config, state_dict: dict[str, torch.Tensor], path: str | Path, block_types: dict[str, str] | None = None
+    config,
+    state_dict: dict[str, torch.Tensor],
+    path: str | Path,
+    block_types: dict[str, str] | None = None,
+    tokenizer=None,
 ) -> Path:
     """Write a transformers model's ``state_dict`` as a fp32 GGUF file the way llama.cpp's converter
     lays it out.
 
     ``block_types`` maps a substring of HF tensor names to a GGML type name (e.g.
     ``{"proj": "Q4_0", "embed_tokens": "Q8_0"}``): matching 2-D (or stacked 3-D) weights are stored
-    in that type."""
+    in that type. ``tokenizer``: a transformers tokenizer whose vocabulary the file carries (default
+    the tiny byte-level one)."""
     import gguf
 
     arch = _GGUF_ARCH.get(config.model_type, config.model_type)
     writer = gguf.GGUFWriter(str(path), arch)
     _metadata(writer, config, arch)
-    _tokenizer(writer, config.vocab_size)
+    _tokenizer(writer, config.vocab_size, tokenizer)
     rope = config.rope_parameters
     if arch == "phi3" and rope.get("rope_type") == "longrope":
         writer.add_tensor("rope_factors_long.weight", np.asarray(rope["long_factor"], dtype=np.float32))

@@ -1,4 +1,5 @@
-"""A tiny random Idefics3 (SmolVLM) checkpoint with its processor, and test images."""
+"""A tiny random Idefics3 (SmolVLM) checkpoint with its processor, test images, and a prompt with images
+run through a runner."""
 
 from __future__ import annotations
 
@@ -7,14 +8,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tests.helpers.model_helpers import save_tiny_tokenizer, tiny_kwargs
+from radixlm.runtime.executor.forward_batch import ForwardMode
+from radixlm.runtime.multimodal.encoder_cache import EncoderCache
+from radixlm.runtime.multimodal.encoder_stage import chunk_rows, encode_images
+from tests.helpers.model_helpers import PagedSession, save_tiny_tokenizer, tiny_kwargs
 
 IMAGE_TOKENS = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
 
 
-def save_tiny_idefics3(path: str | Path, seed: int = 0) -> Path:
-    """A 2-layer Llama LM + 2-layer SigLIP tower (32 px images, 8 px patches, pixel shuffle 2: 4 tokens
-    per image), no image splitting; saved with an ``Idefics3Processor``."""
+def save_tiny_idefics3(path: str | Path, seed: int = 0, longest_edge: int = 32) -> Path:
+    """A 2-layer Llama LM + 2-layer SigLIP tower (32 px crops, 8 px patches, pixel shuffle 2: 4 tokens
+    per crop); saved with an ``Idefics3Processor`` that resizes images to ``longest_edge`` and splits
+    them into 32 px crops (plus the whole image) when that is larger than 32."""
     from transformers import (
         AutoTokenizer,
         Idefics3Config,
@@ -42,7 +47,9 @@ def save_tiny_idefics3(path: str | Path, seed: int = 0) -> Path:
         image_token_id=tok.convert_tokens_to_ids("<image>"),
     )
     images = Idefics3ImageProcessor(
-        do_image_splitting=False, size={"longest_edge": 32}, max_image_size={"longest_edge": 32}
+        do_image_splitting=longest_edge > 32,
+        size={"longest_edge": longest_edge},
+        max_image_size={"longest_edge": 32},
     )
     Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=4).save_pretrained(str(path))
     torch.manual_seed(seed)
@@ -61,3 +68,27 @@ def random_image(seed: int, size: tuple[int, int] = (40, 50)):
 
     pixels = np.random.RandomState(seed).randint(0, 255, (*size, 3), dtype=np.uint8)
     return Image.fromarray(pixels)
+
+
+def run_prompt(runner, proc, text, images, chunk: int | None = None, steps: int = 0):
+    """All prompt logits (prefill in chunks of ``chunk``), then ``steps`` greedy tokens."""
+    ids, mm = proc(text, images)
+    encoded = encode_images(runner.model, EncoderCache(1 << 20), mm.items)
+    s = PagedSession(runner)
+    row = s.open()
+    chunk = chunk or len(ids)
+    logits = []
+    for start in range(0, len(ids), chunk):
+        end = min(start + chunk, len(ids))
+        offsets, rows = chunk_rows(mm, start, end, encoded)
+        fb = s._build(ForwardMode.EXTEND, [row], [ids[start:end]], True)
+        if offsets:
+            fb.mm_positions, fb.mm_embeds = torch.tensor(offsets), torch.stack(rows)
+        logits.append(runner.forward(fb))
+    out = []
+    tok = int(logits[-1][-1].argmax())
+    for _ in range(steps):
+        out.append(tok)
+        tok = int(s.decode([row], [tok])[0].argmax())
+    s.close(row)
+    return torch.cat(logits), out

@@ -99,6 +99,7 @@ class ModelRunner:
             quantization=server_args.quantization,
             model_impl=server_args.model_impl,
             config_overrides=server_args.model_overrides(),
+            mmproj=server_args.mmproj,
         )
         if not server_args.is_embedding and not getattr(self.loaded.model, "generates", True):
             raise ValueError(
@@ -209,6 +210,7 @@ class ModelRunner:
             "is_generation": not self.server_args.is_embedding,
             "is_multimodal": self.is_multimodal,  # takes images (runtime/multimodal/)
             "image_token": self._image_token(),
+            "mmproj_path": loaded.mmproj_path,  # images preprocessed from its metadata (no processor dir)
             "chat_template": loaded.chat_template,
             "context_length": self.context_length,
             "vocab_size": self.vocab_size,

@@ -57,6 +57,7 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
         quantization=old.quantization,
         model_impl=old.model_impl,
         config_overrides=runner.server_args.model_overrides(),
+        mmproj=old.mmproj_path,  # a new language model GGUF keeps the served projector
     )
     if new.architecture != old.architecture:
         raise ValueError(

@@ -1,4 +1,5 @@
-"""Prompt + images -> token ids with hash-derived image pads, through the checkpoint's own processor."""
+"""Prompt + images -> token ids with hash-derived image pads, through the model's transformers processor
+(the checkpoint's own, or for a GGUF pair the one built from its metadata: ``mmproj_processor.py``)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,21 @@ def open_image(data: Any) -> Any:
 
 
 class ImagePromptProcessor:
-    """Wraps the model directory's ``AutoProcessor``; ``image_token`` is the placeholder text a prompt
-    carries once per image (the processor expands it into the image's tokens, ``image_token_id``:
-    the same token for Idefics3, Gemma 3's soft tokens after its ``<start_of_image>``)."""
+    """Wraps a transformers processor; ``image_token`` is the placeholder text a prompt carries once
+    per image (the processor expands it into the image's tokens, ``image_token_id``: the same token
+    for Idefics3, Gemma 3's soft tokens after its ``<start_of_image>``)."""
 
-    def __init__(self, model_dir: str) -> None:
-        from transformers import AutoProcessor
-
-        self.processor = AutoProcessor.from_pretrained(model_dir)
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
         self.image_token: str = self.processor.image_token
         self.image_token_id = int(self.processor.image_token_ids[0])
+
+    @classmethod
+    def from_model_dir(cls, model_dir: str) -> ImagePromptProcessor:
+        """The checkpoint directory's own ``AutoProcessor``."""
+        from transformers import AutoProcessor
+
+        return cls(AutoProcessor.from_pretrained(model_dir))
 
     def __call__(
         self, text: str, images: list[Any], add_special_tokens: bool = True

@@ -6,6 +6,7 @@ from typing import Any
 
 from radixlm.runtime.multimodal.image_source import ImagePolicy, image_bytes
 from radixlm.runtime.multimodal.items import MultimodalInputs
+from radixlm.runtime.multimodal.mmproj_processor import idefics3_processor
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
 from radixlm.runtime.requests.request_validation import InvalidRequest
 
@@ -13,10 +14,14 @@ NO_INPUT_LOGPROBS = "input logprobs (logprob_start_len >= 0) are not served for 
 
 
 def load_prompt_processor(model_info: dict[str, Any]) -> ImagePromptProcessor | None:
-    """The image processor of a vision-language model, None for a text-only one."""
+    """The image processor of a vision-language model, None for a text-only one: the checkpoint's own,
+    or for a GGUF pair (``mmproj_path``) the one its metadata and tokenizer describe."""
     if not model_info.get("is_multimodal"):
         return None
-    return ImagePromptProcessor(str(model_info["local_model_path"]))
+    if model_info.get("mmproj_path"):
+        processor = idefics3_processor(model_info["mmproj_path"], model_info["local_tokenizer_path"])
+        return ImagePromptProcessor(processor)
+    return ImagePromptProcessor.from_model_dir(str(model_info["local_model_path"]))
 
 
 def per_prompt_images(image_data: Any, num_prompts: int, single: bool) -> list[list[Any]]:

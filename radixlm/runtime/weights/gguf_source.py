@@ -33,7 +33,7 @@ from radixlm.runtime.weights.source import BlockTensor, StoredTensor
 NATIVE_TYPES = {name: name.lower() for name in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q6_K")}
 _VIEW_TYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16}
 # what gguf-py dequantizes (BF16, the K-quants, the IQ formats...): its table is the only list of them
-_READABLE_TYPES = _VIEW_TYPES | set(_type_traits)
+READABLE_TYPES = _VIEW_TYPES | set(_type_traits)
 
 
 class _MetadataReader(GGUFReader):
@@ -58,11 +58,12 @@ class _MetadataReader(GGUFReader):
         return offs - orig_offs, [raw_itype, count], [], [GGUFValueType.ARRAY, itype]
 
 
-def open_gguf(path: str) -> GGUFReader:
+def open_gguf(path: str, arrays: bool = False) -> GGUFReader:
     """The file's reader (memory-mapped); ValueError naming the file when it is not a readable GGUF
-    file, or a tensor's data runs past its end (a truncated download)."""
+    file, or a tensor's data runs past its end (a truncated download). Array fields are stepped over
+    (empty ``contents()``) unless ``arrays``."""
     try:
-        reader = _MetadataReader(path)
+        reader = GGUFReader(path) if arrays else _MetadataReader(path)
     except Exception as e:  # noqa: BLE001 - gguf-py raises ValueError, IndexError, struct errors...
         raise ValueError(f"{path}: not a readable GGUF file (truncated or corrupt?): {e}") from e
     size = os.path.getsize(path)
@@ -101,7 +102,7 @@ class GGUFSource:
             name = hf_tensor_name(t.name, arch)
             if name is None:
                 continue
-            if t.tensor_type not in _READABLE_TYPES:
+            if t.tensor_type not in READABLE_TYPES:
                 raise ValueError(
                     f"{path}: tensor {t.name!r} is stored as {t.tensor_type.name}, which no path reads"
                 )

@@ -22,10 +22,12 @@ from radixlm.runtime.weights.encoder_loader import load_encoder
 from radixlm.runtime.weights.gguf_experts import build_with_file_experts
 from radixlm.runtime.weights.gguf_source import GGUFSource
 from radixlm.runtime.weights.materialize import ModuleAssembler, parameters_on_meta, unloaded_parameters
+from radixlm.runtime.weights.mmproj import MmprojFile
 from radixlm.runtime.weights.model_registry import resolve_model
 from radixlm.runtime.weights.safetensors_source import SafetensorsSource
 from radixlm.runtime.weights.source import WeightSource
-from radixlm.runtime.weights.tokenizer_files import load_tokenizer, tokenizer_dir
+from radixlm.runtime.weights.tokenizer_files import load_tokenizer, tokenizer_dir, tokenizer_for
+from radixlm.runtime.weights.vision_pair import VisionPairSource
 
 
 @dataclass
@@ -47,6 +49,7 @@ class LoadedModel:
     architecture: str
     quantization: str = "none"  # the method its weights are served with (``--quantization`` resolved)
     model_impl: str = "native"  # or "transformers": the fallback serves it
+    mmproj_path: str | None = None  # the llama.cpp projector file served with a GGUF language model
 
 
 def load_model(
@@ -58,6 +61,7 @@ def load_model(
     quantization: str = "none",
     model_impl: str = "auto",
     config_overrides: dict[str, Any] | None = None,
+    mmproj: str | None = None,
 ) -> LoadedModel:
     """Load ``model`` (a known name, HF directory, hub id or .gguf file) onto ``device`` in ``dtype``.
 
@@ -66,9 +70,17 @@ def load_model(
     ``--quantization`` (``auto``, ``none``, ``int8``, a block format), applied per module while loading.
     ``model_impl``: ``auto``, ``native`` or ``transformers`` (see ``models/model_impl.py``).
     ``config_overrides`` (``--json-model-override-args``) replace top-level fields of ``config.json``.
+    ``mmproj``: a llama.cpp projector file (``--mmproj``) served with the language model GGUF ``model``
+    as one vision-language model (``weights/vision_pair.py``).
     """
     model_path = resolve_model(model)
     source = open_source(model_path)
+    mmproj_path = None
+    if mmproj is not None:
+        mmproj_path = str(Path(mmproj).expanduser().resolve())
+        if not Path(mmproj_path).is_file():
+            raise ValueError(f"--mmproj {mmproj!r} is not a file")
+        source = VisionPairSource(source, MmprojFile(mmproj_path), tokenizer_for(tokenizer or model_path))
     hf_config = {**source.hf_config(), **(config_overrides or {})}
     if (hf_config.get("architectures") or [""])[0] in ENCODER_ARCHITECTURES:
         net, dims = load_encoder(source, hf_config, device, dtype)
@@ -90,7 +102,7 @@ def load_model(
     if unloaded:
         raise ValueError(f"{model_path}: no checkpoint tensor for {', '.join(unloaded[:8])}")
     net.eval().requires_grad_(False)
-    return _loaded(
+    loaded = _loaded(
         net,
         ModelDims.native(cfg, context),
         model_path,
@@ -99,6 +111,8 @@ def load_model(
         tokenizer,
         plan.method,
     )
+    loaded.mmproj_path = mmproj_path
+    return loaded
 
 
 def _loaded(

@@ -34,7 +34,7 @@ def setup(tmp_path_factory):
     path = save_tiny_gemma3_vision(tmp_path_factory.mktemp("gemma3v"))
     runner = make_runner(path)
     hf = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
-    return path, runner, hf, ImagePromptProcessor(str(path))
+    return path, runner, hf, ImagePromptProcessor.from_model_dir(str(path))
 
 
 def ours(
@@ -129,7 +129,7 @@ def test_other_extend_paths_attend_both_ways(setup, options):
     span itself."""
     path, _, hf, _ = setup
     runner = make_runner(path, **options)
-    proc = ImagePromptProcessor(str(path))
+    proc = ImagePromptProcessor.from_model_dir(str(path))
     text, seeds = PROMPTS["start"]
     images = [random_image(s) for s in seeds]
     ref, _ = reference(hf, proc, text, images, steps=1)

@@ -6,12 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from radixlm.runtime.executor.forward_batch import ForwardMode
-from radixlm.runtime.multimodal.encoder_cache import EncoderCache
-from radixlm.runtime.multimodal.encoder_stage import chunk_rows, encode_images
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
-from tests.helpers.model_helpers import PagedSession, assert_logits_close, make_runner
-from tests.helpers.vision_helpers import random_image, save_tiny_idefics3
+from tests.helpers.model_helpers import assert_logits_close, make_runner
+from tests.helpers.vision_helpers import random_image, run_prompt, save_tiny_idefics3
 
 PROMPTS = {
     "start": ("<image>what is this?", [0]),
@@ -31,31 +28,7 @@ def setup(tmp_path_factory):
     path = save_tiny_idefics3(tmp_path_factory.mktemp("idefics3"))
     runner = make_runner(path)
     hf = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32).eval()
-    return path, runner, hf, ImagePromptProcessor(str(path))
-
-
-def ours(runner, proc, text, images, chunk: int | None = None, steps: int = 0):
-    """All prompt logits (prefill in chunks of ``chunk``), then ``steps`` greedy tokens."""
-    ids, mm = proc(text, images)
-    encoded = encode_images(runner.model, EncoderCache(1 << 20), mm.items)
-    s = PagedSession(runner)
-    row = s.open()
-    chunk = chunk or len(ids)
-    logits = []
-    for start in range(0, len(ids), chunk):
-        end = min(start + chunk, len(ids))
-        offsets, rows = chunk_rows(mm, start, end, encoded)
-        fb = s._build(ForwardMode.EXTEND, [row], [ids[start:end]], True)
-        if offsets:
-            fb.mm_positions, fb.mm_embeds = torch.tensor(offsets), torch.stack(rows)
-        logits.append(runner.forward(fb))
-    out = []
-    tok = int(logits[-1][-1].argmax())
-    for _ in range(steps):
-        out.append(tok)
-        tok = int(s.decode([row], [tok])[0].argmax())
-    s.close(row)
-    return torch.cat(logits), out
+    return path, runner, hf, ImagePromptProcessor.from_model_dir(str(path))
 
 
 @pytest.mark.parametrize("case", sorted(PROMPTS))
@@ -69,10 +42,10 @@ def test_logits_and_greedy_match_transformers(setup, case):
         gen = hf.generate(
             **inputs, max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0, min_new_tokens=8
         )[0, inputs["input_ids"].shape[1] :].tolist()
-    logits, tokens = ours(runner, proc, text, images, steps=8)
+    logits, tokens = run_prompt(runner, proc, text, images, steps=8)
     assert_logits_close(logits, ref)
     assert tokens == gen
-    chunked, _ = ours(runner, proc, text, images, chunk=3)  # chunks cut through the image's 4 tokens
+    chunked, _ = run_prompt(runner, proc, text, images, chunk=3)  # chunks cut through the image's 4 tokens
     assert_logits_close(chunked, ref)
 
 
