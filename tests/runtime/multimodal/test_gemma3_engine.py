@@ -40,15 +40,16 @@ def engine(model_dir):
 
 @pytest.fixture
 def extends(engine):
-    """``(prefix_len, extend_len, image_spans)`` of the first request of every extend the runner runs."""
+    """``(prefix_len, extend_len, image_spans, batch_size)`` of the first request of every extend the
+    runner runs."""
     runner = engine.scheduler.runner
-    seen: list[tuple[int, int, list | None]] = []
+    seen: list[tuple[int, int, list | None, int]] = []
     original = runner.forward
 
     def forward(fb):
         if not fb.is_decode:
             spans = None if fb.image_spans is None else fb.image_spans[0]
-            seen.append((fb.extend_prefix_lens_cpu[0], fb.extend_seq_lens_cpu[0], spans))
+            seen.append((fb.extend_prefix_lens_cpu[0], fb.extend_seq_lens_cpu[0], spans, fb.batch_size))
         return original(fb)
 
     runner.forward = forward
@@ -74,9 +75,9 @@ def test_greedy_matches_transformers_with_chunks_kept_off_images(engine, model_d
     assert out["output_ids"] == hf_greedy(model_dir, text, [random_image(1), random_image(2)])
     _, mm = engine._images[0](text, [png(1), png(2)])
     spans = image_spans(mm)
-    for start, length, _ in extends:  # 5-token chunks: each 16-token image went in one piece
+    for start, length, _, _ in extends:  # 5-token chunks: each 16-token image went in one piece
         assert not any(s < start + length < e for s, e in spans)
-    assert [(s, e) for _, _, step in extends if step for s, e in step] == spans
+    assert [(s, e) for _, _, step, _ in extends if step for s, e in step] == spans
 
 
 def test_radix_cache_shares_only_through_the_same_image(engine):
@@ -94,4 +95,26 @@ def test_text_only_requests_stay_causal(engine, model_dir, extends):
     text = "<|im_start|>user\nno picture today<|im_end|>\n"
     out = engine.generate(text, GREEDY)
     assert out["output_ids"] == hf_greedy(model_dir, text, [])
-    assert extends and all(spans is None for _, _, spans in extends)
+    assert extends and all(spans is None for _, _, spans, _ in extends)
+
+
+def test_an_image_chunk_beside_running_decodes(engine, extends):
+    """Two text requests decode while the image prompt prefills: the mixed steps (prompt chunk, then
+    the decodes as one planned decode) keep the image's attention both ways; its logprobs equal
+    those of the prompt prefilled alone."""
+
+    def logprobs(out):
+        return torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])
+
+    engine.flush_cache()
+    alone = engine.generate(PROMPT, GREEDY, image_data=png(7), return_logprob=True)
+    engine.flush_cache()
+    extends.clear()
+    texts = [f"<|im_start|>user\nsay something long {i}<|im_end|>\n" for i in range(2)]
+    long = {**GREEDY, "max_new_tokens": 40}
+    outs = engine.generate(
+        [*texts, PROMPT], [long, long, GREEDY], image_data=[None, None, png(7)], return_logprob=True
+    )
+    assert outs[2]["output_ids"] == alone["output_ids"]
+    torch.testing.assert_close(logprobs(outs[2]), logprobs(alone), rtol=0, atol=1e-4)
+    assert any(spans and size >= 3 for _, _, spans, size in extends)  # beside two decodes
