@@ -17,6 +17,7 @@ from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.lora.manager import build_lora_manager
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.memory.req_to_token_pool import ReqToTokenPool
+from radixlm.runtime.models.config import language_fields
 from radixlm.runtime.models.transformers_fallback import check_fallback_options
 from radixlm.runtime.multimodal.encoder_cache import EncoderCache
 from radixlm.runtime.server_args import ServerArgs
@@ -127,7 +128,9 @@ class ModelRunner:
         self.encoder_cache = (
             EncoderCache(server_args.mm_encoder_cache_mb << 20) if self.is_multimodal else None
         )
-        model_max = int(self.loaded.hf_config.get("max_position_embeddings") or self.context_length)
+        model_max = int(
+            language_fields(self.loaded.hf_config).get("max_position_embeddings") or self.context_length
+        )
         if self.context_length > model_max:
             logger.warning(
                 "context_length %d exceeds the model's max positions %d", self.context_length, model_max
@@ -282,7 +285,7 @@ class ModelRunner:
 
     def _activation_reserve(self) -> int:
         """Bytes a prefill step of ``max_prefill_tokens`` tokens may need beyond weights and KV."""
-        cfg = self.loaded.hf_config
+        cfg = language_fields(self.loaded.hf_config)
         hidden = int(cfg.get("hidden_size") or cfg.get("n_embd") or 0)
         inter = int(cfg.get("intermediate_size") or cfg.get("n_inner") or 4 * hidden)
         elt = torch.empty((), dtype=self.dtype).element_size()

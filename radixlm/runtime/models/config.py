@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def language_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's fields of a ``config.json``: a vision-language model's ``text_config``
+    (with the top level's ``architectures``), else the config itself."""
+    if isinstance(cfg.get("text_config"), dict) and "num_attention_heads" not in cfg:
+        return {**cfg["text_config"], "architectures": cfg.get("architectures") or []}
+    return cfg
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Decoder-only transformer shape. Built with ``from_hf`` from a Hugging Face config dict."""
@@ -39,8 +47,7 @@ class ModelConfig:
         if not archs:
             raise ValueError("config.json has no 'architectures' entry")
         whole = cfg
-        if isinstance(cfg.get("text_config"), dict) and "num_attention_heads" not in cfg:
-            cfg = {**cfg["text_config"], "architectures": archs}  # a vision-language model's LM
+        cfg = language_fields(cfg)
         num_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         theta, scaling = _rope(cfg, archs[0])

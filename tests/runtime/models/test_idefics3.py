@@ -57,3 +57,11 @@ def test_pads_follow_the_image(setup):
     )
     assert a == b and a != c
     assert all(t >= runner.vocab_size for t in set(a) - set(c))
+
+
+def test_context_beyond_the_language_models_positions_is_warned(setup, caplog):
+    """A vision-language config keeps the LM's limits in ``text_config``: they are read from there."""
+    path = setup[0]
+    with caplog.at_level("WARNING", logger="radixlm.runtime.executor.model_runner"):
+        make_runner(path, context_length=1024)
+    assert "context_length 1024 exceeds the model's max positions 512" in caplog.text
