@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from radixlm.runtime.lora.targets import projection_shapes
 from radixlm.runtime.messages import LoRAAdapterReq, TokenizedGenerateReq
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
@@ -137,7 +138,7 @@ def main() -> None:
     sched = Scheduler(server_args)
     lora = sched.runner.lora
     assert lora is not None
-    shapes = {m: (s.in_features, s.out_features) for m, s in lora.shapes.items()}
+    shapes = {m: (s.in_features, s.out_features) for m, s in projection_shapes(lora.cfg).items()}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.adapters + 1):
             write_random_adapter(Path(tmp, f"a{k}"), shapes, lora.cfg.num_layers, args.rank, seed=k)
