@@ -76,8 +76,9 @@ class ServerArgs:
     # (smaller first with schedule_low_priority_values_first). Off: the field is accepted and ignored.
     enable_priority_scheduling: bool = False
     schedule_low_priority_values_first: bool = False
-    # Aging: a waiting request's effective priority rises by this much per second of waiting, so a
-    # low priority waits at most (gap / rate) seconds behind a stream of higher ones. 0: no aging.
+    # Aging: a waiting request's effective priority rises by this much per second it waits while a
+    # higher priority runs, so a low priority waits at most (gap / rate) seconds behind a stream of
+    # higher ones. 0: no aging.
     priority_aging_rate: float = 1.0
     # With every row taken, a waiting request at least this much more urgent than the least urgent
     # running one takes its row (that one is retracted: its computed tokens stay cached).

@@ -1,23 +1,25 @@
 """Priority scheduling (``--enable-priority-scheduling``): admission order and retraction choice.
 
 A request's urgency is its ``priority`` (SGLang's sign: larger first, unless
-``schedule_low_priority_values_first``) plus ``priority_aging_rate`` per second it has waited since it
-arrived, so no request starves behind a steady stream of more urgent ones. Within one urgency the
-policy's order (lpm/fcfs) stands: every sort here is stable.
+``schedule_low_priority_values_first``) plus ``priority_aging_rate`` per second it has waited while a
+higher priority ran (``accrue_aging``), so no request starves behind a steady stream of more urgent
+ones. Only that time counts: a request waiting behind its own priority's queue (a long batch job) does
+not gain on the more urgent requests that arrive later. Within one urgency the policy's order
+(lpm/fcfs) stands: every sort here is stable (``reverse=True`` keeps equal keys in order).
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.server_args import ServerArgs
 
 
-def urgency(req: Req, args: ServerArgs, now: float) -> float:
-    """Higher is more urgent: the signed priority plus its aging since arrival."""
-    return signed_priority(req, args) + args.priority_aging_rate * max(now - req.arrived_at, 0.0)
+def urgency(req: Req, args: ServerArgs) -> tuple[float, float]:
+    """Higher is more urgent: the signed priority plus its aging; at a tie, the higher priority."""
+    signed = signed_priority(req, args)
+    return signed + args.priority_aging_rate * req.passed_over_s, signed
 
 
 def signed_priority(req: Req, args: ServerArgs) -> float:
@@ -25,12 +27,21 @@ def signed_priority(req: Req, args: ServerArgs) -> float:
     return float(-req.priority if args.schedule_low_priority_values_first else req.priority)
 
 
-def admission_order(candidates: list[Req], args: ServerArgs, now: float | None = None) -> list[Req]:
+def accrue_aging(waiting: list[Req], running: list[Req], args: ServerArgs, elapsed_s: float) -> None:
+    """Credit ``elapsed_s`` of aging to each waiting request that a running one outranks."""
+    if not (args.enable_priority_scheduling and args.priority_aging_rate > 0 and running and elapsed_s > 0):
+        return
+    top = max(signed_priority(r, args) for r in running)
+    for req in waiting:
+        if signed_priority(req, args) < top:
+            req.passed_over_s += elapsed_s
+
+
+def admission_order(candidates: list[Req], args: ServerArgs) -> list[Req]:
     """``candidates`` (already in policy order) with the most urgent first; unchanged when disabled."""
     if not args.enable_priority_scheduling:
         return candidates
-    now = time.monotonic() if now is None else now
-    return sorted(candidates, key=lambda r: -urgency(r, args, now))
+    return sorted(candidates, key=lambda r: urgency(r, args), reverse=True)
 
 
 def retraction_victim(running: list[Req], args: ServerArgs) -> Req:
@@ -54,11 +65,13 @@ def count_by_priority(waiting: list[Req], running: list[Req]) -> dict[str, dict[
 
 
 def preemption_victim(waiting: list[Req], running: list[Req], args: ServerArgs) -> Req | None:
-    """With every row taken: the running request to retract so the most urgent waiting one gets its
-    row, when their priorities differ by at least ``priority_preemption_threshold`` (SGLang's rule).
-    Priorities without aging: an aged request preempting others would make them trade rows."""
+    """With every row taken: the running request to retract so the most urgent waiting one (the one
+    admitted next) gets its row, when their priorities differ by at least
+    ``priority_preemption_threshold`` (SGLang's rule). Priorities without aging: an aged request
+    preempting others would make them trade rows; and when an aged request is admitted next, nothing
+    is preempted (the row would go to it, not to the higher priority that asked)."""
     if not args.enable_priority_scheduling or not waiting or not running:
         return None
-    best = max(signed_priority(r, args) for r in waiting)
+    best = signed_priority(max(waiting, key=lambda r: urgency(r, args)), args)
     victim = retraction_victim(running, args)
     return victim if best - signed_priority(victim, args) >= args.priority_preemption_threshold else None

@@ -74,8 +74,9 @@ class Req:
         self.cached_tokens = 0  # prompt tokens served from the cache at first admission
         self.first_token_at: float | None = None  # time.perf_counter() of the first output token
         self.admitted_once = False
-        self.arrived_at = time.monotonic()  # for --queue-timeout and priority aging
+        self.arrived_at = time.monotonic()  # for --queue-timeout
         self.priority = 0  # SGLang's request priority (scheduler/priority.py)
+        self.passed_over_s = 0.0  # seconds waited while a higher priority ran (priority aging)
         self.extend_len = 0  # tokens computed in the current step
 
         # LoRA: the adapter (``runtime/lora/adapter.py``) and the radix namespace of its KV (0: base)

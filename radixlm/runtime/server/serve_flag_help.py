@@ -24,7 +24,8 @@ FIELD_HELP: dict[str, str] = {
     "schedule_policy": "order of waiting requests (lpm: longest cached prefix first)",
     "enable_priority_scheduling": "admit a larger request priority first, retract a smaller one first",
     "schedule_low_priority_values_first": "with priority scheduling, a smaller priority value is more urgent",
-    "priority_aging_rate": "priority a waiting request gains per second of waiting (bounds starvation)",
+    "priority_aging_rate": "priority a waiting request gains per second a higher priority runs before it "
+    "(bounds starvation)",
     "priority_preemption_threshold": "priority gap at which a waiting request takes a running one's row",
     "enable_mixed_chunk": "run a prompt chunk together with the running decodes in one forward pass",
     "mixed_chunk_size": "prompt tokens in a mixed chunk at most",

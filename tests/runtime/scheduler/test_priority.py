@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import admission_order, preemption_victim, retraction_victim
+from radixlm.runtime.scheduler.priority import (
+    accrue_aging,
+    admission_order,
+    preemption_victim,
+    retraction_victim,
+)
 from radixlm.runtime.server_args import ServerArgs
 from tests.runtime.scheduler.scheduler_fakes import make_cache, make_req
 
@@ -19,12 +24,12 @@ def _req(rid: str, priority: int, first: int, arrived_at: float = 100.0, outputs
 
 def test_a_higher_priority_goes_first_and_ties_keep_the_policy_order():
     reqs = [_req("low", 0, 0), _req("high", 5, 10), _req("mid1", 2, 20), _req("mid2", 2, 30)]
-    assert [r.rid for r in admission_order(reqs, ON, now=100.0)] == ["high", "mid1", "mid2", "low"]
+    assert [r.rid for r in admission_order(reqs, ON)] == ["high", "mid1", "mid2", "low"]
 
 
 def test_disabled_priority_changes_nothing():
     reqs = [_req("low", 0, 0), _req("high", 5, 10)]
-    assert admission_order(reqs, ServerArgs(), now=100.0) == reqs
+    assert admission_order(reqs, ServerArgs()) == reqs
     running = [_req("a", 0, 0, outputs=3), _req("b", 9, 10, outputs=1)]
     assert retraction_victim(running, ServerArgs()).rid == "b"
 
@@ -34,18 +39,35 @@ def test_low_values_first_flips_the_sign():
         enable_priority_scheduling=True, schedule_low_priority_values_first=True, priority_aging_rate=0.0
     )
     reqs = [_req("big", 5, 0), _req("small", -1, 10)]
-    assert [r.rid for r in admission_order(reqs, args, now=100.0)] == ["small", "big"]
+    assert [r.rid for r in admission_order(reqs, args)] == ["small", "big"]
     assert retraction_victim(reqs, args).rid == "big"
 
 
-def test_aging_lets_a_long_waiting_low_priority_overtake():
+def test_aging_lets_a_low_priority_passed_over_long_enough_overtake():
     args = ServerArgs(enable_priority_scheduling=True, priority_aging_rate=0.5)
-    old_low = _req("old_low", 0, 0, arrived_at=0.0)  # waited 100 s: 0 + 50
-    new_high = _req("new_high", 10, 10, arrived_at=99.0)  # waited 1 s: 10 + 0.5
-    assert [r.rid for r in admission_order([new_high, old_low], args, now=100.0)] == ["old_low", "new_high"]
-    # 10 s of waiting is not yet enough (0 + 5 < 10 + 0.5)
-    old_low.arrived_at = 90.0
-    assert [r.rid for r in admission_order([old_low, new_high], args, now=100.0)] == ["new_high", "old_low"]
+    low, high = _req("low", 0, 0), _req("high", 10, 10)
+    running_high = [_req("running_high", 10, 20)]
+    accrue_aging([low, high], running_high, args, elapsed_s=19.0)  # 0 + 9.5 < 10: not yet
+    assert (low.passed_over_s, high.passed_over_s) == (19.0, 0.0)  # "high" is not outranked
+    assert [r.rid for r in admission_order([low, high], args)] == ["high", "low"]
+    accrue_aging([low, high], running_high, args, elapsed_s=1.0)  # 0 + 10 ties: the priority decides
+    assert [r.rid for r in admission_order([low, high], args)] == ["high", "low"]
+    accrue_aging([low, high], running_high, args, elapsed_s=1.0)  # 0 + 10.5 > 10
+    assert [r.rid for r in admission_order([high, low], args)] == ["low", "high"]
+
+
+def test_waiting_behind_its_own_priority_earns_no_aging():
+    """A long batch job's queue (everything running is as urgent as the waiting request) does not
+    age, so an interactive request arriving after minutes still goes first."""
+    args = ServerArgs(enable_priority_scheduling=True, priority_aging_rate=1.0)
+    queued = _req("batch", 0, 0, arrived_at=0.0)
+    accrue_aging([queued], [_req("batch_running", 0, 10)], args, elapsed_s=600.0)
+    assert queued.passed_over_s == 0.0
+    accrue_aging([queued], [], args, elapsed_s=600.0)
+    assert queued.passed_over_s == 0.0
+    assert [r.rid for r in admission_order([queued, _req("turn", 10, 20)], args)] == ["turn", "batch"]
+    accrue_aging([queued], [_req("turn", 10, 20)], ServerArgs(priority_aging_rate=1.0), elapsed_s=5.0)
+    assert queued.passed_over_s == 0.0  # priority scheduling off: nothing to age
 
 
 def test_retraction_takes_the_lowest_priority_then_the_fewest_outputs():
@@ -76,6 +98,9 @@ def test_preemption_needs_full_threshold_and_ignores_aging():
     running = [_req("mid", 5, 0), _req("low", 0, 10)]
     assert preemption_victim([_req("w9", 9, 20)], running, args) is None  # 9 - 0 < 10
     assert preemption_victim([_req("w10", 10, 20)], running, args).rid == "low"
-    aged = _req("aged", 0, 30, arrived_at=0.0)  # aging orders admission, never preempts
+    aged = _req("aged", 0, 30)
+    aged.passed_over_s = 100.0  # aging orders admission, never preempts
     assert preemption_victim([aged], running, args) is None
+    # the aged request is admitted before a w10 now, so preempting for w10 would hand it the row
+    assert preemption_victim([aged, _req("w10", 10, 20)], running, args) is None
     assert preemption_victim([_req("w10", 10, 20)], running, ServerArgs()) is None

@@ -109,3 +109,30 @@ def test_a_much_higher_priority_takes_a_running_row(scheduler):
             break
     assert all(len(outs[rid]) == 4 for rid in ("p-low0", "p-low1", "p-urgent"))
     assert_all_kv_returned(scheduler)
+
+
+def test_a_long_queue_of_low_priorities_does_not_age_past_a_new_high_one(tiny_llama_dir):
+    """A batch job queued for a minute behind its own requests earns no aging: a new interactive
+    request (priority 10, enough to preempt) still takes a row at once, and no row changes hands in
+    vain (before, the queue's age outranked it: a row was retracted for it and given to a batch one)."""
+    args = ServerArgs(
+        model=tiny_llama_dir,
+        device="cpu",
+        kv_cache_gb=0.01,
+        context_length=256,
+        max_running_requests=2,
+        enable_priority_scheduling=True,
+    )
+    sched = Scheduler(args)
+    try:
+        for i in range(4):
+            sched.handle(request(f"low{i}", 0, 10 + 20 * i))
+        sched.step()
+        for req in sched.waiting:
+            req.arrived_at -= 60.0  # queued for a minute behind low0 and low1
+        sched.handle(request("high", 10, 200))
+        order = first_token_order(sched)
+        assert order.index("high") < order.index("low2") < order.index("low3")
+        assert_all_kv_returned(sched)
+    finally:
+        sched.shutdown()
