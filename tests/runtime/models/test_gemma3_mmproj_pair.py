@@ -215,3 +215,18 @@ def test_a_tokenizer_without_gemma_image_tokens_is_refused(pair, tmp_path):
     plain = save_tiny_gguf(hf.config.text_config, _language_model(hf), tmp_path / "plain.gguf")
     with pytest.raises(ValueError, match="the tokenizer has no <start_of_image> token"):
         load_model(str(plain), CPU, torch.float32, mmproj=str(mmproj))
+
+
+def test_pooling_defaults_to_clip_cpps_four_per_side(pair, tmp_path):
+    """The converter writes the pooling only when it is not 4 (every released Gemma 3: 64 -> 16 per
+    side); without the key an 8 x 8 grid pools to 2 x 2."""
+    import copy
+
+    _, _, hf, proc = pair
+    config = copy.deepcopy(hf.config)
+    config.mm_tokens_per_image = 4
+    file = MmprojFile(
+        str(save_tiny_mmproj(config, hf.state_dict(), proc.image_processor, tmp_path / "m.gguf"))
+    )
+    assert file.reader.get_field("clip.vision.projector.scale_factor") is None
+    assert file.scale_factor == 4 and file.image_settings.tokens_per_crop == 4
