@@ -47,8 +47,9 @@ class ServerArgs:
 
     model: str = "smollm2-135m"
     tokenizer: str | None = None
-    # llama.cpp's vision projector (mmproj-*.gguf, an Idefics3 / SmolVLM one) served with the language
-    # model GGUF given as ``model``: the pair is one vision-language model (runtime/weights/vision_pair.py)
+    # llama.cpp's vision projector (mmproj-*.gguf, an Idefics3 / SmolVLM or Gemma 3 one) served with the
+    # language model GGUF given as ``model``: the pair is one vision-language model
+    # (runtime/weights/vision_pair.py)
     mmproj: str | None = None
     device: Device = "auto"
     dtype: Dtype = "auto"

@@ -12,11 +12,15 @@ from tests.helpers.model_helpers import save_tiny_tokenizer, tiny_kwargs
 BOI, SOFT, EOI = "<start_of_image>", "<image_soft_token>", "<end_of_image>"
 WINDOW = 8  # below the 16 tokens of an image: sliding layers cut into its both-ways attention
 TOKENS_PER_IMAGE = 16
+LAYERS = ("sliding_attention", "full_attention", "sliding_attention")
+# what llama.cpp assumes of a Gemma 3 GGUF (no key records it): every sixth layer global
+LLAMA_CPP_LAYERS = ("sliding_attention",) * 5 + ("full_attention",)
 
 
-def save_tiny_gemma3_vision(path: str | Path, seed: int = 0) -> Path:
-    """A 3-layer Gemma 3 LM (sliding, global, sliding; window 8, local and global ropes) + a 2-layer
-    SigLIP tower (32 px images, 4 px patches: an 8 x 8 grid pooled to 16 tokens per image)."""
+def save_tiny_gemma3_vision(path: str | Path, seed: int = 0, layers: tuple[str, ...] = LAYERS) -> Path:
+    """A Gemma 3 LM of ``layers`` (default sliding, global, sliding; window 8, local and global ropes)
+    + a 2-layer SigLIP tower (32 px images, 4 px patches: an 8 x 8 grid pooled to 16 tokens per
+    image)."""
     from transformers import (
         AutoTokenizer,
         Gemma3Config,
@@ -37,8 +41,8 @@ def save_tiny_gemma3_vision(path: str | Path, seed: int = 0) -> Path:
     )
     text.update(
         model_type="gemma3_text",
-        num_hidden_layers=3,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        num_hidden_layers=len(layers),
+        layer_types=list(layers),
         query_pre_attn_scalar=16,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},

@@ -11,6 +11,7 @@ import torch
 from radixlm.runtime.executor.forward_batch import ForwardMode
 from radixlm.runtime.multimodal.encoder_cache import EncoderCache
 from radixlm.runtime.multimodal.encoder_stage import chunk_rows, encode_images
+from radixlm.runtime.multimodal.image_spans import image_spans, spans_in
 from tests.helpers.model_helpers import PagedSession, save_tiny_tokenizer, tiny_kwargs
 
 IMAGE_TOKENS = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
@@ -71,8 +72,10 @@ def random_image(seed: int, size: tuple[int, int] = (40, 50)):
 
 
 def run_prompt(runner, proc, text, images, chunk: int | None = None, steps: int = 0):
-    """All prompt logits (prefill in chunks of ``chunk``), then ``steps`` greedy tokens."""
+    """All prompt logits (prefill in chunks of ``chunk``), then ``steps`` greedy tokens; a model whose
+    images attend both ways (Gemma 3) gets each chunk's image spans, as the scheduler gives them."""
     ids, mm = proc(text, images)
+    spans = image_spans(mm) if getattr(runner.model, "bidirectional_images", False) else None
     encoded = encode_images(runner.model, EncoderCache(1 << 20), mm.items)
     s = PagedSession(runner)
     row = s.open()
@@ -84,6 +87,8 @@ def run_prompt(runner, proc, text, images, chunk: int | None = None, steps: int 
         fb = s._build(ForwardMode.EXTEND, [row], [ids[start:end]], True)
         if offsets:
             fb.mm_positions, fb.mm_embeds = torch.tensor(offsets), torch.stack(rows)
+            if spans is not None:
+                fb.image_spans = [spans_in(spans, start, end)]
         logits.append(runner.forward(fb))
     out = []
     tok = int(logits[-1][-1].argmax())

@@ -5,7 +5,7 @@ from __future__ import annotations
 FIELD_HELP: dict[str, str] = {
     "model": "registry name, Hugging Face directory, .gguf file or hub id (org/name[@revision])",
     "tokenizer": "tokenizer directory or hub id, when not the model's own",
-    "mmproj": "llama.cpp vision projector file (mmproj-*.gguf, Idefics3/SmolVLM) served with the "
+    "mmproj": "llama.cpp vision projector file (mmproj-*.gguf, Idefics3/SmolVLM or Gemma 3) served with the "
     "language model GGUF given as --model",
     "device": "where the model runs (auto: cuda when available, else cpu)",
     "dtype": "weights and activations (auto: fp32 on the CPU, bf16 on CUDA)",

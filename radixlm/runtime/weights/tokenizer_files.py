@@ -63,7 +63,13 @@ def _save_gguf_tokenizer(gguf_path: Path, out_dir: Path) -> None:
     # AutoTokenizer first reads the file's model config, which transformers' GGUF reader refuses for the
     # architectures it does not know (granite, olmo2, smollm3, olmoe...); the tokenizer itself is built
     # from the tokenizer.* keys alone, so the generic fast tokenizer reads those files.
-    tokenizer_cls = AutoTokenizer if _transformers_reads_gguf_config(reader) else PreTrainedTokenizerFast
+    # NOTE: Gemma's tokenizer class is sentencepiece's: over a byte-level vocabulary (llama.cpp writes
+    # one for a checkpoint without tokenizer.model) it adds a <mask> token and reloads without an unk.
+    byte_level_gemma = gguf_field(reader, "tokenizer.ggml.model") == "gpt2" and str(
+        gguf_field(reader, "general.architecture")
+    ).startswith("gemma")
+    auto = _transformers_reads_gguf_config(reader) and not byte_level_gemma
+    tokenizer_cls = AutoTokenizer if auto else PreTrainedTokenizerFast
     tokenizer = tokenizer_cls.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     tokenizer.save_pretrained(str(out_dir))
 

@@ -184,7 +184,9 @@ def test_bad_mmproj_files_are_refused(pair, tmp_path):
             )
         )
 
-    with pytest.raises(ValueError, match="projector type 'gemma3' is not served"):
+    with pytest.raises(ValueError, match="projector type 'qwen2vl_merger' is not served"):
+        MmprojFile(write("qwen.gguf", projector_type="qwen2vl_merger"))
+    with pytest.raises(ValueError, match="has no tensor 'mm.input_projection.weight'"):  # Gemma 3's
         MmprojFile(write("gemma.gguf", projector_type="gemma3"))
     with pytest.raises(ValueError, match="has no tensor 'v.blk.1.attn_k.weight'"):
         MmprojFile(write("missing.gguf", drop=("v.blk.1.attn_k.weight",)))
