@@ -7,25 +7,12 @@ attends per request with no such shortcut, so it checks the cascade path and the
 from __future__ import annotations
 
 from radixlm.kernels.decode_attention import decode_attention_torch
-from radixlm.kernels.extend_attention import extend_attention_torch
-from radixlm.runtime.attention.torch_backend import TorchAttentionBackend
+from radixlm.runtime.attention.torch_backend import TorchAttentionBackend, exact_extend_attention
 
 
 class ReferenceAttentionBackend(TorchAttentionBackend):
     def forward_extend(self, q, layer_id, fb, sm_scale, window=None, softcap=None):
-        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
-        return extend_attention_torch(
-            q,
-            k_buffer,
-            v_buffer,
-            fb.req_to_token_pool.req_to_token,
-            fb.req_pool_indices,
-            fb.extend_prefix_lens_cpu,
-            fb.extend_seq_lens_cpu,
-            sm_scale,
-            window,
-            softcap,
-        )
+        return exact_extend_attention(q, layer_id, fb, sm_scale, window, softcap)
 
     def forward_decode(self, q, layer_id, fb, sm_scale, window=None, softcap=None):
         k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)

@@ -31,6 +31,33 @@ MIN_SHARED_PREFIX = 32
 MIN_SHARED_READS_IN_PLACE = 16384
 
 
+def exact_extend_attention(
+    q: torch.Tensor,
+    layer_id: int,
+    fb: ForwardBatch,
+    sm_scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """Per-request extend attention in plain torch over the batch's paged KV: causal, with the
+    batch's image spans attending both ways, windows and soft-caps. Every backend's exact path."""
+    k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
+    assert fb.extend_prefix_lens_cpu is not None and fb.extend_seq_lens_cpu is not None
+    return extend_attention_torch(
+        q,
+        k_buffer,
+        v_buffer,
+        fb.req_to_token_pool.req_to_token,
+        fb.req_pool_indices,
+        fb.extend_prefix_lens_cpu,
+        fb.extend_seq_lens_cpu,
+        sm_scale,
+        window,
+        softcap,
+        fb.image_spans,
+    )
+
+
 class TorchAttentionBackend(AttentionBackend):
     """Exact attention in plain torch, on any device; reads KV through ``req_to_token``.
 
@@ -115,19 +142,7 @@ class TorchAttentionBackend(AttentionBackend):
                 self._kernels_for(q),
                 self._token_queries,
             )
-        return extend_attention_torch(
-            q,
-            k_buffer,
-            v_buffer,
-            fb.req_to_token_pool.req_to_token,
-            fb.req_pool_indices,
-            fb.extend_prefix_lens_cpu,
-            fb.extend_seq_lens_cpu,
-            sm_scale,
-            window,
-            softcap,
-            fb.image_spans,
-        )
+        return exact_extend_attention(q, layer_id, fb, sm_scale, window, softcap)
 
     def _forward_mixed(
         self,

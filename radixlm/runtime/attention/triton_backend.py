@@ -5,13 +5,9 @@ from __future__ import annotations
 import torch
 
 from radixlm.kernels.decode_attention import decode_attention_triton, default_num_kv_splits
-from radixlm.kernels.extend_attention import (
-    ExtendMetadata,
-    build_extend_metadata,
-    extend_attention_torch,
-    extend_attention_triton,
-)
+from radixlm.kernels.extend_attention import ExtendMetadata, build_extend_metadata, extend_attention_triton
 from radixlm.runtime.attention.backend import AttentionBackend
+from radixlm.runtime.attention.torch_backend import exact_extend_attention
 from radixlm.runtime.executor.forward_batch import ForwardBatch
 
 
@@ -53,22 +49,9 @@ class TritonAttentionBackend(AttentionBackend):
         softcap: float | None = None,
     ) -> torch.Tensor:
         assert self._extend_meta is not None, "init_forward_metadata was not called for this step"
-        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         if fb.image_spans is not None:  # the kernel is causal: images that attend both ways go exact
-            assert fb.extend_prefix_lens_cpu is not None and fb.extend_seq_lens_cpu is not None
-            return extend_attention_torch(
-                q,
-                k_buffer,
-                v_buffer,
-                fb.req_to_token_pool.req_to_token,
-                fb.req_pool_indices,
-                fb.extend_prefix_lens_cpu,
-                fb.extend_seq_lens_cpu,
-                sm_scale,
-                window,
-                softcap,
-                fb.image_spans,
-            )
+            return exact_extend_attention(q, layer_id, fb, sm_scale, window, softcap)
+        k_buffer, v_buffer = fb.kv_pool.get_kv_buffer(layer_id)
         return extend_attention_triton(
             q,
             k_buffer,
