@@ -10,6 +10,7 @@ not gain on the more urgent requests that arrive later. Within one urgency the p
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from radixlm.runtime.scheduler.req import Req
@@ -35,6 +36,18 @@ def accrue_aging(waiting: list[Req], running: list[Req], args: ServerArgs, elaps
     for req in waiting:
         if signed_priority(req, args) < top:
             req.passed_over_s += elapsed_s
+
+
+class AgingClock:
+    """Credits aging (``accrue_aging``) for the time between two scheduler steps."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def tick(self, waiting: list[Req], running: list[Req], args: ServerArgs) -> None:
+        now = time.monotonic()
+        accrue_aging(waiting, running, args, now - self.last)
+        self.last = now
 
 
 def admission_order(candidates: list[Req], args: ServerArgs) -> list[Req]:

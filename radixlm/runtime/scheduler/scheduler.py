@@ -45,7 +45,7 @@ from radixlm.runtime.scheduler.jump_forward_step import JumpForwardStep, resolve
 from radixlm.runtime.scheduler.ops_control import profile, update_weights
 from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.prefill_planner import PrefillPlanner
-from radixlm.runtime.scheduler.priority import accrue_aging, preemption_victim, retraction_victim
+from radixlm.runtime.scheduler.priority import AgingClock, preemption_victim, retraction_victim
 from radixlm.runtime.scheduler.queue_timeout import expire_grammar_waits, expire_waiting
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
@@ -103,7 +103,7 @@ class Scheduler(SchedulerViews):
         self.counters = StepCounters()
         self.profiler = StepProfiler(server_args.profile_dir)
         self.hold_admission_until = 0.0  # a weight update waits for the running requests (ops_control.py)
-        self.aging_clock = time.monotonic()  # the last priority aging credit (priority.accrue_aging)
+        self.aging = AgingClock()
         self.tokens = TokenProcessor(
             self.cache,
             self.stop_checker,
@@ -247,9 +247,7 @@ class Scheduler(SchedulerViews):
         self._reap_aborted()
         expire_waiting(self.waiting, self.args.queue_timeout, self.tokens.finish)
         expire_grammar_waits(self.grammars, self.args.queue_timeout, self.tokens.finish)
-        now = time.monotonic()
-        accrue_aging(self.waiting, self.running, self.args, now - self.aging_clock)
-        self.aging_clock = now
+        self.aging.tick(self.waiting, self.running, self.args)
         batch = self._schedule()
         if batch is not None:
             self._forward_and_process(batch)
@@ -286,9 +284,8 @@ class Scheduler(SchedulerViews):
             reaped.append(self.chunked)
             self.chunked = None
         for req in reaped:
-            message = req.to_abort
-            assert message is not None
-            self.tokens.finish(req, FinishAbort(message, CLIENT_ABORT_STATUS))
+            assert req.to_abort is not None
+            self.tokens.finish(req, FinishAbort(req.to_abort, CLIENT_ABORT_STATUS))
 
     # ---- scheduling ----------------------------------------------------------------------------
     def _schedule(self) -> ScheduledBatch | None:
