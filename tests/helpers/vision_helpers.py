@@ -3,6 +3,8 @@ run through a runner."""
 
 from __future__ import annotations
 
+import base64
+import io
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +71,33 @@ def random_image(seed: int, size: tuple[int, int] = (40, 50)):
 
     pixels = np.random.RandomState(seed).randint(0, 255, (*size, 3), dtype=np.uint8)
     return Image.fromarray(pixels)
+
+
+def png_bytes(image) -> bytes:
+    """A PIL image as PNG file bytes."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def png_data_url(image) -> str:
+    """A PIL image as a ``data:image/png;base64,...`` URL."""
+    return "data:image/png;base64," + base64.b64encode(png_bytes(image)).decode()
+
+
+def random_png(seed: int) -> bytes:
+    """``random_image(seed)`` as PNG file bytes."""
+    return png_bytes(random_image(seed))
+
+
+def language_model_tensors(hf, prefix: str) -> dict[str, torch.Tensor]:
+    """A vision-language model's language-model tensors (under ``prefix``) renamed as a plain causal
+    LM checkpoint's (``model.``), with its LM head."""
+    return {
+        k.replace(prefix, "model."): v
+        for k, v in hf.state_dict().items()
+        if k.startswith(prefix) or k == "lm_head.weight"
+    }
 
 
 def run_prompt(runner, proc, text, images, chunk: int | None = None, steps: int = 0):

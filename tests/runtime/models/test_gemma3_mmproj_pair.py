@@ -9,9 +9,6 @@ converter stores it."""
 
 from __future__ import annotations
 
-import base64
-import io
-
 import httpx
 import pytest
 import torch
@@ -25,7 +22,14 @@ from tests.helpers.gemma3_vision_helpers import BOI, LLAMA_CPP_LAYERS, save_tiny
 from tests.helpers.gguf_writer import save_tiny_gguf
 from tests.helpers.mmproj_writer import save_tiny_mmproj
 from tests.helpers.model_helpers import assert_logits_close, make_runner
-from tests.helpers.vision_helpers import random_image, run_prompt, save_tiny_idefics3
+from tests.helpers.vision_helpers import (
+    language_model_tensors,
+    png_bytes,
+    png_data_url,
+    random_image,
+    run_prompt,
+    save_tiny_idefics3,
+)
 
 PROMPTS = {
     "one": (f"<|im_start|>user\n{BOI}what is this?<|im_end|>\n", [0]),
@@ -33,6 +37,8 @@ PROMPTS = {
 }
 CPU = torch.device("cpu")
 PROJECTION = "model.multi_modal_projector.mm_input_projection_weight"
+
+LM_PREFIX = "model.language_model."  # the language model's tensors in the HF checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +53,10 @@ def pair(tmp_path_factory):
         weight = hf.model.multi_modal_projector.mm_input_projection_weight
         weight.copy_(weight.half().float())
     proc = AutoProcessor.from_pretrained(str(hf_dir))
-    lm_path = save_tiny_gguf(
-        hf.config.text_config, _language_model(hf), root / "model.gguf", tokenizer=proc.tokenizer
-    )
+    lm = language_model_tensors(hf, LM_PREFIX)
+    lm_path = save_tiny_gguf(hf.config.text_config, lm, root / "model.gguf", tokenizer=proc.tokenizer)
     mmproj = save_tiny_mmproj(hf.config, hf.state_dict(), proc.image_processor, root / "mmproj-model.gguf")
     return lm_path, mmproj, hf, proc
-
-
-def _language_model(hf) -> dict[str, torch.Tensor]:
-    """The language model's tensors under a Gemma3ForCausalLM checkpoint's names."""
-    return {
-        k.replace("model.language_model.", "model."): v
-        for k, v in hf.state_dict().items()
-        if k.startswith("model.language_model.") or k == "lm_head.weight"
-    }
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +67,6 @@ def runner(pair):
 
 def _images(seeds):
     return [random_image(s, (30 + 7 * s, 50 - 5 * s)) for s in seeds]
-
-
-def _png(image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def _greedy(hf, inputs, steps: int) -> list[int]:
@@ -130,7 +120,7 @@ def test_engine_greedy_matches_transformers(pair):
         out = eng.generate(
             text,
             {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True},
-            image_data=[_png(image) for image in images],
+            image_data=[png_bytes(image) for image in images],
         )
     finally:
         eng.shutdown()
@@ -143,7 +133,7 @@ def test_http_generate_with_image_data_matches_transformers(pair):
     text = f"<|im_start|>user\n{BOI}describe<|im_end|>\n<|im_start|>assistant\n"
     image = _images([6])[0]
     inputs = hf_proc(text=[text], images=[[image]], return_tensors="pt")
-    body = {"text": text, "image_data": "data:image/png;base64," + base64.b64encode(_png(image)).decode()}
+    body = {"text": text, "image_data": png_data_url(image)}
     body["sampling_params"] = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
     with launch_server(
         model=str(lm_path), mmproj=str(mmproj), device="cpu", num_threads=1, kv_cache_gb=0.02
@@ -212,7 +202,8 @@ def test_a_projector_of_another_family_is_refused(pair, tmp_path):
 
 def test_a_tokenizer_without_gemma_image_tokens_is_refused(pair, tmp_path):
     _, mmproj, hf, _ = pair
-    plain = save_tiny_gguf(hf.config.text_config, _language_model(hf), tmp_path / "plain.gguf")
+    lm = language_model_tensors(hf, LM_PREFIX)
+    plain = save_tiny_gguf(hf.config.text_config, lm, tmp_path / "plain.gguf")
     with pytest.raises(ValueError, match="the tokenizer has no <start_of_image> token"):
         load_model(str(plain), CPU, torch.float32, mmproj=str(mmproj))
 

@@ -6,9 +6,6 @@ serving."""
 
 from __future__ import annotations
 
-import base64
-import io
-
 import httpx
 import pytest
 import torch
@@ -21,13 +18,22 @@ from tests.helpers.engines import make_engine
 from tests.helpers.gguf_writer import save_tiny_gguf
 from tests.helpers.mmproj_writer import roundtrip, save_tiny_mmproj
 from tests.helpers.model_helpers import assert_logits_close, make_runner
-from tests.helpers.vision_helpers import random_image, run_prompt, save_tiny_idefics3
+from tests.helpers.vision_helpers import (
+    language_model_tensors,
+    png_bytes,
+    png_data_url,
+    random_image,
+    run_prompt,
+    save_tiny_idefics3,
+)
 
 PROMPTS = {
     "one": ("<|im_start|>user\n<image>what is this?<|im_end|>\n", [0]),
     "two": ("a<image> and <image> compare", [1, 2]),
 }
 CPU = torch.device("cpu")
+
+LM_PREFIX = "model.text_model."  # the language model's tensors in the HF checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -39,19 +45,10 @@ def pair(tmp_path_factory):
     hf_dir = save_tiny_idefics3(root / "hf", longest_edge=64)  # images split into crops
     hf = AutoModelForImageTextToText.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
     proc = AutoProcessor.from_pretrained(str(hf_dir))
-    lm = _language_model(hf)
+    lm = language_model_tensors(hf, LM_PREFIX)
     lm_path = save_tiny_gguf(hf.config.text_config, lm, root / "model.gguf", tokenizer=proc.tokenizer)
     mmproj = save_tiny_mmproj(hf.config, hf.state_dict(), proc.image_processor, root / "mmproj-model.gguf")
     return hf_dir, lm_path, mmproj, hf, proc
-
-
-def _language_model(hf) -> dict[str, torch.Tensor]:
-    """The language model's tensors under a Llama checkpoint's names."""
-    return {
-        k.replace("model.text_model.", "model."): v
-        for k, v in hf.state_dict().items()
-        if k.startswith("model.text_model.") or k == "lm_head.weight"
-    }
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +59,6 @@ def runner(pair):
 
 def _images(seeds):
     return [random_image(s, (30 + 7 * s, 50 - 5 * s)) for s in seeds]
-
-
-def _png(image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def _vision_weights(pair, path, **writer_args):
@@ -106,7 +97,7 @@ def test_http_generate_with_image_data_matches_transformers(pair):
     inputs = hf_proc(text=[text], images=[[image]], return_tensors="pt")
     with torch.no_grad():
         expected = hf.generate(**inputs, max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)
-    body = {"text": text, "image_data": "data:image/png;base64," + base64.b64encode(_png(image)).decode()}
+    body = {"text": text, "image_data": png_data_url(image)}
     body["sampling_params"] = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
     with launch_server(
         model=str(lm_path), mmproj=str(mmproj), device="cpu", num_threads=1, kv_cache_gb=0.02
@@ -130,7 +121,7 @@ def test_image_rows_match_transformers(pair, runner):
 def test_engine_greedy_matches_transformers(pair):
     _, lm_path, mmproj, hf, hf_proc = pair
     text = "<|im_start|>user\nlook<image> then<image><|im_end|>\n<|im_start|>assistant\n"
-    pngs = [_png(image) for image in _images([3, 4])]
+    pngs = [png_bytes(image) for image in _images([3, 4])]
     inputs = hf_proc(text=[text], images=[_images([3, 4])], return_tensors="pt")
     with torch.no_grad():
         expected = hf.generate(**inputs, max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
@@ -145,7 +136,7 @@ def test_engine_greedy_matches_transformers(pair):
 
 def test_a_q8_0_language_model_keeps_its_blocks_beside_a_float_tower(pair, runner, tmp_path):
     _, lm_path, mmproj, hf, _ = pair
-    lm = _language_model(hf)
+    lm = language_model_tensors(hf, LM_PREFIX)
     q8 = save_tiny_gguf(
         hf.config.text_config, lm, tmp_path / "q8.gguf", {"proj": "Q8_0"}, runner.loaded.tokenizer
     )
@@ -210,6 +201,6 @@ def test_bad_mmproj_files_are_refused(pair, tmp_path):
         MmprojFile(write("short.gguf", state=short))
     with pytest.raises(ValueError, match="is not one"):
         load_model(str(hf_dir), CPU, torch.float32, mmproj=str(mmproj))
-    plain = save_tiny_gguf(hf.config.text_config, _language_model(hf), tmp_path / "t.gguf")
+    plain = save_tiny_gguf(hf.config.text_config, language_model_tensors(hf, LM_PREFIX), tmp_path / "t.gguf")
     with pytest.raises(ValueError, match="the tokenizer has no <image> token"):  # the tiny byte-level one
         load_model(str(plain), CPU, torch.float32, mmproj=str(mmproj))

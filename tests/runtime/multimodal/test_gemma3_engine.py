@@ -4,24 +4,16 @@ through a different one; text-only requests stay on the causal path."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 
 from radixlm.runtime.multimodal.image_spans import image_spans
 from tests.helpers.engines import make_engine
 from tests.helpers.gemma3_vision_helpers import BOI, save_tiny_gemma3_vision
-from tests.helpers.vision_helpers import random_image
+from tests.helpers.vision_helpers import random_image, random_png
 
 PROMPT = f"<|im_start|>user\nlook{BOI} at this<|im_end|>\n<|im_start|>assistant\n"
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
-
-
-def png(seed: int) -> bytes:
-    buf = io.BytesIO()
-    random_image(seed).save(buf, format="PNG")
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +63,9 @@ def hf_greedy(model_dir, text, images) -> list[int]:
 def test_greedy_matches_transformers_with_chunks_kept_off_images(engine, model_dir, extends):
     engine.flush_cache()
     text = f"a{BOI}b{BOI}c"
-    out = engine.generate(text, GREEDY, image_data=[png(1), png(2)], return_logprob=False)
+    out = engine.generate(text, GREEDY, image_data=[random_png(1), random_png(2)], return_logprob=False)
     assert out["output_ids"] == hf_greedy(model_dir, text, [random_image(1), random_image(2)])
-    _, mm = engine._images[0](text, [png(1), png(2)])
+    _, mm = engine._images[0](text, [random_png(1), random_png(2)])
     spans = image_spans(mm)
     for start, length, _, _ in extends:  # 5-token chunks: each 16-token image went in one piece
         assert not any(s < start + length < e for s, e in spans)
@@ -82,10 +74,10 @@ def test_greedy_matches_transformers_with_chunks_kept_off_images(engine, model_d
 
 def test_radix_cache_shares_only_through_the_same_image(engine):
     engine.flush_cache()
-    first = engine.generate(PROMPT, GREEDY, image_data=png(5))
-    again = engine.generate(PROMPT, GREEDY, image_data=png(5))
-    other = engine.generate(PROMPT, GREEDY, image_data=png(6))
-    _, mm = engine._images[0](PROMPT, [png(5)])
+    first = engine.generate(PROMPT, GREEDY, image_data=random_png(5))
+    again = engine.generate(PROMPT, GREEDY, image_data=random_png(5))
+    other = engine.generate(PROMPT, GREEDY, image_data=random_png(6))
+    _, mm = engine._images[0](PROMPT, [random_png(5)])
     assert again["output_ids"] == first["output_ids"]
     assert again["meta_info"]["cached_tokens"] > mm.positions[-1]  # through the image's tokens
     assert other["meta_info"]["cached_tokens"] <= mm.positions[0]  # up to the image, never into it
@@ -107,13 +99,13 @@ def test_an_image_chunk_beside_running_decodes(engine, extends):
         return torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])
 
     engine.flush_cache()
-    alone = engine.generate(PROMPT, GREEDY, image_data=png(7), return_logprob=True)
+    alone = engine.generate(PROMPT, GREEDY, image_data=random_png(7), return_logprob=True)
     engine.flush_cache()
     extends.clear()
     texts = [f"<|im_start|>user\nsay something long {i}<|im_end|>\n" for i in range(2)]
     long = {**GREEDY, "max_new_tokens": 40}
     outs = engine.generate(
-        [*texts, PROMPT], [long, long, GREEDY], image_data=[None, None, png(7)], return_logprob=True
+        [*texts, PROMPT], [long, long, GREEDY], image_data=[None, None, random_png(7)], return_logprob=True
     )
     assert outs[2]["output_ids"] == alone["output_ids"]
     torch.testing.assert_close(logprobs(outs[2]), logprobs(alone), rtol=0, atol=1e-4)

@@ -4,23 +4,15 @@ encoder runs once per image (its cache), batched across requests; text-only mode
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 
 from tests.helpers.engines import make_engine
 from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config
-from tests.helpers.vision_helpers import random_image, save_tiny_idefics3
+from tests.helpers.vision_helpers import random_image, random_png, save_tiny_idefics3
 
 PROMPT = "<|im_start|>user\nlook<image> at this<|im_end|>\n<|im_start|>assistant\n"
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
-
-
-def png(seed: int) -> bytes:
-    buf = io.BytesIO()
-    random_image(seed).save(buf, format="PNG")
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +42,7 @@ def hf_greedy(model_dir, text, images) -> list[int]:
 
 def test_greedy_matches_transformers_with_chunks_through_images(engine, model_dir):
     text = "a<image>b<image>c"
-    out = engine.generate(text, GREEDY, image_data=[png(1), png(2)], return_logprob=False)
+    out = engine.generate(text, GREEDY, image_data=[random_png(1), random_png(2)], return_logprob=False)
     expected = hf_greedy(model_dir, text, [random_image(1), random_image(2)])
     assert out["output_ids"] == expected
 
@@ -58,11 +50,11 @@ def test_greedy_matches_transformers_with_chunks_through_images(engine, model_di
 def test_radix_cache_shares_only_through_the_same_image(engine):
     engine.flush_cache()
     cache = engine.scheduler.runner.encoder_cache
-    first = engine.generate(PROMPT, GREEDY, image_data=png(5))
+    first = engine.generate(PROMPT, GREEDY, image_data=random_png(5))
     misses = cache.misses
-    again = engine.generate(PROMPT, GREEDY, image_data=png(5))
-    other = engine.generate(PROMPT, GREEDY, image_data=png(6))
-    _, mm = engine._images[0](PROMPT, [png(5)])
+    again = engine.generate(PROMPT, GREEDY, image_data=random_png(5))
+    other = engine.generate(PROMPT, GREEDY, image_data=random_png(6))
+    _, mm = engine._images[0](PROMPT, [random_png(5)])
     assert again["output_ids"] == first["output_ids"]
     assert again["meta_info"]["cached_tokens"] > mm.positions[-1]  # through the image's tokens
     assert other["meta_info"]["cached_tokens"] <= mm.positions[0]  # up to the image, never into it
@@ -77,8 +69,8 @@ def test_encoder_batches_images_across_requests(model_dir):
     original = model.encode_images
     model.encode_images = lambda pixels, mask=None: calls.append(pixels.shape[0]) or original(pixels, mask)
     try:
-        outs = engine.generate([PROMPT] * 3, GREEDY, image_data=[png(10), png(11), png(12)])
-        alone = engine.generate(PROMPT, GREEDY, image_data=png(11))
+        outs = engine.generate([PROMPT] * 3, GREEDY, image_data=[random_png(s) for s in (10, 11, 12)])
+        alone = engine.generate(PROMPT, GREEDY, image_data=random_png(11))
     finally:
         model.encode_images = original
         engine.shutdown()
@@ -88,11 +80,11 @@ def test_encoder_batches_images_across_requests(model_dir):
 
 def test_bad_images_are_rejected(engine, tmp_path):
     with pytest.raises(ValueError, match="2 image placeholders for 1 images"):
-        engine.generate("<image><image>", GREEDY, image_data=png(1))
+        engine.generate("<image><image>", GREEDY, image_data=random_png(1))
     with pytest.raises(ValueError, match="not a readable image"):
         engine.generate("<image>", GREEDY, image_data=b"not an image")
     with pytest.raises(ValueError, match="input logprobs"):
-        engine.generate("<image>", GREEDY, image_data=png(1), return_logprob=True, logprob_start_len=0)
+        engine.generate("<image>", GREEDY, image_data=random_png(1), return_logprob=True, logprob_start_len=0)
     with pytest.raises(ValueError, match="does not fetch image URLs"):
         engine.generate("<image>", GREEDY, image_data="http://example.com/cat.png")
 
@@ -102,6 +94,6 @@ def test_text_only_model_refuses_images(tmp_path):
     eng = make_engine(str(path), device="cpu", dtype="float32", num_threads=1)
     try:
         with pytest.raises(ValueError, match="text-only"):
-            eng.generate("hi <image>", GREEDY, image_data=png(1))
+            eng.generate("hi <image>", GREEDY, image_data=random_png(1))
     finally:
         eng.shutdown()

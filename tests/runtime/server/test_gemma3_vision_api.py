@@ -3,23 +3,18 @@ prompt and gives transformers' greedy tokens, as ``/generate`` with ``image_data
 
 from __future__ import annotations
 
-import base64
-import io
-
 import httpx
 import torch
 
 from radixlm.runtime.server.launch import launch_server
 from tests.helpers.gemma3_vision_helpers import BOI, save_tiny_gemma3_vision
-from tests.helpers.vision_helpers import random_image
+from tests.helpers.vision_helpers import png_data_url, random_image
 
 STEPS = 6
 
 
 def data_url(seed: int) -> str:
-    buf = io.BytesIO()
-    random_image(seed).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return png_data_url(random_image(seed))
 
 
 def hf_greedy_text(model_dir, text: str, seed: int) -> str:

@@ -5,32 +5,25 @@ limits, all as clear 400s."""
 from __future__ import annotations
 
 import base64
-import io
 
 import httpx
 import pytest
 
 from radixlm.runtime.server.launch import launch_server
-from tests.helpers.vision_helpers import random_image, save_tiny_idefics3
+from tests.helpers.vision_helpers import png_data_url, random_image, random_png, save_tiny_idefics3
 
 GREEDY = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
 
 
-def png(seed: int) -> bytes:
-    buf = io.BytesIO()
-    random_image(seed).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 def data_url(seed: int) -> str:
-    return "data:image/png;base64," + base64.b64encode(png(seed)).decode()
+    return png_data_url(random_image(seed))
 
 
 @pytest.fixture(scope="module")
 def media(tmp_path_factory):
     root = tmp_path_factory.mktemp("media")
-    (root / "cat.png").write_bytes(png(3))
-    (root.parent / "secret.png").write_bytes(png(3))
+    (root / "cat.png").write_bytes(random_png(3))
+    (root.parent / "secret.png").write_bytes(random_png(3))
     return root
 
 
