@@ -34,7 +34,7 @@ from radixlm.runtime.layers.quantized_linear import (
 from radixlm.runtime.layers.stacked_linear import StackedLinear
 from radixlm.runtime.quantization.methods import auto_for_16bit, resolve_method
 from radixlm.runtime.weights.materialize import Parts, materialize, set_module
-from radixlm.runtime.weights.source import BlockTensor, WeightSource
+from radixlm.runtime.weights.source import BlockTensor, WeightSource, join_rows
 
 logger = logging.getLogger(__name__)
 
@@ -179,9 +179,9 @@ def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) ->
         return module
     if len(formats) == 1:  # one block format for the whole layer
         blocks = [w.blocks for w in weights if isinstance(w, BlockTensor)]
-        joined = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+        joined, copied = (blocks[0], False) if len(blocks) == 1 else join_rows(blocks)
         layer = GGUFLinear(joined, weights[0].fmt, in_features, bias)  # type: ignore[union-attr]
-        if len(blocks) > 1:  # copied into the joined tensor: the file's pages are not needed
+        if copied:  # into the joined tensor: the file's pages are not needed
             for w in weights:
                 w.release()  # type: ignore[union-attr]
         return layer

@@ -108,6 +108,9 @@ class GGUFSource:
                 )
             self._tensors[name] = t
         self._mmap: mmap.mmap | None = getattr(self.reader.data, "_mmap", None)
+        # one tensor over the whole mapping: every block tensor is a view of it, so the loader can join
+        # a fused layer's parts that lie back to back in the file without copying (``join_rows``)
+        self._file = _to_torch(self.reader.data)
 
     def hf_config(self) -> dict[str, Any]:
         return self._config
@@ -150,7 +153,7 @@ class GGUFSource:
         if fmt is not None and data.ndim == 2:
             in_features = int(t.shape[0])  # GGUF shapes are innermost-first
             if heads is None:
-                return BlockTensor(fmt, _to_torch(data), in_features, lambda: self._release(t))
+                return BlockTensor(fmt, self._view(data), in_features, lambda: self._release(t))
             # rows are output features and blocks run along the input: unpermuting moves whole rows
             repacked = BlockTensor(fmt, torch.from_numpy(unpermute_rope(data, heads)), in_features)
             self._release(t)
@@ -164,6 +167,13 @@ class GGUFSource:
             array = unpermute_rope(array, heads)
         self._release(t)
         return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+    def _view(self, data: np.ndarray) -> torch.Tensor:
+        """``data`` (a contiguous array in the file's mapping) as a view of ``self._file``."""
+        start = data.__array_interface__["data"][0] - self.reader.data.__array_interface__["data"][0]
+        if not data.flags.c_contiguous or not 0 <= start <= self._file.numel() - data.nbytes:
+            return _to_torch(data)
+        return self._file[start : start + data.nbytes].view(data.shape)
 
     def _release(self, t: ReaderTensor) -> None:
         """Drop the file pages holding ``t`` from this process (they are re-read if touched again)."""

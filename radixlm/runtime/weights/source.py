@@ -40,6 +40,26 @@ class BlockTensor:
 StoredTensor = torch.Tensor | BlockTensor
 
 
+def join_rows(blocks: list[torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    """The row blocks ``blocks`` (each ``[rows, row bytes]``, same row bytes) stacked, and whether that
+    copied them. Parts that lie back to back in one storage (a GGUF file's consecutive tensors, such
+    as ``ffn_gate`` then ``ffn_up``) are joined as one view of it: no copy, no new memory."""
+    first = blocks[0]
+    storage = first.untyped_storage()
+    adjacent = all(b.is_contiguous() and b.untyped_storage().data_ptr() == storage.data_ptr() for b in blocks)
+    adjacent = adjacent and all(
+        a.shape[1:] == b.shape[1:] and a.data_ptr() + a.nbytes == b.data_ptr()
+        for a, b in zip(blocks, blocks[1:])
+    )
+    if not adjacent:
+        return torch.cat(blocks), True
+    rows = sum(int(b.shape[0]) for b in blocks)
+    joined = first.new_empty(0).set_(
+        storage, first.storage_offset(), (rows, *first.shape[1:]), first.stride()
+    )
+    return joined, False
+
+
 def as_float(tensor: StoredTensor) -> torch.Tensor:
     """A float tensor with the stored values (GGUF blocks dequantized)."""
     return tensor.dequantize() if isinstance(tensor, BlockTensor) else tensor

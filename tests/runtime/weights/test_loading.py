@@ -225,3 +225,39 @@ def test_loading_a_gguf_file_costs_about_its_size_in_memory(tmp_path, cache, tin
     # fp32 weights would be ~7x the file; blocks from the mapping plus the joined q/k/v and gate/up
     # copies (their file pages dropped) are about the file, plus the KV pools and activations
     assert grown <= 1.2 * size + 96 * 2**20, (grown / 2**20, size / 2**20)
+
+
+def test_gguf_gate_and_up_back_to_back_in_the_file_are_joined_without_a_copy(tmp_path, tiny_gguf) -> None:
+    shape = LlamaShape(hidden=256, intermediate=512, layers=2, heads=4, kv_heads=2, vocab=320)
+    path = write_random_llama(tmp_path / "q.gguf", shape, "Q4_0", tokenizer_gguf=tiny_gguf)
+    loaded = load_model(str(path), CPU, torch.float32, quantization="auto")
+    reader = gguf.GGUFReader(str(path))
+    stored = {t.name: t.data for t in reader.tensors}
+    mlp = loaded.model.model.layers[1].mlp
+    blocks = mlp.gate_up_proj.blocks
+    assert _mapped_file(blocks.data_ptr()) == str(path.resolve())  # the file's bytes, not a copy
+    expected = np.concatenate([stored["blk.1.ffn_gate.weight"], stored["blk.1.ffn_up.weight"]])
+    assert np.array_equal(blocks.numpy(), expected)
+    # q and k are repacked (llama.cpp's rope permutation undone): their join is a copy
+    qkv = loaded.model.model.layers[1].self_attn.qkv_proj.blocks
+    assert _mapped_file(qkv.data_ptr()) != str(path.resolve())
+    x = torch.randn(3, shape.hidden)
+    reference = torch.cat([x @ w.t() for w in (_dequantized(stored, "gate"), _dequantized(stored, "up"))], -1)
+    torch.testing.assert_close(mlp.gate_up_proj(x), reference, rtol=0.05, atol=0.05)
+
+
+def _dequantized(stored: dict[str, np.ndarray], part: str) -> torch.Tensor:
+    data = stored[f"blk.1.ffn_{part}.weight"]
+    return torch.from_numpy(gguf.quants.dequantize(data, gguf.GGMLQuantizationType.Q4_0)).float()
+
+
+def test_join_rows_copies_parts_that_are_not_back_to_back() -> None:
+    from radixlm.runtime.weights.source import join_rows
+
+    whole = torch.arange(60, dtype=torch.uint8).view(6, 10)
+    joined, copied = join_rows([whole[0:2], whole[2:5]])
+    assert not copied and joined.data_ptr() == whole.data_ptr() and torch.equal(joined, whole[0:5])
+    joined, copied = join_rows([whole[0:2], whole[3:5]])  # a gap
+    assert copied and torch.equal(joined, torch.cat([whole[0:2], whole[3:5]]))
+    joined, copied = join_rows([whole[2:4], whole[0:2]])  # out of order
+    assert copied and torch.equal(joined, torch.cat([whole[2:4], whole[0:2]]))
