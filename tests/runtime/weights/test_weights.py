@@ -124,6 +124,35 @@ def test_gguf_tokenizer_files_are_cached_and_keyed_by_file(tmp_path, cache, monk
     assert not list((cache / "gguf-tokenizers").glob(".*"))  # the failed build left no temp dir
 
 
+def test_a_gguf_tokenizer_is_kept_pickled_and_loads_as_its_files_do(tmp_path, cache) -> None:
+    from transformers import AutoTokenizer
+
+    from radixlm.runtime.weights.checkpoint import iter_safetensors
+    from radixlm.runtime.weights.tokenizer_files import load_tokenizer, tokenizer_dir
+
+    config = tiny_llama_config()
+    hf_dir = save_tiny_model(config, tmp_path / "hf", with_tokenizer=False)
+    gguf_path = save_tiny_gguf(config, dict(iter_safetensors(hf_dir)), tmp_path / "m.gguf")
+    directory = Path(tokenizer_dir(str(gguf_path)))
+    reference = AutoTokenizer.from_pretrained(str(directory))
+    first = load_tokenizer(str(directory))  # loads the files, keeps a pickle
+    (pickled,) = directory.glob("tokenizer-*.pickle")
+    stamp = pickled.stat().st_mtime_ns
+    second = load_tokenizer(str(directory))  # from the pickle
+    assert pickled.stat().st_mtime_ns == stamp
+    pickled.write_bytes(b"not a pickle")  # a damaged entry: loaded from the files, pickled again
+    third = load_tokenizer(str(directory))
+    assert pickled.stat().st_size > 100
+    text = "Hello world, 123 <|im_start|>tokens\n"
+    ids = reference.encode(text)
+    for tok in (first, second, third):
+        assert type(tok) is type(reference) and len(tok) == len(reference)
+        assert tok.encode(text) == ids and tok.decode(ids) == reference.decode(ids)
+        assert tok.all_special_ids == reference.all_special_ids
+        assert tok.chat_template == reference.chat_template
+    assert load_tokenizer(str(hf_dir)) is None  # a directory without tokenizer files has none
+
+
 def test_build_once_builds_once_under_concurrency_and_never_exposes_partial_entries(tmp_path) -> None:
     calls = []
 
