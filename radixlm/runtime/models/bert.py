@@ -49,14 +49,39 @@ class _Embeddings(nn.Module):
         # RoBERTa counts positions from padding_idx + 1 (its position table reserves the pad rows)
         self.position_offset = int(cfg.get("pad_token_id", 1)) + 1 if roberta else 0
 
-    def forward(self, ids: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1], device=ids.device) + self.position_offset
+    def forward(self, ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Packed tokens ``[T]`` (their positions within their sequences) -> ``[T, hidden]``."""
         x = (
             self.word_embeddings(ids)
-            + self.position_embeddings(positions)[None]
+            + self.position_embeddings(positions + self.position_offset)
             + self.token_type_embeddings(types)
         )
         return self.LayerNorm(x)
+
+
+class _Packing:
+    """``T`` real tokens of ``bs`` sequences padded to ``length``: ``index`` places them in the flat
+    ``[bs * length]`` padded layout (None when nothing is padded), ``mask`` keeps a query to its own
+    sequence's real tokens."""
+
+    def __init__(self, valid: torch.Tensor) -> None:
+        self.bs, self.length = valid.shape
+        padded = not bool(valid.all())
+        self.index = valid.flatten().nonzero().squeeze(1) if padded else None
+        self.mask = valid[:, None, None, :] if padded else None
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """``[T, n]`` -> ``[bs, length, n]`` (pads zero)."""
+        if self.index is None:
+            return x.view(self.bs, self.length, -1)
+        out = x.new_zeros((self.bs * self.length, x.shape[-1]))
+        out[self.index] = x
+        return out.view(self.bs, self.length, -1)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """``[bs, length, n]`` -> ``[T, n]``."""
+        flat = x.reshape(self.bs * self.length, -1)
+        return flat if self.index is None else flat[self.index]
 
 
 class _Layer(nn.Module):
@@ -78,20 +103,18 @@ class _Layer(nn.Module):
         self.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
         self.act = _activation(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        bs, length, hidden = x.shape
+    def forward(self, x: torch.Tensor, packing: _Packing) -> torch.Tensor:
+        """Packed ``[T, hidden]`` -> ``[T, hidden]``: the linear layers see real tokens only, the
+        attention a padded batch."""
         att = self.attention.self
+        bs, length = packing.bs, packing.length
 
         def heads(t: torch.Tensor) -> torch.Tensor:
-            return t.view(bs, length, self.num_heads, -1).transpose(1, 2)
+            return packing.pad(t).view(bs, length, self.num_heads, -1).transpose(1, 2)
 
         q, k, v = heads(att.query(x)), heads(att.key(x)), heads(att.value(x))
-        a = (
-            F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            .transpose(1, 2)
-            .reshape(bs, length, hidden)
-        )
-        x = self.attention.output.LayerNorm(x + self.attention.output.dense(a))
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=packing.mask).transpose(1, 2)
+        x = self.attention.output.LayerNorm(x + self.attention.output.dense(packing.pack(a)))
         return self.output.LayerNorm(x + self.output.dense(self.act(self.intermediate.dense(x))))
 
 
@@ -139,13 +162,16 @@ class EncoderModel(nn.Module):
         return getattr(self, self.prefix)
 
     def forward(self, ids: torch.Tensor, types: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-        valid = torch.arange(ids.shape[1], device=ids.device)[None] < lens[:, None]
-        # every query attends to its own sequence's real tokens; no mask at all when none is padded
-        mask = None if bool(valid.all()) else valid[:, None, None, :]
-        x = self.body.embeddings(ids, types)
+        """Right-padded ``ids``/``types`` ``[bs, L]`` of lengths ``lens`` -> ``[bs, L, hidden]`` (pad
+        rows zero). Inside, tokens stay packed: no padded token goes through a linear layer."""
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        packing = _Packing(positions[None] < lens[:, None])
+        packed_ids, packed_types = packing.pack(ids[..., None])[:, 0], packing.pack(types[..., None])[:, 0]
+        packed_positions = packing.pack(positions.expand_as(ids)[..., None])[:, 0]
+        x = self.body.embeddings(packed_ids, packed_types, packed_positions)
         for layer in self.body.encoder.layer:
-            x = layer(x, mask)
-        return x
+            x = layer(x, packing)
+        return packing.pad(x)
 
     def classify(self, ids: torch.Tensor, types: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
         if not self.has_head:

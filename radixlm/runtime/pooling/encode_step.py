@@ -90,6 +90,8 @@ class EncodeStep:
             if not 1 <= msg.dimensions <= width or (allowed and msg.dimensions not in allowed):
                 sizes = list(allowed) if allowed else f"1 to {width}"
                 return f"dimensions: {msg.dimensions} is not one of this model's sizes ({sizes})"
+        if getattr(self.runner, "tp", None) is not None:
+            return "input: embeddings and scores are not served under tensor parallelism"
         if not msg.input_ids or not all(msg.input_ids):
             return "input: an empty sequence (nothing to encode)"
         longest = max(len(ids) for ids in msg.input_ids)

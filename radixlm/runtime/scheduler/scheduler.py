@@ -237,7 +237,7 @@ class Scheduler(SchedulerViews):
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
         started = time.perf_counter()
-        idle = not (self.waiting or self.running or self.chunked)
+        idle = not (self.waiting or self.running or self.chunked or self.encoder.has_work())
         self.waiting.extend(self.grammars.poll(self.tokens.reject, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
         expire_waiting(self.waiting, self.args.queue_timeout, self.tokens.finish)
