@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from radixlm.runtime.layers.linear import Linear
+
 ENCODER_ARCHITECTURES = {
     "BertModel": ("bert", False),
     "RobertaModel": ("roberta", False),
@@ -92,14 +94,14 @@ class _Layer(nn.Module):
         self.attention = nn.Module()
         self.attention.self = nn.Module()
         for name in ("query", "key", "value"):
-            setattr(self.attention.self, name, nn.Linear(hidden, hidden))
+            setattr(self.attention.self, name, Linear(hidden, hidden, bias=True))
         self.attention.output = nn.Module()
-        self.attention.output.dense = nn.Linear(hidden, hidden)
+        self.attention.output.dense = Linear(hidden, hidden, bias=True)
         self.attention.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
         self.intermediate = nn.Module()
-        self.intermediate.dense = nn.Linear(hidden, cfg["intermediate_size"])
+        self.intermediate.dense = Linear(hidden, cfg["intermediate_size"], bias=True)
         self.output = nn.Module()
-        self.output.dense = nn.Linear(cfg["intermediate_size"], hidden)
+        self.output.dense = Linear(cfg["intermediate_size"], hidden, bias=True)
         self.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
         self.act = _activation(cfg)
 
@@ -150,12 +152,12 @@ class EncoderModel(nn.Module):
         self.num_labels = len(hf_config.get("id2label") or {}) or int(hf_config.get("num_labels", 2))
         if self.has_head and roberta:
             self.classifier = nn.Module()
-            self.classifier.dense = nn.Linear(hidden, hidden)
-            self.classifier.out_proj = nn.Linear(hidden, self.num_labels)
+            self.classifier.dense = Linear(hidden, hidden, bias=True)
+            self.classifier.out_proj = Linear(hidden, self.num_labels, bias=True)
         elif self.has_head:
             getattr(self, self.prefix).pooler = nn.Module()
-            getattr(self, self.prefix).pooler.dense = nn.Linear(hidden, hidden)
-            self.classifier = nn.Linear(hidden, self.num_labels)
+            getattr(self, self.prefix).pooler.dense = Linear(hidden, hidden, bias=True)
+            self.classifier = Linear(hidden, self.num_labels, bias=True)
 
     @property
     def body(self) -> _Encoder:
