@@ -21,6 +21,7 @@ from radixlm.runtime.pooling.encoder_batches import run_encoder
 from radixlm.runtime.pooling.pooled_forward import pooled_forward
 from radixlm.runtime.pooling.pooled_seq import pooled_reqs
 from radixlm.runtime.pooling.pooling_config import PoolingConfig
+from radixlm.runtime.pooling.thread_choice import ThreadChoice
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
 
@@ -39,6 +40,8 @@ class EncodeStep:
         self.pooling = PoolingConfig.from_checkpoint(loaded.model_path, loaded.hf_config, self.is_encoder)
         self.jobs = EncodeJobs()
         self.encoder_queue: list[EncodeJob] = []  # an encoder's jobs until the next step runs them
+        on_cpu = runner.device.type == "cpu"
+        self.threads = ThreadChoice(torch.get_num_threads()) if on_cpu and self.is_encoder else None
 
     def submit(self, msg: EncodeReq) -> list[Req]:
         """Queue ``msg``; returns a decoder's requests for the admission queue (none for an encoder,
@@ -64,7 +67,7 @@ class EncodeStep:
         if not queued:
             return
         try:
-            run_encoder(self.runner, queued, self.max_tokens, self.pooling.method)
+            run_encoder(self.runner, queued, self.max_tokens, self.pooling.method, self.threads)
         except Exception as exc:  # noqa: BLE001 - any error of these requests fails only them
             logger.exception("encoding %d requests failed", len(queued))
             for job in queued:

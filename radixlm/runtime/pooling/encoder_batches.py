@@ -8,6 +8,7 @@ its job's slot.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -15,10 +16,13 @@ import torch
 from radixlm.runtime.pooling.encode_jobs import EncodeJob
 from radixlm.runtime.pooling.pool import pool_padded
 from radixlm.runtime.pooling.pooling_config import PoolingMethod
+from radixlm.runtime.pooling.thread_choice import ThreadChoice
 
 
-def run_encoder(runner: Any, jobs: list[EncodeJob], max_tokens: int, method: PoolingMethod) -> None:
-    """Fill every sequence slot of ``jobs``."""
+def run_encoder(
+    runner: Any, jobs: list[EncodeJob], max_tokens: int, method: PoolingMethod, threads: ThreadChoice | None
+) -> None:
+    """Fill every sequence slot of ``jobs``; ``threads`` (on the CPU) picks each forward's thread count."""
     for kind in ("embed", "classify"):
         seqs = [
             (job, i, ids, job.msg.token_type_ids[i] if job.msg.token_type_ids else None)
@@ -29,7 +33,9 @@ def run_encoder(runner: Any, jobs: list[EncodeJob], max_tokens: int, method: Poo
         seqs.sort(key=lambda s: len(s[2]))
         for lo, hi in token_batches([len(s[2]) for s in seqs], max_tokens):
             part = seqs[lo:hi]
-            vectors = _forward(runner, [s[2] for s in part], [s[3] for s in part], kind, method)
+            ids, types = [s[2] for s in part], [s[3] for s in part]
+            forward = partial(_forward, runner, ids, types, kind, method)
+            vectors = forward() if threads is None else threads.run(sum(map(len, ids)), forward)
             for (job, i, _, _), vector in zip(part, vectors, strict=True):
                 job.put(i, vector)
 
