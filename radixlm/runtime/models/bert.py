@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from radixlm.runtime.layers.linear import Linear
+from radixlm.runtime.layers.linear import Linear, MergedLinear
 
 ENCODER_ARCHITECTURES = {
     "BertModel": ("bert", False),
@@ -26,6 +26,7 @@ ENCODER_ARCHITECTURES = {
     "RobertaForSequenceClassification": ("roberta", True),
     "XLMRobertaForSequenceClassification": ("roberta", True),
 }
+_QKV = {"query": 0, "key": 1, "value": 2}  # the blocks of an attention's merged projection
 _ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
@@ -93,8 +94,7 @@ class _Layer(nn.Module):
         self.num_heads = cfg["num_attention_heads"]
         self.attention = nn.Module()
         self.attention.self = nn.Module()
-        for name in ("query", "key", "value"):
-            setattr(self.attention.self, name, Linear(hidden, hidden, bias=True))
+        self.attention.self.qkv = MergedLinear(hidden, [hidden] * 3, bias=True)  # query, key, value
         self.attention.output = nn.Module()
         self.attention.output.dense = Linear(hidden, hidden, bias=True)
         self.attention.output.LayerNorm = nn.LayerNorm(hidden, eps=eps)
@@ -114,7 +114,7 @@ class _Layer(nn.Module):
         def heads(t: torch.Tensor) -> torch.Tensor:
             return packing.pad(t).view(bs, length, self.num_heads, -1).transpose(1, 2)
 
-        q, k, v = heads(att.query(x)), heads(att.key(x)), heads(att.value(x))
+        q, k, v = (heads(t) for t in att.qkv(x).split(att.qkv.out_sizes, dim=-1))
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=packing.mask).transpose(1, 2)
         x = self.attention.output.LayerNorm(x + self.attention.output.dense(packing.pack(a)))
         return self.output.LayerNorm(x + self.output.dense(self.act(self.intermediate.dense(x))))
@@ -191,11 +191,19 @@ class EncoderModel(nn.Module):
         loaded: set[str] = set()
         for name, tensor in weights:
             key = name if name.startswith((f"{self.prefix}.", "classifier.")) else f"{self.prefix}.{name}"
-            if key not in params:
+            owner, _, leaf = key.rpartition(".")
+            block, _, proj = owner.rpartition(".")
+            if proj in _QKV and block.endswith("attention.self"):  # one block of the merged qkv
+                key, rows = f"{block}.qkv.{leaf}", tensor.shape[0]
+                target, done = params[key].data.narrow(0, _QKV[proj] * rows, rows), f"{key}:{proj}"
+            elif key in params:
+                target, done = params[key].data, key
+            else:
                 continue  # position_ids buffers, a pooler this task does not use
             with torch.no_grad():
-                params[key].copy_(tensor)
-            loaded.add(key)
+                target.copy_(tensor)
+            loaded.add(done)
+        loaded |= {k for k in params if all(f"{k}:{p}" in loaded for p in _QKV)}
         missing = sorted(set(params) - loaded)
         if missing:
             raise ValueError(f"no checkpoint tensor for {', '.join(missing[:8])}")

@@ -5,8 +5,8 @@ each one waits at a barrier for its second thread, and on a shared machine that 
 the core: on the shared 2-core box a batch-1 MiniLM forward took 10-20 ms on one thread and 80-250
 ms on two (benchmarks/log/embeddings.md). On an idle machine two threads win. So neither count is
 right everywhere: ``ThreadChoice`` times both per size class (powers of two of the token count) and
-runs each forward on the faster, trying the other again every ``EXPLORE_EVERY`` forwards of that
-class so a change of load is noticed.
+runs each forward on the faster, trying the other again now and then (after ``EXPLORE_EVERY`` times
+their cost ratio forwards of that class) so a change of load is noticed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ SMOOTHING = 0.3  # weight of the newest timing in the running cost
 
 
 class ThreadChoice:
-    """Per size class, the running seconds per token of one thread and of ``threads``."""
+    """Per size class, the running seconds per token of one thread and of ``threads``, and the forwards
+    since the slower count was last tried."""
 
     def __init__(self, threads: int) -> None:
         self.options = sorted({1, max(int(threads), 1)})
@@ -49,9 +50,15 @@ class ThreadChoice:
             self.cost[key] = per_token if old is None else (1 - SMOOTHING) * old + SMOOTHING * per_token
 
     def _pick(self, size: int) -> int:
-        self.calls[size] = self.calls.get(size, 0) + 1
         untried = [n for n in self.options if (size, n) not in self.cost]
         if untried:
             return untried[0]
-        ranked = sorted(self.options, key=lambda n: self.cost[(size, n)])
-        return ranked[1] if self.calls[size] % EXPLORE_EVERY == 0 else ranked[0]
+        fast, slow = sorted(self.options, key=lambda n: self.cost[(size, n)])
+        # NOTE: the slower count is retried after EXPLORE_EVERY x (its cost / the faster's) forwards,
+        # so retrying costs at most about 1/EXPLORE_EVERY of the time however far apart they are
+        gap = self.cost[(size, slow)] / max(self.cost[(size, fast)], 1e-12)
+        self.calls[size] = self.calls.get(size, 0) + 1
+        if self.calls[size] >= EXPLORE_EVERY * gap:
+            self.calls[size] = 0
+            return slow
+        return fast
