@@ -1,10 +1,12 @@
 """BERT / RoBERTa / XLM-R encoders (bidirectional attention, no KV cache): sentence embeddings and
 cross-encoder scores.
 
-An encoder runs as its own padded forward over a batch (``EncodeStep`` calls it), not through the
-paged KV pool: every token attends to every other token of its sequence, once. Module names follow
-the Hugging Face checkpoints, so loading is a name-for-name copy (less the ``bert.``/``roberta.``
-prefix of the classification checkpoints).
+An encoder runs as its own forward over a batch (``pooling/encoder_batches.py`` calls it), not through
+the paged KV pool: every token attends to every other token of its sequence, once. Inside, the tokens
+stay packed (no padded token goes through a linear layer) and only the attention sees a padded batch.
+Module names follow the Hugging Face checkpoints, so loading is a name-for-name copy (less the
+``bert.``/``roberta.`` prefix of the classification checkpoints; query, key and value go into the
+blocks of one merged projection).
 """
 
 from __future__ import annotations
