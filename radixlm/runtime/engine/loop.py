@@ -80,6 +80,7 @@ class EngineLoop:
         self._parent_of: dict[str, str] = {}  # internal id -> client rid
         self._rids_lock = threading.Lock()
         self._deferred: list[IntegrityCheck] = []  # integrity checks wait for idle
+        self._encodes: dict[str, Future] = {}  # EncodeReq rid -> its caller's answer (take_replies)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="radixlm-engine", daemon=True)
         self._thread.start()
@@ -155,6 +156,10 @@ class EngineLoop:
                         if out.finished:
                             del self._trackers[out.rid]
                             self._release(out.rid)
+                for reply in sched.take_replies():
+                    future = self._encodes.pop(reply.rid, None)
+                    if future is not None:
+                        future.set_result(reply)
                 if self._deferred and not sched.has_work():
                     self._run_integrity_checks()
         except BaseException as e:
@@ -169,6 +174,8 @@ class EngineLoop:
                 self._parent_of.clear()
             for check in self._deferred:
                 check.reply.set_exception(EngineError("the engine stopped"))
+            for future in self._encodes.values():
+                future.set_exception(EngineError("the engine stopped"))
 
     def _drain_inbox(self, block: bool) -> list[Submission]:
         items: list[Submission] = []
@@ -187,6 +194,15 @@ class EngineLoop:
             self.scheduler.handle(req)  # an error taking it in fails this request only
         elif isinstance(submission, IntegrityCheck):
             self._deferred.append(submission)
+        elif isinstance(submission, SchedulerCall) and isinstance(submission.msg, EncodeReq):
+            if submission.reply is not None:  # answered after the step that completes it
+                self._encodes[submission.msg.rid] = submission.reply
+            try:
+                self.scheduler.handle(submission.msg)
+            except Exception as e:
+                future = self._encodes.pop(submission.msg.rid, None)
+                if future is not None:
+                    future.set_exception(e)
         elif isinstance(submission, SchedulerCall):
             try:
                 answer = self.scheduler.handle(submission.msg)

@@ -1,26 +1,35 @@
-"""The scheduler's prefill-only path: embed or score whole sequences, keeping no KV afterwards.
+"""The scheduler's embedding and scoring side: ``EncodeReq`` in, ``EncodeOut`` out, batched.
 
-A decoder (Llama family) runs its sequences as one extend batch over fresh KV slots and rows (as
-many sequences as ``max_prefill_tokens`` and the free rows allow per forward), then frees them: an
-embedding request leaves nothing in the pool. An encoder runs its own padded, bidirectional forward.
+A decoder's sequences become prefill-only scheduler requests (``pooled_seq.py``): they wait in the
+admission queue, match the radix cache, and share extend batches with generation prompts and with
+each other; ``forward`` pools their states, and their KV enters the tree like a finished request's
+(evictable unless another request shares it). An encoder has no KV: the sequences of every queued
+request run together in padded batches (``encoder_batches.py``) at the start of the next step.
+Answers leave in order of arrival (``encode_jobs.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
 from typing import Any
 
 import torch
 
-from radixlm.runtime.executor.forward_batch import ForwardBatch, ForwardMode
 from radixlm.runtime.messages import EncodeOut, EncodeReq
-from radixlm.runtime.models.llama_pooled import final_hidden
-from radixlm.runtime.pooling.pool import finish, pool_packed, pool_padded
+from radixlm.runtime.pooling.encode_jobs import EncodeJob, EncodeJobs
+from radixlm.runtime.pooling.encoder_batches import run_encoder
+from radixlm.runtime.pooling.pooled_forward import pooled_forward
+from radixlm.runtime.pooling.pooled_seq import pooled_reqs
 from radixlm.runtime.pooling.pooling_config import PoolingConfig
+from radixlm.runtime.pooling.thread_choice import ThreadChoice
+from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
+
+logger = logging.getLogger(__name__)
 
 
 class EncodeStep:
-    """Answers ``EncodeReq`` for one model runner; the scheduler calls ``run`` between steps."""
+    """Takes ``EncodeReq`` for one model runner (``submit``), and hands out answers (``take_replies``)."""
 
     def __init__(self, runner: Any, cache: Any, max_tokens: int) -> None:
         self.runner = runner
@@ -29,30 +38,48 @@ class EncodeStep:
         self.is_encoder = bool(getattr(runner.model, "is_encoder", False))
         loaded = runner.loaded
         self.pooling = PoolingConfig.from_checkpoint(loaded.model_path, loaded.hf_config, self.is_encoder)
+        self.jobs = EncodeJobs()
+        self.encoder_queue: list[EncodeJob] = []  # an encoder's jobs until the next step runs them
+        on_cpu = runner.device.type == "cpu"
+        self.threads = ThreadChoice(torch.get_num_threads()) if on_cpu and self.is_encoder else None
 
-    @torch.inference_mode()
-    def run(self, msg: EncodeReq) -> EncodeOut:
-        """The vectors of ``msg``'s sequences, in order; an ``EncodeOut`` with ``error`` on bad input."""
+    def submit(self, msg: EncodeReq) -> list[Req]:
+        """Queue ``msg``; returns a decoder's requests for the admission queue (none for an encoder,
+        or when ``msg`` is refused: its answer is then ready at once)."""
+        job = EncodeJob(msg, self.pooling.normalize)
+        self.jobs.add(job)
         problem = self._check(msg)
         if problem:
-            return EncodeOut(msg.rid, error=problem)
-        types = msg.token_type_ids or [[0] * len(ids) for ids in msg.input_ids]
-        order = list(range(len(msg.input_ids)))
-        if self.is_encoder:  # it pads a batch to its longest sequence: batch similar lengths together
-            order.sort(key=lambda i: len(msg.input_ids[i]))
-        all_ids, all_types = [msg.input_ids[i] for i in order], [types[i] for i in order]
-        chunks = []
-        for lo, hi in self._batches([len(ids) for ids in all_ids]):
-            ids, tts = all_ids[lo:hi], all_types[lo:hi]
-            chunks.append(
-                self._encoder(ids, tts, msg.kind) if self.is_encoder else self._decoder(ids, msg.kind)
-            )
-        sorted_out = torch.cat(chunks)
-        out = torch.empty_like(sorted_out)
-        out[torch.tensor(order)] = sorted_out
-        if msg.kind == "embed":
-            out = finish(out, self.pooling.normalize, msg.dimensions)
-        return EncodeOut(msg.rid, out.tolist())
+            job.fail(problem, 400)
+            return []
+        if self.is_encoder:
+            self.encoder_queue.append(job)
+            return []
+        return pooled_reqs(job, "classify" if msg.kind == "classify" else self.pooling.method)
+
+    def has_work(self) -> bool:
+        return bool(self.encoder_queue) or self.jobs.ready()
+
+    @torch.inference_mode()
+    def run_encoder(self) -> None:
+        """Every queued encoder request, batched together; a failure fails those requests alone."""
+        queued, self.encoder_queue = self.encoder_queue, []
+        if not queued:
+            return
+        try:
+            run_encoder(self.runner, queued, self.max_tokens, self.pooling.method, self.threads)
+        except Exception as exc:  # noqa: BLE001 - any error of these requests fails only them
+            logger.exception("encoding %d requests failed", len(queued))
+            for job in queued:
+                job.fail(f"encoding failed: {exc!r}", 500)
+
+    def forward(self, batch: ScheduledBatch) -> torch.Tensor:
+        """The logits of ``batch`` (``runner.forward``'s); its embedding sequences pool on the way."""
+        return pooled_forward(self.runner, batch)
+
+    def take_replies(self) -> list[EncodeOut]:
+        """The answers ready, in order of arrival."""
+        return self.jobs.take_replies()
 
     def _check(self, msg: EncodeReq) -> str:
         model = self.runner.model
@@ -66,84 +93,11 @@ class EncodeStep:
             if not 1 <= msg.dimensions <= width or (allowed and msg.dimensions not in allowed):
                 sizes = list(allowed) if allowed else f"1 to {width}"
                 return f"dimensions: {msg.dimensions} is not one of this model's sizes ({sizes})"
-        longest = max((len(ids) for ids in msg.input_ids), default=0)
+        if getattr(self.runner, "tp", None) is not None:
+            return "input: embeddings and scores are not served under tensor parallelism"
+        if not msg.input_ids or not all(msg.input_ids):
+            return "input: an empty sequence (nothing to encode)"
+        longest = max(len(ids) for ids in msg.input_ids)
         if not self.is_encoder and longest > self.cache.capacity:
             return f"input: {longest} tokens do not fit into the KV pool ({self.cache.capacity} slots)"
         return ""
-
-    def _batches(self, lens: list[int]) -> Iterator[tuple[int, int]]:
-        """Consecutive ranges of at most ``max_tokens`` tokens (at least one sequence each) and, for a
-        decoder, at most the free ``req_to_token`` rows."""
-        rows = len(lens) if self.is_encoder else max(self.runner.req_to_token_pool.available_size(), 1)
-        lo = 0
-        while lo < len(lens):
-            hi, total = lo, 0
-            while hi < len(lens) and hi - lo < rows and (hi == lo or total + lens[hi] <= self.max_tokens):
-                total += lens[hi]
-                hi += 1
-            yield lo, hi
-            lo = hi
-
-    def _encoder(self, ids: list[list[int]], types: list[list[int]], kind: str) -> torch.Tensor:
-        device = self.runner.device
-        width = max(len(s) for s in ids)
-        tokens = torch.zeros((len(ids), width), dtype=torch.int64)
-        type_ids = torch.zeros_like(tokens)
-        for i, (seq, tt) in enumerate(zip(ids, types, strict=True)):
-            tokens[i, : len(seq)] = torch.tensor(seq)
-            type_ids[i, : len(tt)] = torch.tensor(tt)
-        lens = torch.tensor([len(s) for s in ids], device=device)
-        model = self.runner.model
-        tokens, type_ids = tokens.to(device), type_ids.to(device)
-        if kind == "classify":
-            return model.classify(tokens, type_ids, lens)
-        return pool_padded(model(tokens, type_ids, lens), lens, self.pooling.method)
-
-    def _decoder(self, ids: list[list[int]], kind: str) -> torch.Tensor:
-        lens = [len(s) for s in ids]
-        slots = self.cache.alloc_slots(sum(lens))
-        if slots is None:
-            raise RuntimeError("the KV pool has no room for an embedding batch")
-        pool = self.runner.req_to_token_pool
-        rows = [pool.alloc() for _ in ids]
-        try:
-            start = 0
-            for row, n in zip(rows, lens, strict=True):
-                pool.write(row, 0, slots[start : start + n])
-                start += n
-            fb = self._forward_batch(ids, rows, slots, lens, last_only=kind == "classify")
-            self.runner.attn_backend.init_forward_metadata(fb)
-            if kind == "classify":
-                return self.runner.model(fb)
-            return pool_packed(final_hidden(self.runner.model, fb), lens, self.pooling.method)
-        finally:  # nothing stays: the slots go back to the free list, the rows to the pool
-            self.cache.allocator.free(slots)
-            for row in rows:
-                pool.free(row)
-
-    def _forward_batch(
-        self, ids: list[list[int]], rows: list[int], slots: torch.Tensor, lens: list[int], last_only: bool
-    ) -> ForwardBatch:
-        device, runner = self.runner.device, self.runner
-
-        def tensor(values: list[int]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.int64, device=device)
-
-        ends = torch.tensor(lens).cumsum(0) - 1
-        return ForwardBatch(
-            mode=ForwardMode.EXTEND,
-            input_ids=tensor([t for seq in ids for t in seq]),
-            positions=torch.cat([torch.arange(n, dtype=torch.int64) for n in lens]).to(device),
-            req_pool_indices=tensor(rows),
-            seq_lens=tensor(lens),
-            extend_prefix_lens=tensor([0] * len(lens)),
-            extend_seq_lens=tensor(lens),
-            out_cache_loc=slots.to(device),
-            logits_indices=ends.to(device) if last_only else torch.arange(sum(lens), device=device),
-            req_to_token_pool=runner.req_to_token_pool,
-            kv_pool=runner.kv_pool,
-            attn_backend=runner.attn_backend,
-            seq_lens_cpu=list(lens),
-            extend_prefix_lens_cpu=[0] * len(lens),
-            extend_seq_lens_cpu=list(lens),
-        )

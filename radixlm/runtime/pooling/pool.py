@@ -8,17 +8,6 @@ import torch.nn.functional as F
 from radixlm.runtime.pooling.pooling_config import PoolingMethod
 
 
-def pool_packed(hidden: torch.Tensor, lens: list[int], method: PoolingMethod) -> torch.Tensor:
-    """``hidden`` ``[sum(lens), H]`` (sequences back to back) -> ``[len(lens), H]`` float32."""
-    out = []
-    start = 0
-    for n in lens:
-        seq = hidden[start : start + n]
-        out.append(seq[-1] if method == "last" else seq[0] if method == "cls" else seq.float().mean(0))
-        start += n
-    return torch.stack(out).float()
-
-
 def pool_padded(hidden: torch.Tensor, lens: torch.Tensor, method: PoolingMethod) -> torch.Tensor:
     """``hidden`` ``[bs, L, H]`` right-padded to ``L`` -> ``[bs, H]`` float32."""
     rows = torch.arange(hidden.shape[0], device=hidden.device)

@@ -81,7 +81,7 @@ class PrefillPlanner:
             # the budgets here, and admit() matches again for real.
             cached = matched[id(req)] if id(req) in matched else self.cache.cached_prefix_len(req)
             fill_ids = req.cache_key(req.seq_len)
-            shared = int(dedup.match_prefix(fill_ids, count=False).slots.numel())
+            shared = min(int(dedup.match_prefix(fill_ids, count=False).slots.numel()), req.max_prefix_len())
             if shared - cached >= IN_BATCH_PREFIX_DEFER:
                 continue
             extend_len = req.seq_len - cached

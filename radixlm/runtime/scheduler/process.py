@@ -90,6 +90,8 @@ def serve_forever(scheduler: Any, pull: Any, push: Any, stop: threading.Event | 
         outs = scheduler.step()
         if outs:
             push.send_pyobj(BatchTokenOut(outs))
+        for reply in getattr(scheduler, "take_replies", list)():  # embeddings answered this step
+            push.send_pyobj(reply)
         if time.monotonic() - last_beat >= HEARTBEAT_S:  # /health: the loop still turns
             last_beat = time.monotonic()
             push.send_pyobj(Heartbeat(last_beat))

@@ -112,6 +112,9 @@ class Req:
         # Speculative decoding: draft length and acceptance counts (None until it first speculates)
         self.spec: SpecState | None = None
 
+        # An embedding or score sequence (``pooling/pooled_seq.py``): pooled, never sampled
+        self.pool: Any = None
+
     def attach_images(self, mm: MultimodalInputs, vocab_size: int, bidirectional: bool) -> None:
         """Its images: the prompt's image tokens become their pads; ``bidirectional`` (a model whose
         image tokens attend both ways) records their spans for the chunk and prefix rules
@@ -156,6 +159,8 @@ class Req:
         logit at ``k - 1``.
         """
         limit = self.seq_len - 1
+        if self.pool is not None and self.pool.needs_every_token:
+            limit = 0  # mean/first-token pooling reads every token's state, which the KV cache lacks
         if self.needs_input_logprobs:
             limit = min(limit, max(self.logprob_start_len - 1, 0))
         return max(limit, 0)

@@ -20,7 +20,6 @@ from radixlm.runtime.lora.scheduling import bind_adapter, change_adapters
 from radixlm.runtime.messages import (
     CLIENT_ABORT_STATUS,
     AbortReq,
-    EncodeOut,
     EncodeReq,
     FlushCacheReq,
     GetStatsReq,
@@ -217,15 +216,11 @@ class Scheduler(SchedulerViews):
             else:
                 req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
 
-    def _on_encode(self, msg: EncodeReq) -> EncodeOut:
-        """Embed or score at once, between steps (prefill only; no KV kept). A failure fails this
-        request alone (a 500)."""
+    def _on_encode(self, msg: EncodeReq) -> None:
+        """Embed or score (prefill only): a decoder's sequences join the admission queue; the answer
+        comes out of ``take_replies`` after the step that completes it."""
         self.counters.num_requests += 1
-        try:
-            return self.encoder.run(msg)
-        except Exception as exc:  # noqa: BLE001 - any error of one request fails only that request
-            logger.exception("encode request %s failed", msg.rid)
-            return EncodeOut(msg.rid, error=f"encoding failed: {exc!r}", status=500)
+        self.waiting.extend(self.encoder.submit(msg))
 
     def _on_release_pins(self, msg: ReleasePinsReq) -> None:
         self.pins.release_children(msg.unpin_rids)
@@ -233,7 +228,7 @@ class Scheduler(SchedulerViews):
     # ---- the loop body -------------------------------------------------------------------------
     def has_work(self) -> bool:
         busy = self.waiting or self.running or self.chunked or self.grammars.pending
-        return bool(busy or self.pending_outputs)
+        return bool(busy or self.pending_outputs or self.encoder.has_work())
 
     @torch.inference_mode()
     def step(self) -> list[ReqTokenOut]:
@@ -242,12 +237,13 @@ class Scheduler(SchedulerViews):
         Runs in inference mode as a whole: the sampler edits the model's logits in place.
         """
         started = time.perf_counter()
-        idle = not (self.waiting or self.running or self.chunked)
+        idle = not (self.waiting or self.running or self.chunked or self.encoder.has_work())
         self.waiting.extend(self.grammars.poll(self.tokens.reject, wait_s=0.005 if idle else 0.0))
         self._reap_aborted()
         expire_waiting(self.waiting, self.args.queue_timeout, self.tokens.finish)
         expire_grammar_waits(self.grammars, self.args.queue_timeout, self.tokens.finish)
         self.aging.tick(self.waiting, self.running, self.args)
+        self.encoder.run_encoder()  # an encoder's queued requests, batched together
         batch = self._schedule()
         if batch is not None:
             self._forward_and_process(batch)
@@ -266,7 +262,7 @@ class Scheduler(SchedulerViews):
     def _forward_and_process(self, batch: ScheduledBatch) -> None:
         try:
             with self.profiler.span(f"radixlm.forward.{batch.forward_batch.mode.name.lower()}"):
-                logits = self.runner.forward(batch.forward_batch)
+                logits = self.encoder.forward(batch)  # runner.forward, pooling embedding sequences
         except Exception as exc:  # batch-wide; repeated: BrokenRuntime (forward_failures.py)
             self.forward_failures.on_failure(exc)
             self.tokens.fail_batch(batch, exc)

@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 from radixlm.runtime.executor.model_runner import ModelRunner
-from radixlm.runtime.messages import FlushCacheOut, FlushCacheReq, GetStatsReq, StatsOut
+from radixlm.runtime.messages import EncodeOut, FlushCacheOut, FlushCacheReq, GetStatsReq, StatsOut
+from radixlm.runtime.pooling.encode_step import EncodeStep
 from radixlm.runtime.scheduler.cache_manager import CacheManager
 from radixlm.runtime.scheduler.grammar_queue import GrammarQueue
 from radixlm.runtime.scheduler.pins import PinTable
@@ -30,9 +31,14 @@ class SchedulerViews:
     pins: PinTable
     counters: StepCounters
     speculator: Speculator | None
+    encoder: EncodeStep
 
     def has_work(self) -> bool:
         raise NotImplementedError
+
+    def take_replies(self) -> list[EncodeOut]:
+        """The ``EncodeOut`` answers completed by now, in order of arrival (call after ``step``)."""
+        return self.encoder.take_replies()
 
     def _on_flush(self, msg: FlushCacheReq) -> FlushCacheOut:
         if self.has_work():

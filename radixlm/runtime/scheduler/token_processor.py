@@ -249,6 +249,9 @@ class TokenProcessor:
         self.cache.release(req)
         if self.speculator is not None:
             self.speculator.release(req)
+        if req.pool is not None:  # an embedding sequence answers through its EncodeReq's job
+            req.pool.finished(reason)
+            return
         self.outputs.append(take_token_output(req))
 
     def reject(self, req: Req, message: str) -> None:

@@ -47,7 +47,10 @@ def test_matches_sentence_transformers(tmp_path, family, pooling, normalize):
         single = engine.encode(TEXTS[1])
         assert _cosines([single], ref[1:2]).item() >= 0.9999
         engine.check_kv_integrity()
-        cache = engine.scheduler.cache  # idle: no KV kept after an embedding request
+        cache = engine.scheduler.cache  # idle: the KV went into the tree, unlocked (evictable)
+        assert cache.tree.protected_size() == 0
+        assert cache.allocator.available_size() + cache.tree.evictable_size() == cache.capacity
+        assert engine.flush_cache()
         assert cache.allocator.available_size() == cache.capacity
 
 

@@ -81,8 +81,9 @@ def test_scores_match_transformers_yes_no_logits(tmp_path, tied):
         assert engine.model_info()["rerank_format"] == "qwen3_yes_no"
         ours = engine.rerank(QUERY, DOCS)
         ours_task = engine.rerank(QUERY, DOCS, instruction="Find the animal")
-        cache = engine.scheduler.cache  # one extend per batch, its KV freed at once
-        assert cache.allocator.available_size() == cache.capacity
+        cache = engine.scheduler.cache  # the KV went into the tree, unlocked (evictable)
+        assert cache.tree.protected_size() == 0
+        assert cache.allocator.available_size() + cache.tree.evictable_size() == cache.capacity
         with pytest.raises(ValueError, match="instruction"):
             engine.rerank(QUERY, DOCS, instruction=3)  # type: ignore[arg-type]
     torch.testing.assert_close(torch.tensor(ours), torch.tensor(ref), rtol=0, atol=1e-5)

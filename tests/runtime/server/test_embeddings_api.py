@@ -63,6 +63,24 @@ def test_openai_embeddings(embedder, reference):
     assert torch.allclose(ours.norm(dim=-1), torch.ones(3), atol=1e-5)
 
 
+def test_concurrent_requests_get_their_own_answers(embedder, reference):
+    """Requests in flight together are batched by the scheduler; each answer reaches its own request,
+    a refused one (bad ``dimensions``) among them included."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def post(i: int) -> httpx.Response:
+        body = {"input": TEXTS[i % 3], **({"dimensions": 10**6} if i == 4 else {})}
+        return httpx.post(embedder.url + "/v1/embeddings", json=body, timeout=60)
+
+    with ThreadPoolExecutor(9) as pool:
+        replies = list(pool.map(post, range(9)))
+    assert replies[4].status_code == 400 and "dimensions" in replies[4].text
+    for i, r in enumerate(replies):
+        if i != 4:
+            assert r.status_code == 200, r.text
+            assert _cos([r.json()["data"][0]["embedding"]], reference[i % 3 : i % 3 + 1]).item() >= 0.9999
+
+
 def test_native_encode(embedder, reference):
     one = httpx.post(embedder.url + "/encode", json={"text": TEXTS[1]}, timeout=60).json()
     assert _cos([one["embedding"]], reference[1:2]).item() >= 0.9999
