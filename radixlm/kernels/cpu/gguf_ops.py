@@ -8,6 +8,8 @@ the kernels would refuse is refused here first, as a ``ValueError`` that names t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from types import ModuleType
 
 import torch
@@ -28,10 +30,55 @@ def check_threads(threads: int | None) -> int:
 
 class GGUFKernels:
     """``gguf_linear(x, weight, ggml_type, threads)``: ``x @ W^T`` for Q4_0/Q4_1/Q8_0/Q4_K/Q6_K blocks,
-    on the CPU; ``bind(weight, ggml_type)``: the same product for one weight checked once."""
+    on the CPU; ``bind(weight, ggml_type)``: the same product for one weight checked once.
+
+    The loops run with the best instruction set of ``available_isas()`` (``"avx2"``, and
+    ``"avx512vnni"`` where the CPU has AVX-512 F/BW/VL/VNNI), unless ``RADIXLM_GGUF_ISA=avx2`` is set
+    or ``use_isa`` says otherwise; every one computes the same bits."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
+
+    def available_isas(self) -> list[str]:
+        """The instruction sets the loops can use on this CPU, best last."""
+        return list(self._compiled.available_isas())
+
+    @property
+    def isa(self) -> str:
+        """The instruction set the loops use now (process-wide)."""
+        return str(self._compiled.current_isa())
+
+    def set_isa(self, isa: str) -> None:
+        """Use ``isa`` (one of ``available_isas()``) for every product of this process from now on."""
+        if isa not in self.available_isas():
+            raise ValueError(f"instruction set {isa!r} is not available here (have {self.available_isas()})")
+        self._compiled.set_isa(isa)
+
+    @contextlib.contextmanager
+    def use_isa(self, isa: str) -> Iterator[None]:
+        """``set_isa(isa)`` for the ``with`` block, then back to the one before (tests, benchmarks)."""
+        before = self.isa
+        self.set_isa(isa)
+        try:
+            yield
+        finally:
+            self._compiled.set_isa(before)
+
+    def read_bytes(self, weight: torch.Tensor, threads: int | None = None) -> int:
+        """Read every byte of the 2-D uint8 ``weight`` in the chunks and threads a matrix-vector
+        product would, and nothing else: the bandwidth such a product can reach (a benchmark probe).
+        Returns a checksum."""
+        if (
+            weight.dim() != 2
+            or weight.dtype != torch.uint8
+            or not weight.is_cpu
+            or not weight.is_contiguous()
+        ):
+            raise ValueError(
+                f"weight must be a contiguous 2-D uint8 CPU tensor, got {weight.dtype} {tuple(weight.shape)}"
+            )
+        threads = check_threads(threads)
+        return int(self._compiled.read_bytes(weight, threads)) if weight.numel() else 0
 
     def gguf_linear(
         self, x: torch.Tensor, weight: torch.Tensor, ggml_type: int, threads: int | None = None

@@ -1,0 +1,67 @@
+// What the GGUF kernel's translation units share (gguf_linear.cpp: the entry point and the AVX2
+// products; gguf_linear_vnni.cpp: the AVX-512 VNNI products): the block formats, the quantized
+// activations' layout, and the product each instruction set implements.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace radixlm::gguf {
+
+constexpr int kBlock = 32;
+constexpr int kSuperBlock = 256;
+constexpr int kRowsPerPass = 4;  // activation rows whose scales are laid out side by side
+
+enum Format : int { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };  // GGML type ids
+
+constexpr bool is_kquant(int fmt) { return fmt == kQ4_K || fmt == kQ6_K; }
+constexpr int block_bytes(int fmt) {
+  return fmt == kQ4_0 ? 18 : fmt == kQ4_1 ? 20 : fmt == kQ5_0 ? 22 : fmt == kQ8_0 ? 34
+       : fmt == kQ4_K ? 144 : 210;
+}
+constexpr int block_elems(int fmt) { return is_kquant(fmt) ? kSuperBlock : kBlock; }
+
+constexpr int kMinChunkRows = 16;
+constexpr int64_t kChunkBytes = int64_t{1} << 18;  // weight bytes per work item (at most)
+
+// Weight rows per work item of a product with `helpers` helper threads: chunks of ~kChunkBytes (at
+// least four a thread), long runs of the weight that stay in L2 while the passes go over them.
+inline int64_t chunk_rows(int64_t n, int64_t row_bytes, int helpers) {
+  const int64_t balanced = (n + 4 * (helpers + 1) - 1) / (4 * (helpers + 1));
+  return std::max<int64_t>(kMinChunkRows, std::min<int64_t>(kChunkBytes / row_bytes, balanced));
+}
+
+// Products under this many bytes of blocks run on the calling thread alone (waking a helper costs more).
+inline int64_t parallel_min_bytes() {
+  static const int64_t value = [] {
+    const char* env = std::getenv("RADIXLM_GGUF_PARALLEL_MIN_BYTES");
+    return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t{256} << 10;
+  }();
+  return value;
+}
+
+inline float half_to_float(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// The activation rows of a product, quantized. Scales and sums are laid out for passes of four
+// rows: [m / 4 (rounded up), k / 32, 4], so one 128-bit load gives block b's value for all four
+// rows of a pass (lanes of rows past m are zero).
+struct Activations {
+  const int8_t* q;     // [m, k]
+  const float* scale;  // [passes, k / 32, 4]
+  const float* sum;    // [passes, k / 32, 4]: scale * sum of the block's q
+  int64_t k;
+};
+
+// out[m, n] = x @ W^T for weight blocks w of format fmt, on `threads` threads (the caller's
+// included); both instruction sets compute the same bits.
+void gemm_avx2(int fmt, const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads);
+void gemm_vnni(int fmt, const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads);
+
+}  // namespace radixlm::gguf
