@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
+from multiprocessing.connection import Connection
 
 import zmq
 
@@ -12,9 +13,12 @@ from radixlm import _env
 from radixlm.runtime.ipc import IpcAddrs, watch_parent, zmq_socket
 
 
-def run_detokenizer_process(tokenizer_path: str, addrs: IpcAddrs, parent_pid: int) -> None:
+def run_detokenizer_process(tokenizer_path: str | Connection, addrs: IpcAddrs, parent_pid: int) -> None:
     """Entry point (multiprocessing spawn). Runs until the parent stops it or dies.
 
+    ``tokenizer_path`` is the tokenizer's directory, or a pipe that sends it once the scheduler has
+    loaded the model (the server starts this process alongside the scheduler, so its imports overlap
+    the model load; a pipe closed unsent means startup failed: the process exits quietly).
     Scheduler replies (flush, stats) and death notices pass through unchanged, so the
     TokenizerManager reads one socket. On its own failure it sends ``SchedulerDied`` and exits.
     """
@@ -27,11 +31,16 @@ def run_detokenizer_process(tokenizer_path: str, addrs: IpcAddrs, parent_pid: in
     pull = zmq_socket(ctx, zmq.PULL, addrs.detokenizer, bind=True)
     push = zmq_socket(ctx, zmq.PUSH, addrs.tokenizer_manager, bind=False)
     try:
-        from transformers import AutoTokenizer
-
         from radixlm.runtime.detokenizer.manager import DetokenizerManager
+        from radixlm.runtime.weights.tokenizer_files import served_tokenizer
 
-        manager = DetokenizerManager(AutoTokenizer.from_pretrained(tokenizer_path))
+        path = tokenizer_path
+        if not isinstance(path, str):
+            try:
+                path = str(path.recv())
+            except EOFError:
+                return
+        manager = DetokenizerManager(served_tokenizer(path))
         while True:
             msg = pull.recv_pyobj()
             push.send_pyobj(manager.handle(msg) if isinstance(msg, BatchTokenOut) else msg)

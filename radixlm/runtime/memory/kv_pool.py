@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from radixlm.runtime.memory.lazy_zeros import lazy_zeros
+
 
 class SlotAllocator:
     """A free list of KV slot indices (page size 1). Slot 0 is the reserved dummy write target."""
@@ -63,8 +65,8 @@ class KVPool:
         self.dtype = dtype
         self.device = device
         shape = (num_slots + 1, num_kv_heads, head_dim)
-        self.k_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v_buffers = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.k_buffers = [lazy_zeros(shape, dtype, device) for _ in range(num_layers)]
+        self.v_buffers = [lazy_zeros(shape, dtype, device) for _ in range(num_layers)]
         self.allocator = SlotAllocator(num_slots, device)
 
     @staticmethod

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where pixels are hashed: the messages module stays torch-free
+    import torch
 
 PAD_RANGE = 1 << 30  # pad ids are vocab_size + (hash mod PAD_RANGE): never a real token, int32-safe
 
@@ -32,6 +34,8 @@ def content_key(pixels: torch.Tensor, pixel_mask: torch.Tensor | None) -> str:
     digest = hashlib.sha256(pixels.contiguous().float().numpy().tobytes())
     digest.update(str(tuple(pixels.shape)).encode())
     if pixel_mask is not None:
+        import torch
+
         digest.update(pixel_mask.contiguous().to(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from radixlm.runtime.multimodal.image_source import ImagePolicy, image_bytes
 from radixlm.runtime.multimodal.items import MultimodalInputs
-from radixlm.runtime.multimodal.mmproj_processor import mmproj_processor
 from radixlm.runtime.multimodal.processor import ImagePromptProcessor
 from radixlm.runtime.requests.request_validation import InvalidRequest
 
@@ -19,6 +18,8 @@ def load_prompt_processor(model_info: dict[str, Any]) -> ImagePromptProcessor | 
     if not model_info.get("is_multimodal"):
         return None
     if model_info.get("mmproj_path"):
+        from radixlm.runtime.multimodal.mmproj_processor import mmproj_processor  # torch: vision models only
+
         processor = mmproj_processor(model_info["mmproj_path"], model_info["local_tokenizer_path"])
         return ImagePromptProcessor(processor)
     return ImagePromptProcessor.from_model_dir(str(model_info["local_model_path"]))

@@ -23,6 +23,18 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 CHILD_POLL_S = 0.5
 GRACEFUL_SHUTDOWN_S = 5
 
+SERVING_MODULES = (
+    "uvicorn",
+    "fastapi",
+    "transformers.tokenization_utils_tokenizers",  # what a pickled GGUF tokenizer's class needs
+    "radixlm.runtime.server.tokenizer_manager",
+    "radixlm.runtime.server.native_api",
+    "radixlm.runtime.server.openai_api",
+    "radixlm.runtime.server.anthropic_api",
+    "radixlm.runtime.server.responses_api",
+    "radixlm.runtime.server.drain",
+)
+
 logger = logging.getLogger(__name__)
 
 
@@ -133,8 +145,12 @@ def run_server(server_args: Any, scheduler_factory: Callable[[Any], Any] | None 
 
     resolve_chat_template(server_args.chat_template)  # a bad value fails before the model loads
     _check_model_available(server_args.model)
-    start = start_dp_processes if server_args.dp_size > 1 else start_processes
-    procs = start(server_args, thread_env, scheduler_factory)
+    started = time.monotonic()
+    if server_args.dp_size > 1:
+        procs = start_dp_processes(server_args, thread_env, scheduler_factory)
+    else:
+        procs = start_processes(server_args, thread_env, scheduler_factory, _import_serving_modules)
+    logger.info("the model is loaded (%.1f s after the scheduler started)", time.monotonic() - started)
     try:
         tokenizer_manager = _make_tokenizer_manager(server_args, procs)
         asyncio.run(_serve(server_args, tokenizer_manager, procs))
@@ -142,6 +158,15 @@ def run_server(server_args: Any, scheduler_factory: Callable[[Any], Any] | None 
             raise SystemExit(1)
     finally:
         procs.shutdown()
+
+
+def _import_serving_modules() -> None:
+    """Import what serving needs (the HTTP stack, the API routes, the tokenizer's library; none of them
+    imports torch) while the scheduler loads the model, so the imports overlap the load."""
+    import importlib
+
+    for name in SERVING_MODULES:
+        importlib.import_module(name)
 
 
 def _check_model_available(model: str) -> None:
@@ -158,16 +183,16 @@ def _check_model_available(model: str) -> None:
 
 
 def _make_tokenizer_manager(server_args: Any, procs: Any) -> Any:
-    from transformers import AutoTokenizer
-
     from radixlm.runtime.server.processes import tokenizer_path
     from radixlm.runtime.server.tokenizer_manager import TokenizerManager
+    from radixlm.runtime.weights.tokenizer_files import served_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path(procs.model_info))
+    tokenizer = served_tokenizer(tokenizer_path(procs.model_info))
     from radixlm.runtime.server.chat_template_names import resolve_chat_template
 
     chat_template = resolve_chat_template(server_args.chat_template) or procs.model_info.get("chat_template")
     manager = TokenizerManager(tokenizer, procs.model_info, procs.addrs, chat_template, server_args)
+    logger.info("the tokenizer manager is ready")
     if server_args.log_requests:
         from radixlm.runtime.server.request_log import RequestLog
 

@@ -17,7 +17,7 @@ from typing import Any
 from radixlm.runtime.server.front_door import resolve_api_key
 from radixlm.runtime.server_args import ServerArgs
 
-HEALTH_POLL_S = 0.2
+HEALTH_POLL_S = 0.05
 LOG_TAIL_CHARS = 6000
 
 

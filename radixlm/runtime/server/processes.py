@@ -49,9 +49,14 @@ class RuntimeProcesses:
 
 
 def start_processes(
-    server_args: Any, thread_env: dict[str, str | None], scheduler_factory: Callable[[Any], Any] | None = None
+    server_args: Any,
+    thread_env: dict[str, str | None],
+    scheduler_factory: Callable[[Any], Any] | None = None,
+    while_loading: Callable[[], None] | None = None,
 ) -> RuntimeProcesses:
-    """Start the scheduler, wait until its model is loaded, then start the detokenizer.
+    """Start the scheduler and the detokenizer together, run ``while_loading()`` (the server's own
+    imports) while the scheduler loads its model, wait until it is loaded, then send the detokenizer
+    the tokenizer's path it reported.
 
     Raises ``RuntimeError`` with the child's traceback when the scheduler cannot start.
     """
@@ -59,10 +64,17 @@ def start_processes(
     ipc_dir = IpcDir()
     addrs = ipc_dir.addrs()
     ready_recv, ready_send = ctx.Pipe(duplex=False)
+    path_recv, path_send = ctx.Pipe(duplex=False)
     scheduler = ctx.Process(
         target=run_scheduler_process,
         args=(server_args, addrs, os.getpid(), ready_send, thread_env, scheduler_factory),
         name="radixlm-scheduler",
+        daemon=True,
+    )
+    detokenizer = ctx.Process(
+        target=run_detokenizer_process,
+        args=(path_recv, addrs, os.getpid()),
+        name="radixlm-detokenizer",
         daemon=True,
     )
     procs = RuntimeProcesses(ipc_dir, addrs, scheduler, None, {})
@@ -70,6 +82,11 @@ def start_processes(
         with huge_page_malloc_in_children(server_args.quantization):
             scheduler.start()
         ready_send.close()
+        detokenizer.start()
+        procs.detokenizer = detokenizer
+        path_recv.close()
+        if while_loading is not None:
+            while_loading()
         while not ready_recv.poll(STARTUP_POLL_S):
             if scheduler.exitcode is not None:
                 raise RuntimeError(_exited_during_startup(scheduler))
@@ -81,16 +98,12 @@ def start_processes(
         if status != "ready":
             raise RuntimeError(f"the scheduler failed to start:\n{payload}")
         procs.model_info = payload
-        procs.detokenizer = ctx.Process(
-            target=run_detokenizer_process,
-            args=(tokenizer_path(payload), addrs, os.getpid()),
-            name="radixlm-detokenizer",
-            daemon=True,
-        )
-        procs.detokenizer.start()
+        path_send.send(tokenizer_path(payload))
     except BaseException:
         procs.shutdown()
         raise
+    finally:
+        path_send.close()
     return procs
 
 

@@ -48,8 +48,7 @@ def _pickled_tokenizer(directory: Path) -> Any:
     """The tokenizer saved in ``directory`` (an entry of our GGUF tokenizer cache: files we wrote),
     from its pickle when there is one for these library versions; else loaded and pickled for next time."""
     import tokenizers
-    import transformers
-    from transformers import AutoTokenizer
+    import transformers  # NOTE: not AutoTokenizer yet: it imports torch (seconds); unpickling does not
 
     pickled = directory / f"tokenizer-{transformers.__version__}-{tokenizers.__version__}.pickle"
     if pickled.is_file():
@@ -58,6 +57,8 @@ def _pickled_tokenizer(directory: Path) -> Any:
                 return pickle.load(f)
         except Exception as e:  # noqa: BLE001 - a damaged entry is rebuilt, whatever the unpickler raised
             logger.warning("%s: unreadable (%s); loading the tokenizer files instead", pickled, e)
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
     tmp = pickled.with_name(f".{pickled.name}.{os.getpid()}")
     try:
@@ -68,6 +69,18 @@ def _pickled_tokenizer(directory: Path) -> Any:
         logger.warning("could not keep the tokenizer pickled at %s: %s", pickled, e)
         tmp.unlink(missing_ok=True)
     return tokenizer
+
+
+def served_tokenizer(path: str) -> Any:
+    """The tokenizer the server's processes use from directory ``path`` (the scheduler's
+    ``local_tokenizer_path``): ``load_tokenizer``'s, so a GGUF file's comes from its pickle without
+    importing torch; else transformers' (which raises naming what is missing)."""
+    tokenizer = load_tokenizer(path)
+    if tokenizer is not None:
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 def tokenizer_for(name_or_path: str) -> Any:
