@@ -3,7 +3,8 @@
 Every layer of a decode step reads the same slots (``req_to_token[rows, :seq_len]``). With fp32 (or
 fp16/bf16) K/V on a CPU that can build it, each layer runs
 ``radixlm/kernels/cpu/decode_attention.cpp``, which reads K and V in place from the pool (~6x
-cheaper than gathering them at batch 1). Elsewhere the slot list and the padding mask are built
+cheaper than gathering them at batch 1), a speculative verify step's rows of one request (``row_groups``)
+reading their keys once for all of them. Elsewhere the slot list and the padding mask are built
 once in ``plan_decode``; each layer then gathers its K and V with one ``index_select`` each (a flat
 copy, ~5x cheaper than advanced indexing for these small tensors) and calls
 ``scaled_dot_product_attention`` once for the batch.
