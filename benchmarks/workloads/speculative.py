@@ -210,6 +210,8 @@ def main() -> None:
                 "off_step_ms": cells["off"]["decode_step_ms"],
                 "on_verify_step_ms": cells["on"]["verify_step_ms"],
                 "on_decode_step_ms": cells["on"]["decode_step_ms"],
+                # verify steps whose attention read each request's rows as one group, all cells so far
+                "grouped_steps": getattr(scheds["on"].runner.attn_backend, "grouped_decode_steps", None),
                 "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
             }
             rows.append(row)
