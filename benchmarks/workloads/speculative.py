@@ -110,8 +110,15 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
         sched.handle(TokenizedGenerateReq(f"{tag}-{i}", list(ids), params, stream=True))
     outputs: dict[str, list[int]] = {}
     first_at: dict[str, float] = {}
+    step_ms: dict[str, list[float]] = {"verify": [], "decode": []}  # steps after every first token
     while sched.has_work():
-        for out in sched.step():
+        verifies_before = _verify_count(sched)
+        started = time.perf_counter()
+        outs = sched.step()
+        took = time.perf_counter() - started
+        if len(first_at) == batch:
+            step_ms["verify" if _verify_count(sched) > verifies_before else "decode"].append(took * 1e3)
+        for out in outs:
             outputs.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
             first_at.setdefault(out.rid, time.perf_counter())
     end = time.perf_counter()
@@ -128,7 +135,17 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
         "accepted_per_verify": accepted / verifies if verifies else 0.0,
         "tokens_per_verify": (accepted + verifies) / verifies if verifies else 0.0,
         "verify_steps": verifies,
+        "verify_step_ms": _median(step_ms["verify"]),
+        "decode_step_ms": _median(step_ms["decode"]),
     }
+
+
+def _verify_count(sched: Scheduler) -> int:
+    return sched.speculator.counts["spec_verify_steps"] if sched.speculator is not None else 0
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(sorted(xs)[len(xs) // 2], 1) if xs else None
 
 
 def main() -> None:
@@ -190,6 +207,11 @@ def main() -> None:
                 "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
                 "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
                 "verify_steps": cells["on"]["verify_steps"],
+                "off_step_ms": cells["off"]["decode_step_ms"],
+                "on_verify_step_ms": cells["on"]["verify_step_ms"],
+                "on_decode_step_ms": cells["on"]["decode_step_ms"],
+                # verify steps whose attention read each request's rows as one group, all cells so far
+                "grouped_steps": getattr(scheds["on"].runner.attn_backend, "grouped_decode_steps", None),
                 "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
             }
             rows.append(row)

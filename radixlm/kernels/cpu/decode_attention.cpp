@@ -19,6 +19,13 @@
 // fp16 and bf16 pools (--kv-cache-dtype) hold half the bytes: their rows are widened to fp32 as
 // they are loaded (exactly: every fp16 and bf16 value is an fp32 value), and the arithmetic is the
 // fp32 pool's, operation for operation.
+//
+// Row groups (a speculative verify step: one row per draft position of a request): consecutive rows
+// of one request (the same req_to_token row, so the same slots) whose lengths differ only in their
+// tails are one group. A group's chunks cover keys up to its longest row, and a chunk's key and
+// value rows are read once for all of the group's rows while they are in L1, each row scoring only
+// its own keys (a causal tail). Chunk bounds and every row's operations are those of the row alone,
+// so a grouped row's result has the same bits as the ungrouped one.
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <immintrin.h>
@@ -67,52 +74,109 @@ inline void prefetch_rows(const T* pool, const int64_t* slots, int64_t from, int
   }
 }
 
+// One query's share of four key (or value) rows: its input (the query vector, or its four weights),
+// where its results go (four scores, or its accumulator), and how many of the four rows it has.
+struct Query {
+  const float* in;
+  float* out;
+  int64_t n;
+};
+
+// Queries taken two at a time (dot4x2, axpy4x2: each key row loaded once for both): add() keeps the
+// first of a pair and returns true when the second arrives; `open` says a first waits.
+struct Pairs {
+  Query first{};
+  bool open = false;
+  bool add(const Query& one) {
+    if (!open) first = one;
+    open = !open;
+    return !open;
+  }
+};
+
+inline void store_scores(const Query& one, __m128 sums, __m128 scale4) {
+  alignas(16) float four[4];
+  _mm_store_ps(four, _mm_mul_ps(sums, scale4));
+  std::copy(four, four + one.n, one.out);
+}
+
+// One chunk of a group of `rows` query rows (q: [rows, q_heads, head_dim]); row r scores the chunk's
+// first lens[r] keys (0 <= lens[r] <= len, len the largest) into part[r].
 template <typename T>
-void attend_chunk(const float* q, const T* k_pool, const T* v_pool, const int64_t* slots, int64_t len,
-                  const int64_t* next_slots, int64_t next_len, const Shapes& s, float scale, float softcap,
-                  const Partial& part) {
-  thread_local std::vector<float> scores;  // [q_heads, len]
-  scores.resize(static_cast<size_t>(s.q_heads * len));
+void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_pool, const T* v_pool,
+                  const int64_t* slots, int64_t len, const int64_t* next_slots, int64_t next_len, const Shapes& s,
+                  float scale, float softcap, const Partial* part) {
+  thread_local std::vector<float> scores;  // [rows, q_heads, len]
+  scores.resize(static_cast<size_t>(rows * s.q_heads * len));
   const int64_t row = s.kv_heads * s.head_dim;  // values from one slot to the next
+  const int64_t step = s.q_heads * s.head_dim;  // from one query row to the next
   const __m128 scale4 = _mm_set1_ps(scale);
   // Four key rows at a time (the last group repeats its last row; those scores are dropped): each
-  // row is read once from memory for every query head.
+  // row is read once from memory for every query head of every row of the group.
   for (int64_t t = 0; t < len; t += 4) {
     prefetch_rows(k_pool, slots, t + 8, len, row);
     prefetch_rows(v_pool, slots, t + 8 - len, len, row);  // past the keys: the first value rows
-    const int64_t n = std::min<int64_t>(4, len - t);
     const T* k[4];
-    for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, n - 1)] * row;
-    for (int64_t h = 0; h < s.q_heads; ++h) {
-      const int64_t off = (h / s.group) * s.head_dim;
-      alignas(16) float four[4];
-      _mm_store_ps(four, _mm_mul_ps(radixlm::dot4(q + h * s.head_dim, k[0] + off, k[1] + off, k[2] + off,
-                                                  k[3] + off, s.head_dim), scale4));
-      std::copy(four, four + n, scores.data() + h * len + t);
+    for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, len - t - 1)] * row;
+    for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
+      const int64_t off = kh * s.head_dim;
+      Pairs pairs;  // this kv head's queries of every row with keys here, two at a time
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = std::min<int64_t>(4, lens[r] - t);
+        for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
+          const Query one{q + r * step + h * s.head_dim, scores.data() + (r * s.q_heads + h) * len + t, n};
+          if (!pairs.add(one)) continue;
+          __m128 a, b;
+          radixlm::dot4x2(pairs.first.in, one.in, k[0] + off, k[1] + off, k[2] + off, k[3] + off, s.head_dim, a, b);
+          store_scores(pairs.first, a, scale4);
+          store_scores(one, b, scale4);
+        }
+      }
+      if (pairs.open) {
+        store_scores(pairs.first, radixlm::dot4(pairs.first.in, k[0] + off, k[1] + off, k[2] + off, k[3] + off,
+                                                s.head_dim), scale4);
+      }
     }
   }
-  if (softcap > 0.0f) {
-    const float inv_cap = 1.0f / softcap;
-    for (float& x : scores) x = softcap * std::tanh(x * inv_cap);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = scores.data() + r * s.q_heads * len;
+    const int64_t n = lens[r];
+    for (int64_t h = 0; h < s.q_heads; ++h) {
+      float* sc = sr + h * len;
+      if (softcap > 0.0f) {
+        const float inv_cap = 1.0f / softcap;
+        for (int64_t t = 0; t < n; ++t) sc[t] = softcap * std::tanh(sc[t] * inv_cap);
+      }
+      const float m = radixlm::max_of(sc, n);
+      part[r].m[h] = m;
+      part[r].l[h] = n > 0 ? radixlm::exp_shift_sum(sc, n, m) : 0.0f;  // sc[t] = exp(sc[t] - m)
+    }
+    std::fill(part[r].acc, part[r].acc + s.q_heads * s.head_dim, 0.0f);
   }
-  for (int64_t h = 0; h < s.q_heads; ++h) {
-    float* sc = scores.data() + h * len;
-    const float m = radixlm::max_of(sc, len);
-    part.m[h] = m;
-    part.l[h] = radixlm::exp_shift_sum(sc, len, m);  // sc[t] = exp(sc[t] - m)
-  }
-  std::fill(part.acc, part.acc + s.q_heads * s.head_dim, 0.0f);
   for (int64_t t = 0; t < len; t += 4) {
     prefetch_rows(v_pool, slots, t + 8, len, row);
     prefetch_rows(k_pool, next_slots, t + 8 - len, next_len, row);  // past the values: the next keys
-    const int64_t n = std::min<int64_t>(4, len - t);
     const T* v[4];
-    for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, n - 1)] * row;
-    for (int64_t h = 0; h < s.q_heads; ++h) {
-      const int64_t off = (h / s.group) * s.head_dim;
-      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // weight 0 for the repeated rows: adds exactly nothing
-      std::copy(scores.data() + h * len + t, scores.data() + h * len + t + n, p);
-      radixlm::axpy4(p, v[0] + off, v[1] + off, v[2] + off, v[3] + off, part.acc + h * s.head_dim, s.head_dim);
+    for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, len - t - 1)] * row;
+    for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
+      const int64_t off = kh * s.head_dim;
+      Pairs pairs;
+      float pa[4];
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = std::min<int64_t>(4, lens[r] - t);
+        for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
+          const Query one{scores.data() + (r * s.q_heads + h) * len + t, part[r].acc + h * s.head_dim, n};
+          float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // weight 0 past this query's keys: adds exactly nothing
+          std::copy(one.in, one.in + n, p);
+          if (!pairs.add(one)) {
+            std::copy(p, p + 4, pa);
+            continue;
+          }
+          radixlm::axpy4x2(pa, p, v[0] + off, v[1] + off, v[2] + off, v[3] + off, pairs.first.out, one.out,
+                           s.head_dim);
+        }
+      }
+      if (pairs.open) radixlm::axpy4(pa, v[0] + off, v[1] + off, v[2] + off, v[3] + off, pairs.first.out, s.head_dim);
     }
   }
 }
@@ -143,12 +207,36 @@ struct Prefix {
   const float* lse = nullptr;
 };
 
-// Keys [key_start, seq_len) of each request (and `prefix`, when given, for the keys before), only the
-// last `window` of them when window > 0; scores soft-capped when softcap > 0; out: float32 [bs, Hq, D].
+// Row groups: group g is rows [starts[g], starts[g + 1]), all with the same req_pool_indices entry.
+// Empty `groups`, or a windowed layer (each row's window starts elsewhere): one row per group.
+std::vector<int64_t> group_starts(const torch::Tensor& groups, const int64_t* rows, int64_t bs, int64_t window) {
+  std::vector<int64_t> starts;
+  if (!groups.defined() || groups.numel() == 0 || window > 0) {
+    for (int64_t b = 0; b <= bs; ++b) starts.push_back(b);
+    return starts;
+  }
+  TORCH_CHECK(groups.scalar_type() == torch::kInt64 && groups.dim() == 1 && groups.is_contiguous(),
+              "row_groups: contiguous int64 [groups + 1]");
+  const int64_t* g = groups.data_ptr<int64_t>();
+  starts.assign(g, g + groups.numel());
+  TORCH_CHECK(starts.front() == 0 && starts.back() == bs, "row_groups must run from 0 to the batch size");
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    TORCH_CHECK(starts[i] < starts[i + 1], "row_groups must increase");
+    for (int64_t b = starts[i] + 1; b < starts[i + 1]; ++b) {
+      TORCH_CHECK(rows[b] == rows[starts[i]], "the rows of a row group must share their req_pool_indices entry");
+    }
+  }
+  return starts;
+}
+
+// Keys [key_start, seq_len) of each row (and `prefix`, when given, for the keys before), only the
+// last `window` of them when window > 0; scores soft-capped when softcap > 0; rows grouped by
+// `groups` (see group_starts); out: float32 [bs, Hq, D].
 void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Tensor& v_pool,
             const torch::Tensor& req_to_token, const torch::Tensor& req_pool_indices,
             const torch::Tensor& seq_lens, double sm_scale, int64_t threads, int64_t key_start,
-            int64_t window, double softcap, const Prefix& prefix, torch::Tensor& out) {
+            int64_t window, double softcap, const Prefix& prefix, const torch::Tensor& groups,
+            torch::Tensor& out) {
   TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q: contiguous [bs, Hq, D] fp32");
   const auto pool_type = k_pool.scalar_type();
   TORCH_CHECK((pool_type == torch::kFloat32 || pool_type == torch::kHalf || pool_type == torch::kBFloat16) &&
@@ -162,31 +250,40 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   const int64_t* r2t = req_to_token.data_ptr<int64_t>();
   const int64_t pool_rows = req_to_token.size(0), pool_slots = k_pool.size(0);
   TORCH_CHECK(window >= 0 && softcap >= 0.0, "window and softcap must be >= 0 (0: none)");
-  std::vector<int64_t> first_chunk(bs + 1, 0);  // request b owns chunks [first_chunk[b], first_chunk[b+1])
-  std::vector<int64_t> first_key(bs);  // request b reads keys [first_key[b], lens[b])
-  int64_t keys = 0;
   for (int64_t b = 0; b < bs; ++b) {
     TORCH_CHECK(rows[b] >= 0 && rows[b] < pool_rows, "req_pool_indices out of range");
     TORCH_CHECK(lens[b] > key_start && lens[b] <= ctx, "seq_lens out of range (or no key past key_start)");
-    first_key[b] = window > 0 ? std::max(key_start, lens[b] - window) : key_start;
-    for (int64_t t = first_key[b]; t < lens[b]; ++t) {
-      const int64_t slot = r2t[rows[b] * ctx + t];
+  }
+  const std::vector<int64_t> gs = group_starts(groups, rows, bs, window);
+  const int64_t num_groups = static_cast<int64_t>(gs.size()) - 1;
+  std::vector<int64_t> first_chunk(num_groups + 1, 0);  // group g owns chunks [first_chunk[g], first_chunk[g+1])
+  std::vector<int64_t> first_key(num_groups);  // group g reads keys [first_key[g], end_key[g])
+  std::vector<int64_t> end_key(num_groups);
+  int64_t keys = 0;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    end_key[g] = *std::max_element(lens + gs[g], lens + gs[g + 1]);
+    first_key[g] = window > 0 ? std::max(key_start, end_key[g] - window) : key_start;  // window: one row
+    for (int64_t t = first_key[g]; t < end_key[g]; ++t) {
+      const int64_t slot = r2t[rows[gs[g]] * ctx + t];
       TORCH_CHECK(slot >= 0 && slot < pool_slots, "a KV slot is outside the pool");
     }
-    keys += lens[b] - first_key[b];
-    first_chunk[b + 1] = first_chunk[b] + (lens[b] - first_key[b] + kChunk - 1) / kChunk;
+    keys += end_key[g] - first_key[g];
+    first_chunk[g + 1] = first_chunk[g] + (end_key[g] - first_key[g] + kChunk - 1) / kChunk;
   }
-  const int64_t chunks = first_chunk[bs];
+  const int64_t chunks = first_chunk[num_groups];
   const int64_t per_part = s.q_heads * (s.head_dim + 2);
-  std::vector<float> scratch(static_cast<size_t>(chunks * per_part));
-  std::vector<Partial> parts(chunks);
-  std::vector<int64_t> owner(chunks);
-  for (int64_t b = 0; b < bs; ++b) {
-    for (int64_t c = first_chunk[b]; c < first_chunk[b + 1]; ++c) {
-      float* base = scratch.data() + c * per_part;
-      parts[c] = Partial{base, base + s.q_heads, base + 2 * s.q_heads};
-      owner[c] = b;
+  std::vector<int64_t> owner(chunks), first_part(chunks + 1, 0);  // chunk c's rows: parts [first_part[c], ...)
+  for (int64_t g = 0; g < num_groups; ++g) {
+    for (int64_t c = first_chunk[g]; c < first_chunk[g + 1]; ++c) {
+      owner[c] = g;
+      first_part[c + 1] = first_part[c] + gs[g + 1] - gs[g];
     }
+  }
+  std::vector<float> scratch(static_cast<size_t>(first_part[chunks] * per_part));
+  std::vector<Partial> parts(first_part[chunks]);
+  for (int64_t i = 0; i < first_part[chunks]; ++i) {
+    float* base = scratch.data() + i * per_part;
+    parts[i] = Partial{base, base + s.q_heads, base + 2 * s.q_heads};
   }
   const float* qp = q.data_ptr<float>();
   float* op = out.data_ptr<float>();
@@ -196,18 +293,21 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   const int64_t pool_bytes = 2 * static_cast<int64_t>(k_pool.element_size());  // K and V, one value each
   const int helpers = keys * s.kv_heads * s.head_dim * pool_bytes >= kParallelMinBytes
                           ? static_cast<int>(threads) - 1 : 0;
+  const auto chunk_start = [&](int64_t c) { return first_key[owner[c]] + (c - first_chunk[owner[c]]) * kChunk; };
+  const auto chunk_keys = [&](int64_t c) {  // the chunk's slots and their count
+    const int64_t g = owner[c], t0 = chunk_start(c);
+    return std::pair<const int64_t*, int64_t>(r2t + rows[gs[g]] * ctx + t0, std::min(kChunk, end_key[g] - t0));
+  };
   // A work item is a run of consecutive chunks (so a thread knows the chunk it takes next, and asks
   // for that chunk's first keys while it finishes the current one) of about an eighth of a thread's
-  // share of the keys, so that the threads still come out even.
-  const auto chunk_keys = [&](int64_t c) {  // the chunk's slots and their count
-    const int64_t b = owner[c], t0 = first_key[b] + (c - first_chunk[b]) * kChunk;
-    return std::pair<const int64_t*, int64_t>(r2t + rows[b] * ctx + t0, std::min(kChunk, lens[b] - t0));
-  };
-  const int64_t item_keys = keys / (8 * (helpers + 1));
+  // share of the work (keys times the group's rows), so that the threads still come out even.
+  int64_t work = 0;
+  for (int64_t c = 0; c < chunks; ++c) work += chunk_keys(c).second * (first_part[c + 1] - first_part[c]);
+  const int64_t item_work = work / (8 * (helpers + 1));
   std::vector<int64_t> item_start{0};
   for (int64_t c = 0, run = 0; c < chunks; ++c) {
-    run += chunk_keys(c).second;
-    if (run >= item_keys || c + 1 == chunks) {
+    run += chunk_keys(c).second * (first_part[c + 1] - first_part[c]);
+    if (run >= item_work || c + 1 == chunks) {
       item_start.push_back(c + 1);
       run = 0;
     }
@@ -215,11 +315,16 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
   const auto attend_chunks = [&](const auto* kp, const auto* vp) {  // kp, vp: the pool's element type
     const int64_t items = static_cast<int64_t>(item_start.size()) - 1;
     radixlm::WorkPool::instance().run(items, helpers, [&](int64_t item) {
+      thread_local std::vector<int64_t> row_lens;  // the group's rows' keys in this chunk
       for (int64_t c = item_start[item]; c < item_start[item + 1]; ++c) {
         const auto [slots, len] = chunk_keys(c);
         const bool more = c + 1 < item_start[item + 1];
         const auto [next_slots, next_len] = more ? chunk_keys(c + 1) : std::pair<const int64_t*, int64_t>{};
-        attend_chunk(qp + owner[c] * step, kp, vp, slots, len, next_slots, next_len, s, scale, cap, parts[c]);
+        const int64_t g = owner[c], t0 = chunk_start(c);
+        row_lens.resize(static_cast<size_t>(gs[g + 1] - gs[g]));
+        for (int64_t b = gs[g]; b < gs[g + 1]; ++b) row_lens[b - gs[g]] = std::clamp<int64_t>(lens[b] - t0, 0, len);
+        attend_chunk(qp + gs[g] * step, gs[g + 1] - gs[g], row_lens.data(), kp, vp, slots, len, next_slots,
+                     next_len, s, scale, cap, parts.data() + first_part[c]);
       }
     });
   };
@@ -231,19 +336,24 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
     attend_chunks(k_pool.data_ptr<float>(), v_pool.data_ptr<float>());
   }
   std::vector<float> prefix_part(prefix.out == nullptr ? 0 : static_cast<size_t>(per_part));
-  for (int64_t b = 0; b < bs; ++b) {
-    std::vector<Partial> mine(parts.begin() + first_chunk[b], parts.begin() + first_chunk[b + 1]);
-    if (prefix.out != nullptr) {
-      const Partial p{prefix_part.data(), prefix_part.data() + s.q_heads, prefix_part.data() + 2 * s.q_heads};
-      for (int64_t h = 0; h < s.q_heads; ++h) {
-        const int64_t src = (h / s.group * bs + b) * s.group + h % s.group;  // [Hkv, bs, group] order
-        p.m[h] = prefix.lse[src];
-        p.l[h] = 1.0f;
-        std::copy(prefix.out + src * s.head_dim, prefix.out + (src + 1) * s.head_dim, p.acc + h * s.head_dim);
+  for (int64_t g = 0; g < num_groups; ++g) {
+    for (int64_t b = gs[g]; b < gs[g + 1]; ++b) {
+      // the row's own chunks only: those a row alone would have (a shorter row's may end early)
+      const int64_t own = (lens[b] - first_key[g] + kChunk - 1) / kChunk;
+      std::vector<Partial> mine;
+      for (int64_t c = first_chunk[g]; c < first_chunk[g] + own; ++c) mine.push_back(parts[first_part[c] + b - gs[g]]);
+      if (prefix.out != nullptr) {
+        const Partial p{prefix_part.data(), prefix_part.data() + s.q_heads, prefix_part.data() + 2 * s.q_heads};
+        for (int64_t h = 0; h < s.q_heads; ++h) {
+          const int64_t src = (h / s.group * bs + b) * s.group + h % s.group;  // [Hkv, bs, group] order
+          p.m[h] = prefix.lse[src];
+          p.l[h] = 1.0f;
+          std::copy(prefix.out + src * s.head_dim, prefix.out + (src + 1) * s.head_dim, p.acc + h * s.head_dim);
+        }
+        mine.insert(mine.begin(), p);
       }
-      mine.insert(mine.begin(), p);
+      merge(mine, s, op + b * step);
     }
-    merge(mine, s, op + b * step);
   }
 }
 
@@ -252,15 +362,17 @@ void attend(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Te
 // q: float32 [bs, Hq, D]; k_pool, v_pool: [slots, Hkv, D], both float32, float16 or bfloat16;
 // req_to_token: int64 [rows, ctx];
 // req_pool_indices, seq_lens: int64 [bs] (seq_lens >= 1); window: keys per query (0: all);
-// softcap: the score cap (0: none). Returns float32 [bs, Hq, D].
+// softcap: the score cap (0: none); row_groups: int64 [groups + 1], the first row of each group of
+// consecutive rows of one request (same req_pool_indices entry) and bs last, read in one pass over
+// their keys (empty: one row per group; window > 0: ignored). Returns float32 [bs, Hq, D].
 // Callers check the arguments first (radixlm/kernels/cpu/decode_ops.py); the checks here are a backstop.
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
                                      torch::Tensor req_to_token, torch::Tensor req_pool_indices,
                                      torch::Tensor seq_lens, double sm_scale, int64_t window, double softcap,
-                                     int64_t threads) {
+                                     torch::Tensor row_groups, int64_t threads) {
   auto out = torch::empty_like(q);
   attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, 0, window, softcap,
-         Prefix{}, out);
+         Prefix{}, row_groups, out);
   return out;
 }
 
@@ -281,6 +393,6 @@ torch::Tensor paged_decode_attention_after_prefix(torch::Tensor q, torch::Tensor
   auto out = torch::empty_like(q);
   const Prefix prefix{prefix_out.data_ptr<float>(), prefix_lse.data_ptr<float>()};
   attend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sm_scale, threads, key_start, 0, 0.0,
-         prefix, out);
+         prefix, torch::Tensor(), out);
   return out;
 }

@@ -7,7 +7,7 @@
 torch::Tensor paged_decode_attention(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
                                      torch::Tensor req_to_token, torch::Tensor req_pool_indices,
                                      torch::Tensor seq_lens, double sm_scale, int64_t window, double softcap,
-                                     int64_t threads);
+                                     torch::Tensor row_groups, int64_t threads);
 torch::Tensor paged_decode_attention_after_prefix(torch::Tensor q, torch::Tensor k_pool, torch::Tensor v_pool,
                                                   torch::Tensor req_to_token, torch::Tensor req_pool_indices,
                                                   torch::Tensor seq_lens, double sm_scale, int64_t key_start,

@@ -8,10 +8,12 @@ from types import ModuleType
 import torch
 
 from radixlm.kernels.cpu.gguf_ops import check_threads
+from radixlm.kernels.cpu.row_groups import RowGroups
 from radixlm.kernels.windowed_attention import check_window_softcap
 
 # K/V pool dtypes the decode-attention kernel reads (16-bit rows are widened to fp32 as they are read)
 POOL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_NO_GROUPS = torch.empty(0, dtype=torch.int64)  # one row per group
 
 
 class DecodeKernels:
@@ -37,14 +39,19 @@ class DecodeKernels:
         threads: int | None = None,
         window: int | None = None,
         softcap: float | None = None,
+        row_groups: RowGroups | None = None,
     ) -> torch.Tensor:
         """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]``, fp32, fp16 or bf16;
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
         ``seq_lens_cpu`` their values as a list; ``window``: only each request's last ``window`` keys;
-        ``softcap``: scores ``s`` become ``softcap * tanh(s / softcap)``. Returns ``[bs, Hq, D]`` fp32."""
+        ``softcap``: scores ``s`` become ``softcap * tanh(s / softcap)``; ``row_groups``: runs of rows
+        of one request whose keys are read once for the run (the same bits as without; ignored with a
+        ``window``). Returns ``[bs, Hq, D]`` fp32."""
         threads = check_threads(threads)
         check_window_softcap(window, softcap)
         _check_decode_arguments(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, 0)
+        if row_groups is not None and row_groups.rows != q.shape[0]:
+            raise ValueError(f"row_groups cover {row_groups.rows} rows, the batch has {q.shape[0]}")
         return self._compiled.paged_decode_attention(
             q,
             k_pool,
@@ -55,6 +62,7 @@ class DecodeKernels:
             float(sm_scale),
             int(window or 0),
             float(softcap or 0.0),
+            _NO_GROUPS if row_groups is None else row_groups.starts,
             threads,
         )
 

@@ -1,6 +1,6 @@
-// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (whose second
-// operands may also be fp16 or bf16), axpy, max, and softmax numerators (exp(x - m)) with a
-// vectorised exp; and a prefetch the compiler keeps.
+// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (and their two-query
+// forms dot4x2, axpy4x2; the vectors they read may also be fp16 or bf16), axpy, max, and softmax
+// numerators (exp(x - m)) with a vectorised exp; and a prefetch the compiler keeps.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -86,6 +86,83 @@ inline void axpy4(const float* p, const T* v0, const T* v1, const T* v2, const T
     acc[i] += p[1] * static_cast<float>(v1[i]);
     acc[i] += p[2] * static_cast<float>(v2[i]);
     acc[i] += p[3] * static_cast<float>(v3[i]);
+  }
+}
+
+// dot4 for two queries a and b against the same four vectors: each key chunk is loaded once for
+// both. Every lane takes dot4's operations in dot4's order, so ra and rb have dot4's bits.
+template <typename T>
+inline void dot4x2(const float* qa, const float* qb, const T* k0, const T* k1, const T* k2, const T* k3,
+                   int64_t n, __m128& ra, __m128& rb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xa = _mm256_loadu_ps(qa + i), xb = _mm256_loadu_ps(qb + i);
+    __m256 k = load8(k0 + i);
+    a0 = _mm256_fmadd_ps(xa, k, a0);
+    b0 = _mm256_fmadd_ps(xb, k, b0);
+    k = load8(k1 + i);
+    a1 = _mm256_fmadd_ps(xa, k, a1);
+    b1 = _mm256_fmadd_ps(xb, k, b1);
+    k = load8(k2 + i);
+    a2 = _mm256_fmadd_ps(xa, k, a2);
+    b2 = _mm256_fmadd_ps(xb, k, b2);
+    k = load8(k3 + i);
+    a3 = _mm256_fmadd_ps(xa, k, a3);
+    b3 = _mm256_fmadd_ps(xb, k, b3);
+  }
+  const __m256 pa = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m256 pb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+  ra = _mm_add_ps(_mm256_castps256_ps128(pa), _mm256_extractf128_ps(pa, 1));
+  rb = _mm_add_ps(_mm256_castps256_ps128(pb), _mm256_extractf128_ps(pb, 1));
+  if (i < n) {
+    alignas(16) float ta[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    alignas(16) float tb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (; i < n; ++i) {
+      const float k[4] = {static_cast<float>(k0[i]), static_cast<float>(k1[i]), static_cast<float>(k2[i]),
+                          static_cast<float>(k3[i])};
+      for (int j = 0; j < 4; ++j) {
+        ta[j] += qa[i] * k[j];
+        tb[j] += qb[i] * k[j];
+      }
+    }
+    ra = _mm_add_ps(ra, _mm_load_ps(ta));
+    rb = _mm_add_ps(rb, _mm_load_ps(tb));
+  }
+}
+
+// axpy4 for two accumulators with their own weights over the same four vectors, each vector chunk
+// loaded once for both; each accumulator takes axpy4's operations in axpy4's order.
+template <typename T>
+inline void axpy4x2(const float* pa, const float* pb, const T* v0, const T* v1, const T* v2, const T* v3,
+                    float* acc_a, float* acc_b, int64_t n) {
+  const __m256 a0 = _mm256_set1_ps(pa[0]), a1 = _mm256_set1_ps(pa[1]), a2 = _mm256_set1_ps(pa[2]),
+               a3 = _mm256_set1_ps(pa[3]);
+  const __m256 b0 = _mm256_set1_ps(pb[0]), b1 = _mm256_set1_ps(pb[1]), b2 = _mm256_set1_ps(pb[2]),
+               b3 = _mm256_set1_ps(pb[3]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x0 = load8(v0 + i), x1 = load8(v1 + i), x2 = load8(v2 + i), x3 = load8(v3 + i);
+    __m256 a = _mm256_loadu_ps(acc_a + i);
+    a = _mm256_fmadd_ps(a0, x0, a);
+    a = _mm256_fmadd_ps(a1, x1, a);
+    a = _mm256_fmadd_ps(a2, x2, a);
+    a = _mm256_fmadd_ps(a3, x3, a);
+    _mm256_storeu_ps(acc_a + i, a);
+    __m256 b = _mm256_loadu_ps(acc_b + i);
+    b = _mm256_fmadd_ps(b0, x0, b);
+    b = _mm256_fmadd_ps(b1, x1, b);
+    b = _mm256_fmadd_ps(b2, x2, b);
+    b = _mm256_fmadd_ps(b3, x3, b);
+    _mm256_storeu_ps(acc_b + i, b);
+  }
+  for (; i < n; ++i) {
+    const float x[4] = {static_cast<float>(v0[i]), static_cast<float>(v1[i]), static_cast<float>(v2[i]),
+                        static_cast<float>(v3[i])};
+    for (int j = 0; j < 4; ++j) {
+      acc_a[i] += pa[j] * x[j];
+      acc_b[i] += pb[j] * x[j];
+    }
   }
 }
 

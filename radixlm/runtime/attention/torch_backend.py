@@ -67,9 +67,14 @@ class TorchAttentionBackend(AttentionBackend):
     and in extend. Sliding-window and soft-capped layers skip the cascade (the shared part would
     need the window and the cap too) and take the plain extend and the planned decode, as does an
     extend whose images attend both ways (``fb.image_spans``).
+
+    A decode batch with ``fb.row_groups`` (a speculative verify step) hands them to the in-place
+    kernel, which reads each request's keys once for all of its rows; ``grouped_decode_steps``
+    counts those steps.
     """
 
     min_shared_prefix: float = MIN_SHARED_PREFIX  # deterministic mode: inf (no cascade)
+    grouped_decode_steps: int = 0
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         if fb.seq_lens_cpu is None:
@@ -105,12 +110,21 @@ class TorchAttentionBackend(AttentionBackend):
                 fb.req_to_token_pool.req_to_token, fb.req_pool_indices, before_queries
             )
             self._shared_len = shared if shared >= self.min_shared_prefix else 0
-            if fb.is_decode and in_place and shared * len(fb.seq_lens_cpu) < MIN_SHARED_READS_IN_PLACE:
+            # a row group's rows read their keys once in place: the cascade saves reads across groups
+            readers = len(fb.row_groups) if fb.row_groups else len(fb.seq_lens_cpu)
+            if fb.is_decode and in_place and shared * readers < MIN_SHARED_READS_IN_PLACE:
                 self._shared_len = 0
         if fb.is_decode and not self._shared_len:
             self._decode_plan = plan_decode(
-                fb.req_to_token_pool.req_to_token, fb.req_pool_indices, fb.seq_lens, fb.seq_lens_cpu, in_place
+                fb.req_to_token_pool.req_to_token,
+                fb.req_pool_indices,
+                fb.seq_lens,
+                fb.seq_lens_cpu,
+                in_place,
+                fb.row_groups,
             )
+            if self._decode_plan.row_groups is not None:
+                self.grouped_decode_steps += 1
         elif not fb.is_decode and self._shared_len and self._suffix_kernels is not None:
             self._token_queries = TokenQueries.of(
                 fb.req_pool_indices, fb.extend_prefix_lens_cpu, fb.extend_seq_lens_cpu
@@ -214,6 +228,7 @@ class TorchAttentionBackend(AttentionBackend):
                 fb.seq_lens,
                 fb.seq_lens_cpu,
                 in_place_decode_available(k_buffer),
+                fb.row_groups,
             )
         return decode_attention_planned(q, k_buffer, v_buffer, self._decode_plan, sm_scale, window, softcap)
 

@@ -3,7 +3,8 @@
 Every layer of a decode step reads the same slots (``req_to_token[rows, :seq_len]``). With fp32 (or
 fp16/bf16) K/V on a CPU that can build it, each layer runs
 ``radixlm/kernels/cpu/decode_attention.cpp``, which reads K and V in place from the pool (~6x
-cheaper than gathering them at batch 1). Elsewhere the slot list and the padding mask are built
+cheaper than gathering them at batch 1), a speculative verify step's rows of one request (``row_groups``)
+reading their keys once for all of them. Elsewhere the slot list and the padding mask are built
 once in ``plan_decode``; each layer then gathers its K and V with one ``index_select`` each (a flat
 copy, ~5x cheaper than advanced indexing for these small tensors) and calls
 ``scaled_dot_product_attention`` once for the batch.
@@ -17,20 +18,23 @@ import torch
 
 from radixlm.kernels.cpu.build import decode_kernels_if_ready
 from radixlm.kernels.cpu.decode_ops import POOL_DTYPES
+from radixlm.kernels.cpu.row_groups import RowGroups
 from radixlm.kernels.windowed_attention import attend
 
 
 @dataclass
 class DecodePlan:
     """One decode step's requests: their ``req_to_token`` rows and lengths, whether the in-place
-    kernel serves them, and (built on first use by the gather path) the flat slot list
-    ``[bs * max_len]`` and mask ``[bs, 1, 1, max_len]`` (None when every request has ``max_len`` keys)."""
+    kernel serves them (and which runs of its rows it reads in one pass, ``row_groups``), and (built
+    on first use by the gather path) the flat slot list ``[bs * max_len]`` and mask
+    ``[bs, 1, 1, max_len]`` (None when every request has ``max_len`` keys)."""
 
     req_to_token: torch.Tensor
     req_pool_indices: torch.Tensor
     seq_lens: torch.Tensor
     seq_lens_cpu: list[int]
     in_place: bool  # each layer reads K/V in place through the C++ kernel (fp32 q)
+    row_groups: RowGroups | None = None
     _gather: tuple[torch.Tensor, torch.Tensor | None] | None = field(default=None, repr=False)
 
     @property
@@ -60,11 +64,16 @@ def plan_decode(
     seq_lens: torch.Tensor,
     seq_lens_cpu: list[int],
     in_place: bool = False,
+    row_groups: list[int] | None = None,
 ) -> DecodePlan:
     """The step's plan; ``in_place`` (``in_place_decode_available`` for the step's pool) lets the
-    layers take the kernel; the gather path's slot list is built only if a layer needs it."""
+    layers take the kernel, reading each of the ``row_groups`` runs of rows of one request
+    (``ForwardBatch.row_groups``) in one pass; the gather path's slot list is built only if a layer
+    needs it."""
     int64 = all(t.dtype == torch.int64 for t in (req_to_token, req_pool_indices, seq_lens))
-    return DecodePlan(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, in_place and int64)
+    in_place = in_place and int64
+    groups = RowGroups.of(row_groups, req_pool_indices.tolist()) if in_place and row_groups else None
+    return DecodePlan(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, in_place, groups)
 
 
 def decode_attention_planned(
@@ -92,6 +101,7 @@ def decode_attention_planned(
             sm_scale,
             window=window,
             softcap=softcap,
+            row_groups=plan.row_groups,
         )
     return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale, window, softcap)
 

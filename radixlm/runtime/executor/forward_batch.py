@@ -59,6 +59,9 @@ class ForwardBatch:
       (the last token of each request, or all tokens when input logprobs are asked for).
     - ``lora_slots``: per request, the LoRA device slot its tokens use (-1: the base model); None: all
       base (``runtime/lora/manager.py`` turns it into per-token segments).
+    - ``row_groups``: a decode batch whose consecutive rows extend one request (a speculative verify
+      step, one row per draft position): the sizes of those runs, in row order (None: one row per
+      request). The in-place decode kernel reads a run's keys once for all of its rows.
     """
 
     mode: ForwardMode
@@ -85,6 +88,7 @@ class ForwardBatch:
     # each other both ways (Gemma 3's images, ``runtime/multimodal/image_spans.py``); None: causal.
     image_spans: list[list[tuple[int, int]]] | None = None
     lora_slots: list[int] | None = None
+    row_groups: list[int] | None = None
 
     @property
     def batch_size(self) -> int:

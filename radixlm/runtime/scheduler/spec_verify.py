@@ -83,6 +83,7 @@ def build_verify_batch(
         attn_backend=runner.attn_backend,
         seq_lens_cpu=seq_lens,
     )
+    fb.row_groups = need  # a request's rows: its keys are read once for all of them
     # one decode row per position, so each row carries its request's adapter
     fb.lora_slots = lora_slots([r for r, n in zip(reqs, need) for _ in range(n)], runner)
     batch = ScheduledBatch(BatchKind.VERIFY, list(reqs), fb, [first for first, _ in draft_rows])
