@@ -188,14 +188,24 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
         """Float32 logits ``[len(fb.logits_indices), vocab_size]``; writes the new tokens' KV."""
-        if self.lora is not None:
-            self.lora.begin(fb.lora_slots, fb.extend_seq_lens_cpu or [1] * fb.batch_size)
+        self._begin_adapters(fb)
         if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run(fb):
             return self.cuda_graph_runner.replay(fb)
         if self.tp is not None:
             return self.tp.forward(self.model, self.attn_backend, fb, self.vocab_size, self.lora)
         self.attn_backend.init_forward_metadata(fb)
         return self.model(fb)
+
+    def _begin_adapters(self, fb: ForwardBatch) -> None:
+        if self.lora is not None:
+            self.lora.begin(fb.lora_slots, fb.extend_seq_lens_cpu or [1] * fb.batch_size)
+
+    def forward_hidden(self, fb: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The final layer's ``(h, residual)`` for every new token of ``fb``, before the final norm
+        and the logits (eager, one rank: embedding and score sequences pool them); writes the KV."""
+        self._begin_adapters(fb)
+        self.attn_backend.init_forward_metadata(fb)
+        return self.model.model(fb)
 
     def model_info(self) -> dict[str, Any]:
         """The served model: paths, template, limits, device, dtype and the quantization in use.

@@ -20,10 +20,7 @@ def pooled_forward(runner: Any, batch: ScheduledBatch) -> torch.Tensor:
     if not any(r.pool is not None for r in batch.reqs):
         return runner.forward(fb)
     model = runner.model
-    if runner.lora is not None:
-        runner.lora.begin(fb.lora_slots, fb.extend_seq_lens_cpu or [1] * fb.batch_size)
-    runner.attn_backend.init_forward_metadata(fb)
-    h, residual = model.model(fb)
+    h, residual = runner.forward_hidden(fb)
     pooled_rows = {row for req, row in zip(batch.reqs, batch.sample_rows) if req.pool is not None}
     keep = [i for i in range(int(fb.logits_indices.numel())) if i not in pooled_rows]
     if keep:
