@@ -70,9 +70,14 @@ def ipc_dirs(server_pid: int | str = "*") -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), f"radixlm-ipc-{server_pid}-*")))
 
 
-def start(tiny_llama_dir: str, **server_args):
+def start(tiny_llama_dir: str, kv_cache_gb: float = 0.02, context_length: int = 512, **server_args):
     handle = launch_server(
-        model=tiny_llama_dir, device="cpu", num_threads=1, kv_cache_gb=0.02, context_length=512, **server_args
+        model=tiny_llama_dir,
+        device="cpu",
+        num_threads=1,
+        kv_cache_gb=kv_cache_gb,
+        context_length=context_length,
+        **server_args,
     )
     workers = workers_of(handle.pid)
     assert len(workers) == 2, f"expected the scheduler and detokenizer, got {workers}"
@@ -108,15 +113,20 @@ def test_killed_server_leaves_no_orphans(tiny_llama_dir):
     assert not os.path.exists(ipc_dir)  # and remove the sockets it could not
 
 
+# Long enough that both requests are still running when the test kills the scheduler: two requests
+# of 500 tokens finished in 0.8 s on the tiny model, faster than a loaded CI box polled them.
+LONG_GENERATION = 16000
+
+
 def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_llama_dir):
-    handle, kids, ipc_dir = start(tiny_llama_dir)
+    handle, kids, ipc_dir = start(tiny_llama_dir, kv_cache_gb=0.2, context_length=LONG_GENERATION + 384)
     results: dict[str, object] = {}
 
     def stream_client() -> None:
         body = {
             "text": "pending",
             "stream": True,
-            "sampling_params": {"max_new_tokens": 100000 // 200, "temperature": 0, "ignore_eos": True},
+            "sampling_params": {"max_new_tokens": LONG_GENERATION, "temperature": 0, "ignore_eos": True},
         }
         try:
             with httpx.stream("POST", handle.url + "/generate", json=body, timeout=60) as r:
@@ -128,7 +138,10 @@ def test_killing_the_scheduler_fails_pending_clients_and_stops_the_server(tiny_l
         try:
             results["plain"] = httpx.post(
                 handle.url + "/generate",
-                json={"text": "waiting", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}},
+                json={
+                    "text": "waiting",
+                    "sampling_params": {"max_new_tokens": LONG_GENERATION, "ignore_eos": True},
+                },
                 timeout=60,
             )
         except httpx.HTTPError as e:
