@@ -171,4 +171,5 @@ def test_gguf_product_serves_torch_until_the_kernel_is_loaded_then_the_kernel() 
     x = torch.randn(3, 128)
     with GGUF_KERNELS.replaced(None):  # being built
         assert torch.equal(product(x), F.linear(x, gguf_blocks.dequantize(blocks, "q4_0")))
-    assert torch.equal(product(x), kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES["q4_0"]))
+    bound = kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_0"], 128)  # repacked where that is the default
+    assert torch.equal(product(x), bound(x))
