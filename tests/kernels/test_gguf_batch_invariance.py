@@ -1,8 +1,9 @@
 """A token's output from the GGUF kernel does not depend on the batch it is in.
 
-The kernel walks activation rows in passes of 1-4 and weight rows in groups of 1-4, and splits large
-products over threads; deterministic inference (``--enable-deterministic-inference``) needs each
-output element to come out bit-identical whichever of those paths computed it.
+The kernel walks activation rows in passes of 1-4 and weight rows in tiles of 1-4 (Q4_0 repacked:
+groups of eight, tiles of 1-2 groups), and splits large products over threads; deterministic
+inference (``--enable-deterministic-inference``) needs each output element to come out
+bit-identical whichever of those paths computed it.
 """
 
 from __future__ import annotations
@@ -17,19 +18,24 @@ kernels = gguf_kernels
 pytestmark = needs_cpu_kernels
 
 
-@pytest.mark.parametrize("fmt", list(gguf_blocks.GGML_TYPES))
+# Q4_0 twice: the file's blocks and the groups of eight interleaved rows (cpu/gguf_interleave.cpp)
+CASES = [(fmt, False) for fmt in gguf_blocks.GGML_TYPES] + [("q4_0", True)]
+
+
+@pytest.mark.parametrize("fmt,repack", CASES)
 @pytest.mark.parametrize("n", [37, 1100])  # a ragged row count; one big enough to run on threads
-def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, n: int) -> None:
+def test_each_row_is_bit_identical_alone_and_in_any_batch(fmt: str, repack: bool, n: int) -> None:
     gen = torch.Generator().manual_seed(n)
     k = 288 if gguf_blocks.BLOCK_ELEMENTS[fmt] == 32 else 512  # K-quants: whole super-blocks of 256
     blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
     x = torch.randn(70, k, generator=gen) * torch.rand(70, 1, generator=gen) * 3
-    ggml_type = gguf_blocks.GGML_TYPES[fmt]
-    alone = torch.cat([kernels.gguf_linear(x[i : i + 1], blocks, ggml_type, 1) for i in range(len(x))])
+    product = kernels.bind(blocks, gguf_blocks.GGML_TYPES[fmt], k, repack=repack)
+    assert product.repacked == repack
+    alone = torch.cat([product(x[i : i + 1], 1) for i in range(len(x))])
     for threads in (1, 2, 3):
         for m in range(1, 65):
             start = m % 7  # rows land at every position within the kernel's 4-row passes
-            batch = kernels.gguf_linear(x[start : start + m], blocks, ggml_type, threads)
+            batch = product(x[start : start + m], threads)
             assert torch.equal(batch, alone[start : start + m]), f"{fmt} batch {m} threads {threads}"
 
 

@@ -167,8 +167,15 @@ def test_gguf_product_serves_torch_until_the_kernel_is_loaded_then_the_kernel() 
 
     torch.manual_seed(0)
     blocks = gguf_blocks.quantize(torch.randn(48, 128), "q4_0")
-    product = GGUFProduct(blocks, "q4_0", 128)
     x = torch.randn(3, 128)
+    released: list[bool] = []
     with GGUF_KERNELS.replaced(None):  # being built
+        product = GGUFProduct(blocks, "q4_0", 128, release=lambda: released.append(True))
         assert torch.equal(product(x), F.linear(x, gguf_blocks.dequantize(blocks, "q4_0")))
-    assert torch.equal(product(x), kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES["q4_0"]))
+    assert not released
+    bound = kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_0"], 128)  # repacked where that is the default
+    assert torch.equal(product(x), bound(x))
+    assert released == ([True] if bound.repacked else [])  # the file's pages dropped once, if copied
+    # with the kernels built, a product binds (and repacks) when it is made, not in its first call
+    early = GGUFProduct(blocks, "q4_0", 128)
+    assert early._kernel is not None and early._kernel.repacked == bound.repacked

@@ -57,11 +57,20 @@ struct Activations {
   const float* scale;  // [passes, k / 32, 4]
   const float* sum;    // [passes, k / 32, 4]: scale * sum of the block's q
   int64_t k;
+  const int32_t* qsum8 = nullptr;  // [passes, k / 32, 4]: 8 * sum of the block's q (interleaved Q4_0 only)
 };
 
 // out[m, n] = x @ W^T for weight blocks w of format fmt, on `threads` threads (the caller's
 // included); both instruction sets compute the same bits.
 void gemm_avx2(int fmt, const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads);
 void gemm_vnni(int fmt, const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads);
+
+// Q4_0 in groups of eight rows (gguf_interleave.cpp: the layout): repack_q4_0 writes the
+// ceil(n / 8) * (k / 32) * kGroupBlockBytes bytes of w's n rows; gemm_q4_0_interleaved is the AVX2
+// product with them (x.qsum8 required).
+constexpr int64_t kGroupBlockBytes = 144;  // 8 fp16 scales + 8 rows' 16 quant bytes
+void repack_q4_0(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
+void gemm_q4_0_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                           int threads);
 
 }  // namespace radixlm::gguf

@@ -65,8 +65,10 @@ inline int hsum_epi32(__m256i v) {
 }
 
 // Activation row -> int8 blocks: q = round-half-even(x / d) with d = max|x| / 127 per block;
-// sums[b] = d * sum(q). scales and sums are written every `stride` floats (Activations' layout).
-void quantize_row(const float* x, int64_t k, int8_t* q, float* scales, float* sums, int64_t stride) {
+// sums[b] = d * sum(q), qsum8[b] = 8 * sum(q) (if not null). scales, sums and qsum8 are written every
+// `stride` values (Activations' layout).
+void quantize_row(const float* x, int64_t k, int8_t* q, float* scales, float* sums, int32_t* qsum8,
+                  int64_t stride) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t b = 0; b < k / kBlock; ++b) {
@@ -87,8 +89,10 @@ void quantize_row(const float* x, int64_t k, int8_t* q, float* scales, float* su
     const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
     const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kBlock), _mm256_permutevar8x32_epi32(packed, order));
+    const int qsum = hsum_epi32(total);
     scales[b * stride] = d;
-    sums[b * stride] = d * static_cast<float>(hsum_epi32(total));
+    sums[b * stride] = d * static_cast<float>(qsum);
+    if (qsum8) qsum8[b * stride] = 8 * qsum;
   }
 }
 
@@ -129,6 +133,31 @@ int64_t read_bytes(torch::Tensor weight, int64_t threads) {
   return total;
 }
 
+// x quantized to int8 blocks of 32 (quantize_row), in scratch reused across calls on the calling
+// thread (a decode step makes ~120 products); with_qsum8: also Activations::qsum8.
+Activations quantize_activations(const torch::Tensor& x, int64_t threads, bool with_qsum8) {
+  thread_local std::vector<int8_t> q_buf;
+  thread_local std::vector<float> scale_buf, sum_buf;
+  thread_local std::vector<int32_t> qsum8_buf;
+  const int64_t m = x.size(0), k = x.size(1), nblocks = k / kBlock;
+  q_buf.resize(m * k);
+  const int64_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
+  scale_buf.assign(padded * nblocks, 0.0f);
+  sum_buf.assign(padded * nblocks, 0.0f);
+  if (with_qsum8) qsum8_buf.assign(padded * nblocks, 0);
+  const float* xp = x.data_ptr<float>();
+  int8_t* qp = q_buf.data();
+  float* sp = scale_buf.data();
+  float* up = sum_buf.data();
+  int32_t* ip = with_qsum8 ? qsum8_buf.data() : nullptr;
+  const int quantize_helpers = m * k >= 16384 ? static_cast<int>(threads) - 1 : 0;
+  radixlm::WorkPool::instance().run(m, quantize_helpers, [&](int64_t i) {
+    const int64_t at = (i - i % kRowsPerPass) * nblocks + i % kRowsPerPass;  // [pass, block, row in pass]
+    quantize_row(xp + i * k, k, qp + i * k, sp + at, up + at, ip ? ip + at : nullptr, kRowsPerPass);
+  });
+  return Activations{qp, sp, up, k, ip};
+}
+
 }  // namespace
 
 // x: float32 [m, k]; weight: uint8 [n, k/32 * block bytes] of GGML type `fmt`; threads >= 1 (the
@@ -150,27 +179,40 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
               "weight row bytes do not match in_features ", k);
   auto out = torch::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
-  // scratch reused across calls on the calling thread (a decode step makes ~120 of them)
-  thread_local std::vector<int8_t> q_buf;
-  thread_local std::vector<float> scale_buf, sum_buf;
-  const int64_t nblocks = k / kBlock;
-  q_buf.resize(m * k);
-  const int64_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
-  scale_buf.assign(padded * nblocks, 0.0f);
-  sum_buf.assign(padded * nblocks, 0.0f);
-  const float* xp = x.data_ptr<float>();
-  int8_t* qp = q_buf.data();
-  float* sp = scale_buf.data();
-  float* up = sum_buf.data();
-  const int quantize_helpers = m * k >= 16384 ? static_cast<int>(threads) - 1 : 0;
-  radixlm::WorkPool::instance().run(m, quantize_helpers, [&](int64_t i) {
-    const int64_t at = (i - i % kRowsPerPass) * nblocks + i % kRowsPerPass;  // [pass, block, row in pass]
-    quantize_row(xp + i * k, k, qp + i * k, sp + at, up + at, kRowsPerPass);
-  });
-  const Activations acts{qp, sp, up, k};
+  const Activations acts = quantize_activations(x, threads, false);
   const uint8_t* wp = weight.data_ptr<uint8_t>();
   float* op = out.data_ptr<float>();
   (use_vnni.load() ? gemm_vnni : gemm_avx2)(static_cast<int>(fmt), wp, n, acts, m, op, static_cast<int>(threads));
+  return out;
+}
+
+// Q4_0 blocks uint8 [n, k/32 * 18] -> uint8 [ceil(n / 8), k/32 * 144], eight rows interleaved
+// (gguf_interleave.cpp).
+torch::Tensor repack_q4_0_groups(torch::Tensor weight, int64_t threads) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
+  TORCH_CHECK(weight.size(1) % block_bytes(kQ4_0) == 0, "Q4_0 rows are whole 18-byte blocks");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  weight = weight.contiguous();
+  const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_0);
+  auto out = torch::empty({(n + 7) / 8, nblocks * kGroupBlockBytes}, weight.options());
+  repack_q4_0(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
+  return out;
+}
+
+// x: float32 [m, k]; packed: repack_q4_0_groups of an [n, k] Q4_0 weight. Returns float32 [m, n].
+torch::Tensor gguf_linear_q4_0_groups(torch::Tensor x, torch::Tensor packed, int64_t n, int64_t threads) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
+              "packed must be contiguous 2-D uint8");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  x = x.contiguous();
+  const int64_t m = x.size(0), k = x.size(1);
+  TORCH_CHECK(k % kBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kBlock * kGroupBlockBytes,
+              "packed does not match n ", n, " and in_features ", k);
+  auto out = torch::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  const Activations acts = quantize_activations(x, threads, true);
+  gemm_q4_0_interleaved(packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(), static_cast<int>(threads));
   return out;
 }
 
@@ -180,5 +222,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("available_isas", &available_isas, "the instruction sets the loops can use here, best last");
   mod.def("current_isa", &current_isa, "the instruction set the loops use now");
   mod.def("set_isa", &set_isa, "use one of available_isas() from now on");
+  mod.def("repack_q4_0_groups", &repack_q4_0_groups, "Q4_0 blocks -> groups of eight interleaved rows");
+  mod.def("gguf_linear_q4_0_groups", &gguf_linear_q4_0_groups, "x @ W^T for Q4_0 repacked by repack_q4_0_groups");
   mod.def("read_bytes", &read_bytes, "read a weight as a matrix-vector product would (a bandwidth probe)");
 }

@@ -9,6 +9,7 @@ the kernels would refuse is refused here first, as a ``ValueError`` that names t
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -16,6 +17,7 @@ import torch
 
 from radixlm.kernels.cpu.gguf_blocks import BLOCK_BYTES, BLOCK_ELEMENTS, GGML_TYPES
 
+REPACK_ENV = "RADIXLM_GGUF_REPACK"  # "0"/"1": Q4_0 groups of eight rows off/on (GGUFKernels.bind)
 _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 _ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
 
@@ -85,26 +87,60 @@ class GGUFKernels:
     ) -> torch.Tensor:
         """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
-        ``threads``: how many threads may share the product (the caller's included); default torch's."""
+        ``threads``: how many threads may share the product (the caller's included); default torch's.
+        A one-off product: Q4_0 is repacked (``bind``) only where ``RADIXLM_GGUF_REPACK=1`` forces it."""
         if x.dim() != 2:
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
-        return self.bind(weight, ggml_type, x.shape[1])(x, threads)
+        repack = os.environ.get(REPACK_ENV) == "1"
+        return self.bind(weight, ggml_type, x.shape[1], repack=repack)(x, threads)
 
-    def bind(self, weight: torch.Tensor, ggml_type: int, in_features: int) -> BoundGGUFProduct:
+    def repack_by_default(self) -> bool:
+        """Whether ``bind`` repacks Q4_0 weights into groups of eight rows: ``RADIXLM_GGUF_REPACK=0/1``
+        if set, else on unless the loops run with AVX-512 VNNI (the grouped product is AVX2 code; it
+        measured 1.4-4x faster than the AVX2 loops at 1-32 rows: benchmarks/kernels/gguf_repack.py)."""
+        env = os.environ.get(REPACK_ENV)
+        if env in ("0", "1"):
+            return env == "1"
+        return self.isa != "avx512vnni"
+
+    def bind(
+        self, weight: torch.Tensor, ggml_type: int, in_features: int, repack: bool | None = None
+    ) -> BoundGGUFProduct:
         """The product with ``weight`` (checked now, against ``in_features``), whose calls check only
-        their activations: a decode step makes ~120 of them."""
+        their activations: a decode step makes ~120 of them. ``repack`` (default
+        ``repack_by_default()``): a Q4_0 weight is copied once into groups of eight interleaved rows
+        (``cpu/gguf_interleave.cpp``) and the product reads only that copy."""
         check_weight(weight, ggml_type, in_features)
+        if repack is None:
+            repack = self.repack_by_default()
+        if repack and ggml_type == GGML_TYPES["q4_0"] and weight.shape[0]:
+            packed = self._compiled.repack_q4_0_groups(weight, check_threads(None))
+            n = weight.shape[0]
+            return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
         return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
 
 
 class BoundGGUFProduct:
-    """``x @ W^T`` for one checked weight (``GGUFKernels.bind``); ``x``: float32 ``[m, in_features]``."""
+    """``x @ W^T`` for one checked weight (``GGUFKernels.bind``); ``x``: float32 ``[m, in_features]``.
+    ``out_features`` set: ``weight`` is Q4_0 repacked into groups of eight rows."""
 
-    __slots__ = ("_compiled", "weight", "ggml_type", "in_features")
+    __slots__ = ("_compiled", "weight", "ggml_type", "in_features", "out_features")
 
-    def __init__(self, compiled: ModuleType, weight: torch.Tensor, ggml_type: int, in_features: int) -> None:
+    def __init__(
+        self,
+        compiled: ModuleType,
+        weight: torch.Tensor,
+        ggml_type: int,
+        in_features: int,
+        out_features: int | None = None,
+    ) -> None:
         self._compiled, self.weight = compiled, weight
-        self.ggml_type, self.in_features = ggml_type, in_features
+        self.ggml_type, self.in_features, self.out_features = ggml_type, in_features, out_features
+
+    @property
+    def repacked(self) -> bool:
+        """Whether the product reads Q4_0 groups of eight rows (not the file's blocks)."""
+        return self.out_features is not None
 
     def __call__(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
         threads = check_threads(threads)
@@ -113,6 +149,8 @@ class BoundGGUFProduct:
                 f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
                 f"{tuple(x.shape)} {x.dtype} on {x.device}"
             )
+        if self.out_features is not None:
+            return self._compiled.gguf_linear_q4_0_groups(x, self.weight, self.out_features, threads)
         return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -108,8 +109,15 @@ class GGUFLinear(Module):
     ``fmt`` (32 elements per block, 256 for the K-quants)."""
 
     def __init__(
-        self, blocks: torch.Tensor, fmt: str, in_features: int, bias: torch.Tensor | None = None
+        self,
+        blocks: torch.Tensor,
+        fmt: str,
+        in_features: int,
+        bias: torch.Tensor | None = None,
+        release: Callable[[], None] | None = None,
     ) -> None:
+        """``release``: drops the file pages behind ``blocks`` once the kernel reads a copy of its own
+        (``GGUFProduct``)."""
         super().__init__()
         if blocks.dtype != torch.uint8 or blocks.shape[1] != gguf_blocks.row_bytes(fmt, in_features):
             raise ValueError(
@@ -119,7 +127,7 @@ class GGUFLinear(Module):
         self.register_buffer("blocks", blocks.contiguous(), persistent=False)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         # the blocks are fixed from here on: checked once, each call checks only its activations
-        self._product = GGUFProduct(self.blocks, fmt, in_features)
+        self._product = GGUFProduct(self.blocks, fmt, in_features, release)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.dim() == 2

@@ -180,15 +180,20 @@ def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) ->
     if len(formats) == 1:  # one block format for the whole layer
         blocks = [w.blocks for w in weights if isinstance(w, BlockTensor)]
         joined, copied = (blocks[0], False) if len(blocks) == 1 else join_rows(blocks)
-        layer = GGUFLinear(joined, weights[0].fmt, in_features, bias)  # type: ignore[union-attr]
+        block_weights = [w for w in weights if isinstance(w, BlockTensor)]
+
+        def release() -> None:
+            for w in block_weights:
+                w.release()
+
         if copied:  # into the joined tensor: the file's pages are not needed
-            for w in weights:
-                w.release()  # type: ignore[union-attr]
-        return layer
+            release()
+        fmt = block_weights[0].fmt
+        return GGUFLinear(joined, fmt, in_features, bias, release=None if copied else release)
     stacked: list[nn.Module] = []
     for w in weights:
         if isinstance(w, BlockTensor):
-            stacked.append(GGUFLinear(w.blocks, w.fmt, in_features))
+            stacked.append(GGUFLinear(w.blocks, w.fmt, in_features, release=w.release))
         else:
             stacked.append(Linear.from_weight(w.to(device, torch.float32).contiguous()))
     return StackedLinear(stacked, bias)

@@ -138,3 +138,46 @@ def test_engine_reports_the_quantization_served(tied_llama) -> None:
         engine.shutdown()
     with pytest.raises(ValueError, match="quantization"):
         make_engine(tied_llama[1], quantization="q3_k")
+
+
+def _resident_bytes_of(path) -> int:
+    """Resident bytes of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+                inside = len(fields) >= 6 and fields[5] == str(path)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="reads /proc/self/smaps")
+@pytest.mark.parametrize("repack", ["1", "0"])
+def test_repacked_q4_0_layers_leave_the_files_pages(tmp_path, monkeypatch, repack) -> None:
+    """A Q4_0 layer the kernel repacks (groups of eight rows) reads only its copy, so the loader
+    drops the file's pages from the process; served from the file (repack off), they stay resident.
+    (The Q8_0 embedding's looked-up rows stay resident in both.)"""
+    from transformers import LlamaForCausalLM
+
+    monkeypatch.setenv("RADIXLM_GGUF_REPACK", repack)
+    config = tiny_llama_config(
+        hidden_size=512, intermediate_size=1536, num_attention_heads=8, num_key_value_heads=4
+    )
+    path = save_tiny_gguf(
+        config,
+        LlamaForCausalLM(config).state_dict(),
+        tmp_path / "q4_0.gguf",
+        block_types={"proj": "Q4_0", "lm_head": "Q4_0", "embed_tokens": "Q8_0"},
+    )
+    runner = make_runner(path, quantization="auto")
+    _logits(runner)  # a forward reads every projection once
+    layers = [m for m in runner.model.modules() if isinstance(m, GGUFLinear)]
+    proj_bytes = sum(m.blocks.numel() for m in layers)
+    resident = _resident_bytes_of(path)
+    if repack == "1":
+        assert all(m._product._kernel.repacked for m in layers)
+        assert resident < 0.2 * proj_bytes, (resident, proj_bytes)
+    else:
+        assert resident > 0.8 * proj_bytes, (resident, proj_bytes)

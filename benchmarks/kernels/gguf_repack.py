@@ -1,0 +1,73 @@
+"""Q4_0 products: the file's blocks (gguf_gemm.h's loops) against the groups of eight interleaved
+rows (cpu/gguf_interleave.cpp), in one process, on a ~1.5B Llama's layer shapes, at 1-32 rows.
+
+Random Q4_0 blocks (random nibbles, fp16 scales in +-0.05). Each call reads its weight from memory as
+a decode step does: calls cycle through copies of the weight larger than the L3 cache together. The
+two paths alternate call by call, so a load change on the (shared) machine hits both alike. Prints
+median microseconds per call and old / new (``> 1``: the groups are faster), and the repack time.
+
+    python -m benchmarks.kernels.gguf_repack [--batches 1,2,4,8,16,32] [--threads 2] [--iters 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
+import torch
+
+from radixlm.kernels.cpu import gguf_blocks
+from radixlm.kernels.cpu.build import load_gguf_kernels
+
+# (name, out_features, in_features): a ~1.5B Llama (hidden 2048, intermediate 8192)
+SHAPES = [("attn 2048x2048", 2048, 2048), ("up 8192x2048", 8192, 2048), ("down 2048x8192", 2048, 8192)]
+Q4_0 = gguf_blocks.GGML_TYPES["q4_0"]
+CACHE_BYTES = 64 << 20  # copies of a weight together exceed this (the L3 and then some)
+
+
+def random_q4_0(n: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    blocks = torch.randint(0, 256, (n, gguf_blocks.row_bytes("q4_0", k)), dtype=torch.uint8, generator=gen)
+    view = blocks.view(n, k // 32, 18)
+    view[..., :2] = ((torch.rand(n, k // 32, 1, generator=gen) - 0.5) * 0.1).half().view(torch.uint8)
+    return blocks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", default="1,2,4,8,16,32")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=40)
+    args = parser.parse_args()
+    kernels = load_gguf_kernels()
+    assert kernels is not None, "the gguf_linear kernels did not build"
+    batches = [int(b) for b in args.batches.split(",")]
+    gen = torch.Generator().manual_seed(0)
+    print(f"isa {kernels.isa}, threads {args.threads}, iters {args.iters} (median us per call)")
+    print(f"{'shape':>16} {'m':>3} {'old us':>9} {'new us':>9} {'old/new':>8}")
+    for name, n, k in SHAPES:
+        first = random_q4_0(n, k, gen)
+        copies = max(2, CACHE_BYTES // first.numel() + 1)
+        weights = [first] + [random_q4_0(n, k, gen) for _ in range(copies - 1)]
+        start = time.perf_counter()
+        new = [kernels.bind(w, Q4_0, k, repack=True) for w in weights]
+        repack_ms = (time.perf_counter() - start) * 1e3 / copies
+        old = [kernels.bind(w, Q4_0, k, repack=False) for w in weights]
+        for m in batches:
+            x = torch.randn(m, k, generator=gen)
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            for it in range(args.iters + 3):
+                for label, products in (("old", old), ("new", new)):
+                    product = products[it % copies]
+                    t0 = time.perf_counter()
+                    product(x, args.threads)
+                    if it >= 3:  # warm-up
+                        times[label].append(time.perf_counter() - t0)
+            o, w = statistics.median(times["old"]) * 1e6, statistics.median(times["new"]) * 1e6
+            print(f"{name:>16} {m:>3} {o:>9.0f} {w:>9.0f} {o / w:>8.2f}")
+        print(f"{name:>16} repack {repack_ms:.1f} ms per weight ({first.numel() / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
