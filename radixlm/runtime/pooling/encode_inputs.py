@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from radixlm.runtime.pooling.fast_tokenize import encode_text
 from radixlm.runtime.pooling.rerank_prompt import QWEN3_YES_NO, yes_no_prompt_ids
 from radixlm.runtime.requests.request_validation import InvalidRequest, ModelLimits
 
@@ -75,7 +76,7 @@ def tokenize_pairs(
 def _encode(tokenizer: Any, text: str, field: str) -> list[int]:
     if tokenizer is None:
         raise InvalidRequest(f"{field}: this model has no tokenizer; send token ids", field)
-    return list(tokenizer(text)["input_ids"])
+    return encode_text(tokenizer, text)
 
 
 def _is_id(x: Any) -> bool:

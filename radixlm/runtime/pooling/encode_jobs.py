@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from radixlm.runtime.messages import EncodeOut, EncodeReq
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS, EncodeOut, EncodeReq
 from radixlm.runtime.pooling.pool import finish
 
 
@@ -56,6 +56,7 @@ class EncodeJobs:
 
     def __init__(self) -> None:
         self._jobs: deque[EncodeJob] = deque()
+        self.aborted = 0  # jobs answered as aborted by their client
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -69,5 +70,7 @@ class EncodeJobs:
     def take_replies(self) -> list[EncodeOut]:
         out = []
         while self._jobs and self._jobs[0].done:
-            out.append(self._jobs.popleft().reply())
+            job = self._jobs.popleft()
+            self.aborted += job.status == CLIENT_ABORT_STATUS and bool(job.error)
+            out.append(job.reply())
         return out

@@ -6,6 +6,11 @@ each other; ``forward`` pools their states, and their KV enters the tree like a 
 (evictable unless another request shares it). An encoder has no KV: the sequences of every queued
 request run together in padded batches (``encoder_batches.py``) at the start of the next step.
 Answers leave in order of arrival (``encode_jobs.py``).
+
+An ``AbortReq`` naming an ``EncodeReq``'s rid drops it: a decoder's sequences are registered in the
+scheduler's ``RequestIndex`` under that rid (as a request's samples are), so the scheduler's abort
+takes them out of the queue or reaps them before their next chunk, releasing their KV; an encoder's
+queued job leaves the queue (``abort``). The job answers with the abort; the server drops it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 import torch
 
-from radixlm.runtime.messages import EncodeOut, EncodeReq
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS, EncodeOut, EncodeReq
 from radixlm.runtime.pooling.encode_jobs import EncodeJob, EncodeJobs
 from radixlm.runtime.pooling.encoder_batches import run_encoder
 from radixlm.runtime.pooling.pooled_forward import pooled_forward
@@ -23,6 +28,7 @@ from radixlm.runtime.pooling.pooled_seq import pooled_reqs
 from radixlm.runtime.pooling.pooling_config import PoolingConfig
 from radixlm.runtime.pooling.thread_choice import ThreadChoice
 from radixlm.runtime.scheduler.req import Req
+from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import ScheduledBatch
 
 logger = logging.getLogger(__name__)
@@ -31,9 +37,10 @@ logger = logging.getLogger(__name__)
 class EncodeStep:
     """Takes ``EncodeReq`` for one model runner (``submit``), and hands out answers (``take_replies``)."""
 
-    def __init__(self, runner: Any, cache: Any, max_tokens: int) -> None:
+    def __init__(self, runner: Any, cache: Any, max_tokens: int, requests: RequestIndex) -> None:
         self.runner = runner
         self.cache = cache
+        self.requests = requests  # the scheduler's: its sequences are registered there for an abort
         self.max_tokens = max(int(max_tokens), 1)
         self.is_encoder = bool(getattr(runner.model, "is_encoder", False))
         loaded = runner.loaded
@@ -55,7 +62,20 @@ class EncodeStep:
         if self.is_encoder:
             self.encoder_queue.append(job)
             return []
-        return pooled_reqs(job, "classify" if msg.kind == "classify" else self.pooling.method)
+        reqs = pooled_reqs(job, "classify" if msg.kind == "classify" else self.pooling.method)
+        for req in reqs:
+            self.requests.add(req)  # named by ``msg.rid`` (their ``group_rid``) for an abort
+        return reqs
+
+    def abort(self, rid: str) -> None:
+        """Drop the queued encoder job ``rid`` (a decoder's sequences are aborted as requests)."""
+        for job in [j for j in self.encoder_queue if j.msg.rid == rid]:
+            self.encoder_queue.remove(job)
+            job.fail("aborted", CLIENT_ABORT_STATUS)
+
+    def stats(self) -> dict[str, int]:
+        """``num_encode_jobs``: jobs not yet answered; ``num_encode_aborted``: jobs answered aborted."""
+        return {"num_encode_jobs": len(self.jobs), "num_encode_aborted": self.jobs.aborted}
 
     def has_work(self) -> bool:
         return bool(self.encoder_queue) or self.jobs.ready()

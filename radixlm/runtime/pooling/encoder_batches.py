@@ -57,10 +57,15 @@ def _forward(
 ) -> torch.Tensor:
     device = runner.device
     width = max(len(s) for s in ids)
-    tokens = torch.zeros((len(ids), width), dtype=torch.int64)
+    padded = any(len(s) != width for s in ids)
+    if padded:
+        tokens = torch.zeros((len(ids), width), dtype=torch.int64)
+        for i, seq in enumerate(ids):
+            tokens[i, : len(seq)] = torch.tensor(seq)
+    else:  # one sequence, or several of one length: built at once (the batch-1 path)
+        tokens = torch.tensor(ids, dtype=torch.int64)
     type_ids = torch.zeros_like(tokens)
-    for i, (seq, tt) in enumerate(zip(ids, types, strict=True)):
-        tokens[i, : len(seq)] = torch.tensor(seq)
+    for i, tt in enumerate(types):
         if tt:
             type_ids[i, : len(tt)] = torch.tensor(tt)
     lens = torch.tensor([len(s) for s in ids], device=device)
@@ -68,4 +73,4 @@ def _forward(
     tokens, type_ids = tokens.to(device), type_ids.to(device)
     if kind == "classify":
         return model.classify(tokens, type_ids, lens)
-    return pool_padded(model(tokens, type_ids, lens), lens, method)
+    return pool_padded(model(tokens, type_ids, lens), lens, method, padded)

@@ -72,5 +72,6 @@ def pooled_reqs(job: EncodeJob, kind: PoolKind) -> list[Req]:
     for i, ids in enumerate(job.msg.input_ids):
         req = Req(f"{job.msg.rid}#{i}", list(ids), SamplingParams(max_new_tokens=0))
         req.pool = PooledSeq(job, i, kind)
+        req.group_rid = job.msg.rid  # an abort of the job's rid reaches every sequence
         reqs.append(req)
     return reqs

@@ -18,7 +18,7 @@ from typing import TypeVar
 import torch
 
 T = TypeVar("T")
-EXPLORE_EVERY = 16
+EXPLORE_EVERY = 32  # 16 cost up to 6% of a loaded box's batch-1 time (benchmarks/log/embeddings.md)
 SMOOTHING = 0.3  # weight of the newest timing in the running cost
 
 

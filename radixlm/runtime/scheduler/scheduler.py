@@ -115,7 +115,7 @@ class Scheduler(SchedulerViews):
             self.jump_forward,
             self.speculator,
         )
-        self.encoder = EncodeStep(self.runner, self.cache, server_args.max_prefill_tokens)
+        self.encoder = EncodeStep(self.runner, self.cache, server_args.max_prefill_tokens, self.requests)
         self._handlers: dict[type, Callable[[Any], Any]] = {
             TokenizedGenerateReq: self._on_generate,
             EncodeReq: self._on_encode,
@@ -215,6 +215,7 @@ class Scheduler(SchedulerViews):
                 self.tokens.finish(req, FinishAbort("aborted", CLIENT_ABORT_STATUS))
             else:
                 req.to_abort = "aborted"  # running or mid-prefill: reaped at the start of the next step
+        self.encoder.abort(msg.rid)  # an encoder's queued job (a decoder's sequences are named above)
 
     def _on_encode(self, msg: EncodeReq) -> None:
         """Embed or score (prefill only): a decoder's sequences join the admission queue; the answer

@@ -67,6 +67,7 @@ class SchedulerViews:
             "gen_throughput": self.counters.gen_throughput(),
             "tp_ranks": self.runner.tp_status(),
             **self.counters.as_dict(),
+            **self.encoder.stats(),
             **(self.speculator.stats if self.speculator is not None else {}),
         }
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request
 
-from radixlm.runtime.messages import EncodeOut, EncodeReq
+from radixlm.runtime.messages import EncodeReq
 from radixlm.runtime.pooling.encode_inputs import tokenize_inputs, tokenize_pairs
 from radixlm.runtime.requests.request_validation import InvalidRequest
 from radixlm.runtime.server.embeddings_protocol import (
@@ -23,7 +23,7 @@ from radixlm.runtime.server.embeddings_protocol import (
     RerankRequest,
 )
 from radixlm.runtime.server.errors import ApiError
-from radixlm.runtime.server.http_util import read_json_sized
+from radixlm.runtime.server.http_util import read_json_sized, until_done_or_disconnect
 from radixlm.runtime.server.offload import maybe_off_loop
 from radixlm.runtime.server.openai_protocol import parse_body
 from radixlm.runtime.server.tokenizer_manager import TokenizerManager
@@ -35,8 +35,12 @@ def _tm(request: Request) -> TokenizerManager:
     return request.app.state.tokenizer_manager
 
 
-async def _run(tm: TokenizerManager, req: EncodeReq) -> list[list[float]]:
-    out: EncodeOut = await tm.request_reply(req, EncodeOut)
+async def _run(request: Request, req: EncodeReq) -> list[list[float]]:
+    """``req``'s vectors; a client that leaves first has ``req`` aborted (``EncodeCalls.call``)."""
+    tm = _tm(request)
+    if tm.dead is not None:
+        raise ApiError(f"the server is shutting down: {tm.dead}", 503)
+    out = await until_done_or_disconnect(tm.encodes.call(req), request)
     if out.error:
         field = out.error.split(":", 1)[0] if out.status == 400 else None
         raise ApiError(out.error, out.status, param=field)
@@ -65,7 +69,7 @@ async def _tokenized(request: Request, model: type, field: str) -> tuple[Any, li
 async def embeddings(request: Request) -> dict[str, Any]:
     """OpenAI's embeddings: ``data[i].embedding`` as floats or base64 of little-endian float32."""
     req, ids, _ = await _tokenized(request, EmbeddingRequest, "input")
-    vectors = await _run(_tm(request), EncodeReq(uuid.uuid4().hex, "embed", ids, dimensions=req.dimensions))
+    vectors = await _run(request, EncodeReq(uuid.uuid4().hex, "embed", ids, dimensions=req.dimensions))
     tokens = sum(len(s) for s in ids)
 
     def encoded(v: list[float]) -> Any:
@@ -90,7 +94,7 @@ async def encode(request: Request) -> Any:
     field = "input_ids" if isinstance(body, dict) and body.get("text") is None else "text"
     req, ids, single = await _tokenized(request, EncodeRequest, field)
     rid = req.rid if isinstance(req.rid, str) else uuid.uuid4().hex
-    vectors = await _run(_tm(request), EncodeReq(rid, "embed", ids, dimensions=req.dimensions))
+    vectors = await _run(request, EncodeReq(rid, "embed", ids, dimensions=req.dimensions))
     rids = req.rid if isinstance(req.rid, list) and len(req.rid) == len(ids) else [rid] * len(ids)
     outs = [
         {"embedding": v, "meta_info": {"id": r, "prompt_tokens": len(s)}}
@@ -117,7 +121,7 @@ async def rerank(request: Request) -> list[dict[str, Any]]:
             raise ApiError(str(e), param=e.param) from e
 
     req, ids, types = await maybe_off_loop(size, parse)
-    logits = await _run(tm, EncodeReq(uuid.uuid4().hex, "classify", ids, token_type_ids=types))
+    logits = await _run(request, EncodeReq(uuid.uuid4().hex, "classify", ids, token_type_ids=types))
     if len(logits[0]) != 1:
         raise ApiError(f"rerank needs a one-label cross-encoder; this model has {len(logits[0])} labels")
     results = []
@@ -138,7 +142,7 @@ async def classify(request: Request) -> dict[str, Any]:
     score is its one logit)."""
     _, ids, _ = await _tokenized(request, ClassifyRequest, "input")
     tm = _tm(request)
-    logits = await _run(tm, EncodeReq(uuid.uuid4().hex, "classify", ids))
+    logits = await _run(request, EncodeReq(uuid.uuid4().hex, "classify", ids))
     names = tm.model_info.get("id2label") or {}
     data = []
     for i, row in enumerate(logits):

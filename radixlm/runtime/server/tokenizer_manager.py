@@ -24,6 +24,7 @@ from radixlm.runtime.ipc import IpcAddrs, zmq_socket
 from radixlm.runtime.messages import (
     AbortReq,
     BatchTextOut,
+    EncodeOut,
     FlushCacheOut,
     FlushCacheReq,
     GetStatsReq,
@@ -45,6 +46,7 @@ from radixlm.runtime.requests.request_validation import (
 )
 from radixlm.runtime.server.admission import Admission, max_token_chars
 from radixlm.runtime.server.chat_template_names import reserved_template_names
+from radixlm.runtime.server.encode_calls import EncodeCalls
 from radixlm.runtime.server.errors import ApiError
 from radixlm.runtime.server.generate_item import GenerateItem
 from radixlm.runtime.server.offload import REGEX_COST, grammar_chars, maybe_off_loop
@@ -82,6 +84,7 @@ class TokenizerManager:
         self._samples: dict[str, SampleState] = {}  # scheduler rid (a sample's internal id) -> sample
         self._by_rid: dict[str, list[SampleState]] = {}  # client rid -> the samples it spawned
         self._replies: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        self.encodes = EncodeCalls(self.send)  # embedding requests in flight, answered by rid
         self._recv_task: asyncio.Task | None = None
         self.dead: str | None = None
         self.on_fatal: Callable[[str], None] = lambda message: logger.error("%s", message)
@@ -266,7 +269,10 @@ class TokenizerManager:
 
     async def abort_rid(self, rid: str) -> bool:
         """Abort a request by the rid its client gave, and exactly the samples it spawned (tracked
-        in ``_by_rid``); False when no request with that rid runs."""
+        in ``_by_rid``), or an embedding request; False when no request with that rid runs."""
+        if rid in self.encodes:
+            await self.send(AbortReq(rid))
+            return True
         samples = self._by_rid.get(rid)
         if not samples:
             return False
@@ -276,7 +282,7 @@ class TokenizerManager:
         return True
 
     async def abort_all(self) -> None:
-        for rid in list(self._by_rid):
+        for rid in [*self._by_rid, *self.encodes]:
             await self.abort_rid(rid)
 
     async def send(self, msg: Any) -> None:
@@ -312,6 +318,8 @@ class TokenizerManager:
             if isinstance(msg, BatchTextOut):
                 for out in msg.outs:
                     self._on_output(out)
+            elif isinstance(msg, EncodeOut):
+                self.encodes.resolve(msg)
             elif isinstance(msg, Heartbeat):
                 self.last_heartbeat = time.monotonic()
             elif isinstance(msg, SchedulerDied):
@@ -359,6 +367,7 @@ class TokenizerManager:
         self.dead = summary
         error = ApiError(f"internal server error: {summary} (see the server log)", 500)
         self.fail_pending(error)
+        self.encodes.fail_all(error)
         for waiting in self._replies.values():
             for future in waiting:
                 if not future.done():
