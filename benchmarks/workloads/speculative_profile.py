@@ -7,6 +7,12 @@ One scheduler with NGRAM speculation greedy-decodes the ``doc-quote`` workload o
 step's remaining time (the scheduler's bookkeeping) is what the stages do not cover.
 ``--profile`` adds a cProfile of the decode loop (top functions by own time).
 
+Each round runs plain decoding, then the speculating scheduler twice, alternating the order: "new"
+(this build) and "old" (the draft-length rule and per-round sampling of greedy verify rows from
+before 2026-12-03, restored by ``configure``), the tree flushed and the speed check reset (off
+unless ``--speed-check``) before each run, all from the same prompt, so outputs must be identical.
+``--row-costs N`` first times verify forwards of 1 to 9 rows, interleaved, N rounds.
+
     python -m benchmarks.workloads.speculative_profile --tokens 96 --rounds 2
 """
 
