@@ -36,6 +36,7 @@ from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.speculative.speculator import Speculator
 
 SampleRound = Callable[[list[Req], list[int]], None]
+AdvanceRound = Callable[[list[Req], list[int]], None]  # requests and the tokens they take
 
 
 def build_verify_batch(
@@ -93,11 +94,20 @@ def build_verify_batch(
 
 
 def verify_drafts(
-    batch: ScheduledBatch, cache: CacheManager, speculator: Speculator, sample_round: SampleRound
+    batch: ScheduledBatch,
+    cache: CacheManager,
+    speculator: Speculator,
+    sample_round: SampleRound,
+    known: dict[int, list[int]] | None = None,
+    advance_round: AdvanceRound | None = None,
 ) -> None:
     """Sample and accept position by position (see the module docstring); ``kv_len`` was already
     advanced over the whole step. ``sample_round(reqs, rows)`` samples and advances ``reqs`` from
-    the given logits rows (a request may finish or fail there)."""
+    the given logits rows (a request may finish or fail there). ``known``: request index -> the
+    tokens already decided for its rows (``spec_greedy.py``); those requests advance by
+    ``advance_round(reqs, tokens)`` instead of sampling."""
+    known = known or {}
+    assert advance_round is not None or not known, "known tokens need advance_round"
     table = cache.req_to_token_pool.req_to_token
     draft_slots: list[torch.Tensor] = []
     for req in batch.reqs:
@@ -108,7 +118,12 @@ def verify_drafts(
     active = list(range(len(batch.reqs)))
     j = 0
     while active:
-        sample_round([batch.reqs[i] for i in active], [batch.draft_rows[i][0] + j for i in active])
+        sampled = [i for i in active if i not in known]
+        if sampled:
+            sample_round([batch.reqs[i] for i in sampled], [batch.draft_rows[i][0] + j for i in sampled])
+        decided = [i for i in active if i in known]
+        if decided and advance_round is not None:
+            advance_round([batch.reqs[i] for i in decided], [known[i][j] for i in decided])
         still: list[int] = []
         for i in active:
             req, draft = batch.reqs[i], batch.spec_drafts[i]

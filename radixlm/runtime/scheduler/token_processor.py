@@ -37,6 +37,7 @@ from radixlm.runtime.scheduler.pins import PinTable
 from radixlm.runtime.scheduler.req import Req
 from radixlm.runtime.scheduler.request_index import RequestIndex
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
+from radixlm.runtime.scheduler.spec_greedy import greedy_rows
 from radixlm.runtime.scheduler.spec_verify import verify_drafts
 from radixlm.runtime.scheduler.step_counters import StepCounters
 from radixlm.runtime.scheduler.stop_checker import StopChecker
@@ -142,7 +143,13 @@ class TokenProcessor:
         def sample_round(reqs: list[Req], rows: list[int]) -> None:
             self._sample(reqs, logits, rows, len(running), speculating=True)
 
-        verify_drafts(batch, self.cache, self.speculator, sample_round)
+        def advance_round(reqs: list[Req], tokens: list[int]) -> None:  # greedy_rows' tokens
+            self.counters.on_generated(len(reqs))
+            for req, token in zip(reqs, tokens):
+                self._advance_guarded(req, SampleOutput([token], [None], [None]), 0, None, stream=False)
+
+        known = greedy_rows(batch, logits)
+        verify_drafts(batch, self.cache, self.speculator, sample_round, known, advance_round)
         for req in batch.reqs:
             if req.stream and not req.finished:
                 self.outputs.append(take_token_output(req))
@@ -204,11 +211,16 @@ class TokenProcessor:
             if i in result.errors:
                 self.fail(req, f"sampling failed for this request: {result.errors[i]}")
                 continue
-            try:
-                self._advance(req, result, i, jump, stream=req.stream and not speculating)
-            except Exception as e:  # noqa: BLE001 - e.g. its grammar matcher's accept_token raising
-                logger.exception("request %s failed after sampling", req.rid)
-                self.fail(req, f"advancing this request failed: {type(e).__name__}: {e}")
+            self._advance_guarded(req, result, i, jump, stream=req.stream and not speculating)
+
+    def _advance_guarded(
+        self, req: Req, result: SampleOutput, i: int, jump: JumpForwardStep | None, stream: bool
+    ) -> None:
+        try:
+            self._advance(req, result, i, jump, stream)
+        except Exception as e:  # noqa: BLE001 - e.g. its grammar matcher's accept_token raising
+            logger.exception("request %s failed after sampling", req.rid)
+            self.fail(req, f"advancing this request failed: {type(e).__name__}: {e}")
 
     def _advance(
         self, req: Req, result: SampleOutput, i: int, jump: JumpForwardStep | None, stream: bool
