@@ -2,17 +2,18 @@
 the same blocks dequantized to fp32 (``quantization="none"``, which matches transformers exactly).
 
 Tolerance: int8 activation blocks (what llama.cpp does too) move SmolLM2's logits by up to ~6% of
-their largest magnitude on these prompts on the AVX-512 machines we measured (2.7-5.7%; the kernel is
-deterministic), and by 8.4% on an AVX2-only one (one prefill row of 41, row 19: 3.16 of a largest
+their largest magnitude on these prompts on the AVX-512 machines we measured (2.7-5.7%; the kernel
+is deterministic), and by 8.4% on an AVX2-only one (one prefill row of 41, row 19: 3.16 of a largest
 logit of 37.6; every other row under 6%; the kernel's loops give the same bits on both instruction
-sets, so where the machines differ is not established); we allow 10%. Greedy text is therefore not identical everywhere: along the fp32 model's greedy continuations
-of the parity prompts (``tests/runtime/models/test_smollm2.py``, ``tests/runtime/engine/
-test_real_model.py``), 6 of 192 positions picked another token (measured), each where fp32's own top
-two were within 0.25 logits. The test demands that: the same choice wherever fp32 is not nearly tied
-(margin >= 0.5 logits), at most 10% near-tie flips, and the user-visible answers unchanged where
-they are not near ties themselves. "What is the capital of France?" is one: its first token is a
-0.08-logit tie in fp32 ("The" over "L"), and llama.cpp on the same Q4_1 file answers "L'Étoile, la
-Cité, ..."; the answer asked for in one sentence has a clear margin at every token.
+sets, so where the machines differ is not established); we allow 10%. Greedy text is therefore not
+identical everywhere: along the fp32 model's greedy continuations of the parity prompts
+(``tests/runtime/models/test_smollm2.py``, ``tests/runtime/engine/test_real_model.py``), 6 of 192
+positions picked another token (measured), each where fp32's own top two were within 0.25 logits.
+The test demands that: the same choice wherever fp32 is not nearly tied (margin >= 0.5 logits), at
+most 10% near-tie flips, and the user-visible answers unchanged where they are not near ties
+themselves. "What is the capital of France?" is one: its first token is a 0.08-logit tie in fp32
+("The" over "L"), and llama.cpp on the same Q4_1 file answers "L'Étoile, la Cité, ..."; the answer
+asked for in one sentence has a clear margin at every token.
 """
 
 from __future__ import annotations
