@@ -17,18 +17,32 @@ import zmq
 from radixlm.runtime.ipc import zmq_socket
 from radixlm.runtime.server.launch import launch_server
 from tests.helpers.waiting import wait_until
-from tests.runtime.server.test_processes import children_of, ipc_dirs, start, wait_gone, workers_of
+from tests.runtime.server.test_processes import (
+    LONG_GENERATION,
+    children_of,
+    ipc_dirs,
+    start,
+    wait_gone,
+    workers_of,
+)
+
+# Requests long enough to be still running when a test breaks a process (500 tokens: 0.8 s)
+LONG_SERVER = dict(kv_cache_gb=0.2, context_length=LONG_GENERATION + 384)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find child processes")
 
 
 def test_killing_the_detokenizer_fails_streams_and_stops_the_server(tiny_llama_dir):
-    handle, kids, ipc_dir = start(tiny_llama_dir)
+    handle, kids, ipc_dir = start(tiny_llama_dir, **LONG_SERVER)
     lines: list[str] = []
     started = threading.Event()
 
     def stream_client() -> None:
-        body = {"text": "a", "stream": True, "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}
+        body = {
+            "text": "a",
+            "stream": True,
+            "sampling_params": {"max_new_tokens": LONG_GENERATION, "ignore_eos": True},
+        }
         try:
             with httpx.stream("POST", handle.url + "/generate", json=body, timeout=60) as r:
                 for line in r.iter_lines():
@@ -92,16 +106,11 @@ def test_killing_the_scheduler_under_load_fails_every_client_and_stops_everythin
     every client ends with an error within seconds, the server exits non-zero, and no process of
     the tree (the compile worker, a grandchild, included) is left behind."""
     handle = launch_server(
-        model=tiny_llama_dir,
-        device="cpu",
-        num_threads=1,
-        kv_cache_gb=0.02,
-        context_length=512,
-        grammar_backend="outlines",
+        model=tiny_llama_dir, device="cpu", num_threads=1, grammar_backend="outlines", **LONG_SERVER
     )
     scheduler, detokenizer = workers_of(handle.pid)
     (ipc_dir,) = ipc_dirs(handle.pid)
-    long = {"max_new_tokens": 480, "ignore_eos": True}
+    long = {"max_new_tokens": LONG_GENERATION, "ignore_eos": True}
     # a constrained request first: its compile starts an outlines worker under the scheduler
     regex = {"text": "x", "sampling_params": {"max_new_tokens": 4, "regex": "[a-z]{4}"}}
     assert httpx.post(handle.url + "/generate", json=regex, timeout=120).status_code == 200
@@ -159,8 +168,8 @@ def test_killing_the_scheduler_under_load_fails_every_client_and_stops_everythin
 def test_a_failing_receive_loop_fails_clients_and_stops_the_server(tiny_llama_dir):
     """A malformed message on the tokenizer manager's socket kills its receive loop: the pending
     client gets a 500 naming the failure at once, and the server exits instead of hanging."""
-    handle, kids, ipc_dir = start(tiny_llama_dir)
-    body = {"text": "pending", "sampling_params": {"max_new_tokens": 480, "ignore_eos": True}}
+    handle, kids, ipc_dir = start(tiny_llama_dir, **LONG_SERVER)
+    body = {"text": "pending", "sampling_params": {"max_new_tokens": LONG_GENERATION, "ignore_eos": True}}
     ending: dict[str, httpx.Response] = {}
     client = threading.Thread(
         target=lambda: ending.update(r=httpx.post(handle.url + "/generate", json=body, timeout=60))
