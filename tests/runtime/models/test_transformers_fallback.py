@@ -158,7 +158,7 @@ def test_native_refuses_an_unknown_architecture(model_dirs) -> None:
 @pytest.mark.parametrize(
     "config, error",
     [  # ALiBi in Bloom's own attention code
-        (BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS), "not go through transformers' attention"),
+        (BloomConfig(hidden_size=64, n_layer=2, n_head=4, **IDS), "not go through transformers' attention")
     ],
     ids=["bloom"],
 )
