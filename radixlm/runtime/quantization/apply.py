@@ -178,9 +178,9 @@ def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) ->
         materialize(module, parts, device)
         return module
     if len(formats) == 1:  # one block format for the whole layer
-        blocks = [w.blocks for w in weights if isinstance(w, BlockTensor)]
-        joined, copied = (blocks[0], False) if len(blocks) == 1 else join_rows(blocks)
         block_weights = [w for w in weights if isinstance(w, BlockTensor)]
+        blocks = [w.blocks for w in block_weights]
+        joined, copied = (blocks[0], False) if len(blocks) == 1 else join_rows(blocks)
 
         def release() -> None:
             for w in block_weights:
@@ -188,8 +188,9 @@ def _from_file(name: str, module: Linear, parts: Parts, device: torch.device) ->
 
         if copied:  # into the joined tensor: the file's pages are not needed
             release()
-        fmt = block_weights[0].fmt
-        return GGUFLinear(joined, fmt, in_features, bias, release=None if copied else release)
+        return GGUFLinear(
+            joined, block_weights[0].fmt, in_features, bias, release=None if copied else release
+        )
     stacked: list[nn.Module] = []
     for w in weights:
         if isinstance(w, BlockTensor):
