@@ -159,7 +159,7 @@ def ensure_native_server(version: str = VERSION) -> Path:
             "--quiet",
             "--no-deps",
             "--no-binary",
-            ":all:",
+            "llama-cpp-python",  # not :all:, which also builds the build tools (cmake) from source
             f"llama-cpp-python=={version}",
             "-d",
             str(sdist_dir),
