@@ -4,7 +4,7 @@ a scheduler driven in this thread (intake, one step, the answer), and ``Engine.e
 caller-to-loop-thread hop). The stages alternate sentence by sentence, so a busy machine slows all
 alike; medians of wall time.
 
-    python -m benchmarks.workloads.embedding_stages [--model all-minilm-l6-v2] [--threads 2]
+    python -m benchmarks.workloads.embedding_stages [--model all-minilm-l6-v2] [--threads 2] [--fp16-weights]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sentences", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--fp16-weights", action="store_true", help="encoder_fp16_weights=True")
     args = ap.parse_args()
     import torch
 
@@ -39,6 +40,7 @@ def main() -> None:
     path = resolve_model(args.model)
     texts = sentences(args.sentences)
     common = dict(model=path, device="cpu", dtype="float32", num_threads=args.threads, is_embedding=True)
+    common["encoder_fp16_weights"] = args.fp16_weights
     engine = Engine(**common)
     sched = Scheduler(ServerArgs(**common))
     tok = sched.tokenizer
@@ -84,7 +86,8 @@ def main() -> None:
         engine.shutdown()
         sched.shutdown()
     medians = {k: round(statistics.median(v), 3) for k, v in ms.items()}
-    print(json.dumps({"model": args.model, "threads": args.threads, "median_ms": medians}, indent=1))
+    report = {"model": args.model, "threads": args.threads, "fp16_weights": args.fp16_weights}
+    print(json.dumps({**report, "median_ms": medians}, indent=1))
 
 
 if __name__ == "__main__":

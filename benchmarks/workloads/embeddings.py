@@ -1,5 +1,7 @@
 """Embedding throughput: sentences/s of ``Engine.encode`` against sentence-transformers on the same
-model and threads, at batch 1 (one call per sentence), 32 and 256 (one call per batch).
+model and threads, at batch 1 (one call per sentence), 32 and 256 (one call per batch). radixlm runs
+twice: fp32 weights (``radixlm_s``) and ``encoder_fp16_weights`` (``fp16w_s``, its weights rounded to
+fp16); all three alternate pass by pass.
 
     python -m benchmarks.workloads.embeddings [--model all-minilm-l6-v2] [--threads 2] [--sentences 256]
 """
@@ -55,7 +57,9 @@ def main() -> None:
     path = resolve_model(args.model)
     texts = sentences(args.sentences)
     st_model = sentence_transformers().SentenceTransformer(path, device="cpu")
-    engine = Engine(model=path, device="cpu", dtype="float32", num_threads=args.threads, is_embedding=True)
+    common = dict(model=path, device="cpu", dtype="float32", num_threads=args.threads, is_embedding=True)
+    engine = Engine(**common)
+    engine16 = Engine(**common, encoder_fp16_weights=True)
     rows = []
     try:
         for batch in (1, 32, 256):
@@ -64,11 +68,16 @@ def main() -> None:
             def st_encode(chunk: list[str], b: int = batch) -> None:
                 st_model.encode(chunk, batch_size=b, convert_to_numpy=True)
 
-            ours, theirs = rates([engine.encode, st_encode], texts[:n], batch, args.repeats)
-            rows.append({"batch": batch, "radixlm_s": round(ours, 1), "st_s": round(theirs, 1)})
-            rows[-1]["ratio"] = round(ours / theirs, 2)
+            ours, ours16, theirs = rates(
+                [engine.encode, engine16.encode, st_encode], texts[:n], batch, args.repeats
+            )
+            rows.append({"batch": batch, "radixlm_s": round(ours, 1), "fp16w_s": round(ours16, 1)})
+            rows[-1].update(
+                st_s=round(theirs, 1), ratio=round(ours / theirs, 2), fp16w_ratio=round(ours16 / theirs, 2)
+            )
     finally:
         engine.shutdown()
+        engine16.shutdown()
     print(json.dumps({"model": args.model, "threads": args.threads, "rows": rows}, indent=1))
 
 

@@ -9,6 +9,8 @@ for an LM head) and ``F.linear`` beyond. Measured (``benchmarks/kernels/packed_l
 thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM heads (vocabularies of
 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was slower than the
 kernel up to 8 rows, even at 12, and faster from 16 on.
+A layer with an fp16 copy of its weight (an encoder's, ``runtime/layers/half_weights.py``) gives up
+to ``HALF_MAX_ROWS`` rows to the kernel reading that copy (half the bytes).
 Anything else (CUDA, other dtypes, autograd) is ``F.linear``.
 """
 
@@ -22,6 +24,7 @@ from radixlm.kernels.cpu.build import decode_kernels_if_ready
 SMALL_BATCH_MAX_ROWS = 16
 HEAD_MAX_ROWS = 128
 PACKED_KERNEL_MAX_ROWS = 12
+HALF_MAX_ROWS = 32
 _TORCH_LINEAR = F.linear
 
 
@@ -42,11 +45,15 @@ def linear(
     bias: torch.Tensor | None = None,
     max_rows: int = SMALL_BATCH_MAX_ROWS,
     packed: torch.Tensor | None = None,
+    half: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``F.linear(x, weight, bias)``, the dispatch point. fp32 on the CPU: up to ``max_rows`` rows
     take the threaded kernel once built; given ``packed`` (``pack_weight(weight)``), up to
-    ``PACKED_KERNEL_MAX_ROWS`` rows do and more take the packed product."""
-    if packed is not None:
+    ``PACKED_KERNEL_MAX_ROWS`` rows do and more take the packed product; given ``half`` (``weight``'s
+    values in fp16), up to ``HALF_MAX_ROWS`` rows take the kernel reading it."""
+    if half is not None:
+        max_rows = HALF_MAX_ROWS
+    elif packed is not None:
         max_rows = PACKED_KERNEL_MAX_ROWS
     rows = x.numel() // max(x.shape[-1], 1)
     # F.linear rebound by someone else (deterministic inference's batch-invariant products) wins;
@@ -68,6 +75,7 @@ def linear(
             return F.linear(x, weight, bias)
         kernels = decode_kernels_if_ready()
         if kernels is not None and weight.is_contiguous() and (bias is None or bias.is_contiguous()):
-            out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), weight, bias)
+            read = half if half is not None else weight
+            out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), read, bias)
             return out.reshape(*x.shape[:-1], weight.shape[0])
     return F.linear(x, weight, bias)

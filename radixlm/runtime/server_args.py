@@ -63,6 +63,9 @@ class ServerArgs:
     # fp32 weights on the CPU also get a copy packed for oneDNN (runtime/layers/packed_weights.py):
     # products of 9+ rows run 1.2-2x faster for twice the weight memory. This keeps one copy only.
     disable_weight_packing: bool = False
+    # An encoder's (--is-embedding) fp32 weights on the CPU rounded to fp16 values, with an fp16 copy
+    # its products of few rows read (half the bytes; runtime/layers/half_weights.py)
+    encoder_fp16_weights: bool = False
     # Memory
     kv_cache_gb: float = 1.0  # KV pool budget on CPU
     mem_fraction_static: float = 0.85  # fraction of free GPU memory for weights + KV

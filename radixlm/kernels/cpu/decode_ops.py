@@ -179,15 +179,16 @@ class DecodeKernels:
         bias: torch.Tensor | None = None,
         threads: int | None = None,
     ) -> torch.Tensor:
-        """``x @ weight^T (+ bias)`` for contiguous fp32 ``x`` ``[m, k]`` and ``weight`` ``[n, k]``;
-        returns fp32 ``[m, n]``. Meant for small ``m`` (each weight row is read once for all rows); a
-        row's result does not depend on ``m``."""
+        """``x @ weight^T (+ bias)`` for contiguous fp32 ``x`` ``[m, k]`` and ``weight`` ``[n, k]``
+        (fp32, or fp16 widened as read); returns fp32 ``[m, n]``. Meant for small ``m`` (each weight
+        row is read once for all rows); a row's result does not depend on ``m``."""
         threads = check_threads(threads)
-        for name, t in (("x", x), ("weight", weight)):
-            if t.dim() != 2 or t.dtype != torch.float32 or not t.is_cpu or not t.is_contiguous():
+        checks = (("x", x, (torch.float32,)), ("weight", weight, (torch.float32, torch.float16)))
+        for name, t, dtypes in checks:
+            if t.dim() != 2 or t.dtype not in dtypes or not t.is_cpu or not t.is_contiguous():
                 raise ValueError(
-                    f"{name} must be a contiguous 2-D float32 CPU tensor, got {t.dim()}-D "
-                    f"{t.dtype} on {t.device}"
+                    f"{name} must be a contiguous 2-D {' or '.join(map(str, dtypes))} CPU tensor, got "
+                    f"{t.dim()}-D {t.dtype} on {t.device}"
                 )
         if weight.shape[1] != x.shape[1]:
             raise ValueError(f"x {tuple(x.shape)} and weight {tuple(weight.shape)}: in_features differ")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from radixlm.runtime.messages import EncodeOut, EncodeReq
+from radixlm.runtime.messages import CLIENT_ABORT_STATUS, EncodeOut, EncodeReq
 from radixlm.runtime.pooling.encode_inputs import tokenize_inputs, tokenize_pairs
 from radixlm.runtime.requests.request_validation import InvalidRequest
+
+
+class EncodeAborted(RuntimeError):
+    """An ``Engine.encode`` request aborted (``Engine.abort``) before it ran."""
 
 
 class EncodeMixin:
@@ -24,11 +28,15 @@ class EncodeMixin:
     def model_info(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def encode(self, prompt: Any, dimensions: int | None = None) -> list[float] | list[list[float]]:
+    def encode(
+        self, prompt: Any, dimensions: int | None = None, rid: str | None = None
+    ) -> list[float] | list[list[float]]:
         """Embeddings of ``prompt`` (a string, a list of strings, token ids, or lists of them): one
-        vector for a single input, else a list. ``dimensions`` truncates (Matryoshka models only)."""
+        vector for a single input, else a list. ``dimensions`` truncates (Matryoshka models only).
+        ``Engine.abort(rid)`` from another thread drops the request while it waits to run (a
+        decoder's sequences also between prefill chunks): ``encode`` then raises ``EncodeAborted``."""
         ids, single = tokenize_inputs(self.tokenizer, prompt, self.limits, "prompt")
-        vectors = self._encode(EncodeReq(self._new_rid(), "embed", ids, dimensions=dimensions))
+        vectors = self._encode(EncodeReq(rid or self._new_rid(), "embed", ids, dimensions=dimensions))
         return vectors[0] if single else vectors
 
     def classify(self, prompt: Any) -> list[float] | list[list[float]]:
@@ -51,7 +59,10 @@ class EncodeMixin:
     def _encode(self, req: EncodeReq) -> list[list[float]]:
         if not self.server_args.is_embedding:
             raise ValueError("encode, rerank and classify need an embedding engine (is_embedding=True)")
+        self._loop.reserve_encode(req.rid)
         out: EncodeOut = self._loop.call(req)
+        if out.error and out.status == CLIENT_ABORT_STATUS:
+            raise EncodeAborted(f"request {req.rid!r} was aborted")
         if out.error:
             raise (InvalidRequest(out.error) if out.status == 400 else RuntimeError(out.error))
         return out.vectors

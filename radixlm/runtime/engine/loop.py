@@ -102,6 +102,15 @@ class EngineLoop:
                 self._families.setdefault(parent, set()).add(rid)
                 self._parent_of[rid] = parent
 
+    def reserve_encode(self, rid: str) -> None:
+        """Claim ``rid`` for an ``EncodeReq`` (its own family, so ``Engine.abort`` names it); freed
+        when its answer comes; ``ValueError`` when a request with that rid is in flight."""
+        with self._rids_lock:
+            if rid in self._families:
+                raise ValueError(f"a request with rid {rid!r} is already running")
+            self._families[rid] = {rid}
+            self._parent_of[rid] = rid
+
     def family(self, rid: str) -> list[str]:
         """The internal ids still running for client rid ``rid`` (none when it is not in flight)."""
         with self._rids_lock:
@@ -157,6 +166,7 @@ class EngineLoop:
                             del self._trackers[out.rid]
                             self._release(out.rid)
                 for reply in sched.take_replies():
+                    self._release(reply.rid)
                     future = self._encodes.pop(reply.rid, None)
                     if future is not None:
                         future.set_result(reply)
@@ -200,6 +210,7 @@ class EngineLoop:
             try:
                 self.scheduler.handle(submission.msg)
             except Exception as e:
+                self._release(submission.msg.rid)
                 future = self._encodes.pop(submission.msg.rid, None)
                 if future is not None:
                     future.set_exception(e)
