@@ -1,6 +1,7 @@
 """A/B, in one process, of the decode step's glue before and after the lean-step changes of issue 26:
-the q/k/v split (five ops -> two), the KV write's no-op dtype casts, and the greedy argmax (torch's,
-which opens an OpenMP region over a 49152-token row, -> numpy's for small fp32 CPU batches).
+the q/k/v split (five ops -> two), the KV write's no-op dtype casts, the decode-attention checks of
+the step's shared tensors in every layer (-> in the first), and the greedy argmax (torch's, which
+opens an OpenMP region over a 49152-token row, -> numpy's for small fp32 CPU batches).
 
 "before" patches the earlier forms back in; the rounds alternate, so a change in the machine's load
 hits both. Reported at batch 1: the whole step (wall), the step with the GGUF products stubbed out
@@ -23,6 +24,7 @@ import torch
 from benchmarks.harness import interleaved_ms
 from benchmarks.kernels.decode_step import add_step_arguments, decode_batch, step_runner
 from radixlm.kernels.gguf_linear import GGUFProduct
+from radixlm.runtime.attention.torch_decode import DecodePlan
 from radixlm.runtime.layers.quantized_linear import GGUFLinear
 from radixlm.runtime.memory.kv_pool import KVPool
 from radixlm.runtime.models.llama import LlamaAttention
@@ -50,9 +52,11 @@ def before() -> Iterator[None]:
     saved = (LlamaAttention.project_qkv, KVPool.store, sampler.NUMPY_ARGMAX_ROWS)
     LlamaAttention.project_qkv, KVPool.store = _split_qkv_before, _store_before  # type: ignore[method-assign]
     sampler.NUMPY_ARGMAX_ROWS = 0  # every batch takes torch's argmax, as before
+    DecodePlan.checked = property(lambda self: False, lambda self, value: None)  # type: ignore[assignment]
     try:
         yield
     finally:
+        DecodePlan.checked = False  # the dataclass field's default
         LlamaAttention.project_qkv, KVPool.store, sampler.NUMPY_ARGMAX_ROWS = saved  # type: ignore[method-assign]
 
 
