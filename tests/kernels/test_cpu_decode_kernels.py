@@ -173,6 +173,10 @@ def test_rmsnorm_kernels_refuse_bad_arguments() -> None:
         kernels.rmsnorm(torch.randn(2, 8).t(), torch.randn(2), 1e-6)
     with pytest.raises(ValueError, match="shape"):
         kernels.add_rmsnorm(torch.randn(2, 8), torch.randn(3, 8), torch.randn(8), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        kernels.add_rmsnorm(torch.randn(2, 8), torch.randn(2, 8).double(), torch.randn(8), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        kernels.add_rmsnorm(torch.randn(8, 8), torch.randn(8, 8).t(), torch.randn(8), 1e-6)
 
 
 @pytest.mark.parametrize("tokens", [1, 7, 300])

@@ -137,9 +137,10 @@ class DecodeKernels:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``h = x + residual``; returns ``(rmsnorm(h), h)``, fp32 ``[T, H]`` each."""
         threads = _check_norm(x, weight, threads)
-        _check_norm(residual, weight, threads)
         if residual.shape != x.shape:
             raise ValueError(f"x {tuple(x.shape)} and residual {tuple(residual.shape)} differ in shape")
+        if residual.dtype != torch.float32 or not residual.is_cpu or not residual.is_contiguous():
+            raise ValueError(f"residual must be a contiguous float32 CPU tensor, got {residual.dtype}")
         return self._compiled.add_rmsnorm(x, residual, weight, float(eps), threads)
 
     def rotary(
