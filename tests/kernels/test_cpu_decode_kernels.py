@@ -133,6 +133,22 @@ def test_paged_decode_attention_refuses_bad_arguments() -> None:
         kernels.paged_decode_attention(q, k, v, req_to_token, rows, lens, [8], 0.25, threads=0)
 
 
+def test_a_step_checked_call_still_checks_q_and_the_pools() -> None:
+    """A decode step's later layers (``step_checked``) skip the checks of the step's shared tensors,
+    not those of their own ``q`` and K/V pools, nor that ``q`` has the step's rows."""
+    k, v, req_to_token = _pool(100, 2, 16, rows=2, ctx=32)
+    q, rows, lens = torch.randn(1, 4, 16), torch.tensor([0]), torch.tensor([8])
+    args = (req_to_token, rows, lens, [8], 0.25)
+    first = kernels.paged_decode_attention(q, k, v, *args)
+    torch.testing.assert_close(kernels.paged_decode_attention(q, k, v, *args, step_checked=True), first)
+    with pytest.raises(ValueError, match="q must be"):
+        kernels.paged_decode_attention(q.double(), k, v, *args, step_checked=True)
+    with pytest.raises(ValueError, match="v_pool"):
+        kernels.paged_decode_attention(q, k, v.half(), *args, step_checked=True)
+    with pytest.raises(ValueError, match="rows"):
+        kernels.paged_decode_attention(torch.randn(2, 4, 16), k, v, *args, step_checked=True)
+
+
 @pytest.mark.parametrize("rows,hidden", [(1, 576), (300, 576), (5, 2048), (3, 100)])
 def test_rmsnorm_kernels_match_reference(rows: int, hidden: int) -> None:
     x, res, w = torch.randn(rows, hidden) * 3, torch.randn(rows, hidden), torch.randn(hidden)
@@ -157,6 +173,10 @@ def test_rmsnorm_kernels_refuse_bad_arguments() -> None:
         kernels.rmsnorm(torch.randn(2, 8).t(), torch.randn(2), 1e-6)
     with pytest.raises(ValueError, match="shape"):
         kernels.add_rmsnorm(torch.randn(2, 8), torch.randn(3, 8), torch.randn(8), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        kernels.add_rmsnorm(torch.randn(2, 8), torch.randn(2, 8).double(), torch.randn(8), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        kernels.add_rmsnorm(torch.randn(8, 8), torch.randn(8, 8).t(), torch.randn(8), 1e-6)
 
 
 @pytest.mark.parametrize("tokens", [1, 7, 300])

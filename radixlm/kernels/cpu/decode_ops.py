@@ -40,16 +40,21 @@ class DecodeKernels:
         window: int | None = None,
         softcap: float | None = None,
         row_groups: RowGroups | None = None,
+        step_checked: bool = False,
     ) -> torch.Tensor:
         """``q`` ``[bs, Hq, D]`` fp32; ``k_pool``/``v_pool`` ``[slots, Hkv, D]``, fp32, fp16 or bf16;
         ``req_to_token`` int64 ``[rows, ctx]``; ``req_pool_indices``/``seq_lens`` int64 ``[bs]`` with
         ``seq_lens_cpu`` their values as a list; ``window``: only each request's last ``window`` keys;
         ``softcap``: scores ``s`` become ``softcap * tanh(s / softcap)``; ``row_groups``: runs of rows
         of one request whose keys are read once for the run (the same bits as without; ignored with a
-        ``window``). Returns ``[bs, Hq, D]`` fp32."""
+        ``window``); ``step_checked``: an earlier call passed the same ``req_to_token``,
+        ``req_pool_indices``, ``seq_lens`` and ``seq_lens_cpu`` (a decode step's later layers), so
+        only ``q`` and the pools are checked. Returns ``[bs, Hq, D]`` fp32."""
         threads = check_threads(threads)
         check_window_softcap(window, softcap)
-        _check_decode_arguments(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, 0)
+        _check_decode_arguments(
+            q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, seq_lens_cpu, 0, step_checked
+        )
         if row_groups is not None and row_groups.rows != q.shape[0]:
             raise ValueError(f"row_groups cover {row_groups.rows} rows, the batch has {q.shape[0]}")
         return self._compiled.paged_decode_attention(
@@ -132,9 +137,10 @@ class DecodeKernels:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``h = x + residual``; returns ``(rmsnorm(h), h)``, fp32 ``[T, H]`` each."""
         threads = _check_norm(x, weight, threads)
-        _check_norm(residual, weight, threads)
         if residual.shape != x.shape:
             raise ValueError(f"x {tuple(x.shape)} and residual {tuple(residual.shape)} differ in shape")
+        if residual.dtype != torch.float32 or not residual.is_cpu or not residual.is_contiguous():
+            raise ValueError(f"residual must be a contiguous float32 CPU tensor, got {residual.dtype}")
         return self._compiled.add_rmsnorm(x, residual, weight, float(eps), threads)
 
     def rotary(
@@ -246,7 +252,10 @@ def _check_decode_arguments(
     seq_lens: torch.Tensor,
     seq_lens_cpu: list[int],
     key_start: int,
+    step_checked: bool = False,
 ) -> None:
+    """Raise ``ValueError`` unless the arguments fit the kernel; ``step_checked``: those shared by a
+    step's layers (all but ``q`` and the pools) passed an earlier call unchanged."""
     for name, t, dtypes in (
         ("q", q, (torch.float32,)),
         ("k_pool", k_pool, POOL_DTYPES),
@@ -264,6 +273,10 @@ def _check_decode_arguments(
             f"K/V pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)} do not fit q "
             f"{tuple(q.shape)} (same head_dim, q heads a multiple of kv heads)"
         )
+    if step_checked:
+        if len(seq_lens_cpu) != bs:
+            raise ValueError(f"q has {bs} rows, the step {len(seq_lens_cpu)}")
+        return
     if req_to_token.dim() != 2 or req_to_token.dtype != torch.int64 or not req_to_token.is_contiguous():
         raise ValueError("req_to_token must be a contiguous 2-D int64 tensor")
     for name, t in (("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)):

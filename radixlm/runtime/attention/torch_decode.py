@@ -35,6 +35,7 @@ class DecodePlan:
     seq_lens_cpu: list[int]
     in_place: bool  # each layer reads K/V in place through the C++ kernel (fp32 q)
     row_groups: RowGroups | None = None
+    checked: bool = False  # the kernel has checked the step's tensors (a later layer checks q and K/V)
     _gather: tuple[torch.Tensor, torch.Tensor | None] | None = field(default=None, repr=False)
 
     @property
@@ -90,7 +91,7 @@ def decode_attention_planned(
     ``radixlm.kernels.decode_attention.decode_attention_torch``)."""
     kernels = decode_kernels_if_ready() if plan.in_place and q.dtype == torch.float32 else None
     if kernels is not None:
-        return kernels.paged_decode_attention(
+        out = kernels.paged_decode_attention(
             q.contiguous(),
             k_buffer,
             v_buffer,
@@ -102,7 +103,10 @@ def decode_attention_planned(
             window=window,
             softcap=softcap,
             row_groups=plan.row_groups,
+            step_checked=plan.checked,
         )
+        plan.checked = True
+        return out
     return _gather_attention(q, k_buffer, v_buffer, plan, sm_scale, window, softcap)
 
 

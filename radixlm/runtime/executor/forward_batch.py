@@ -56,7 +56,8 @@ class ForwardBatch:
     - ``out_cache_loc``: ``[num_tokens]`` KV slots that receive the new tokens' K and V. The slots
       are already written into ``req_to_token`` at positions ``prefix_len .. seq_len-1``.
     - ``logits_indices``: ``[num_outputs]`` positions into the token axis whose logits are returned
-      (the last token of each request, or all tokens when input logprobs are asked for).
+      (the last token of each request, or all tokens when input logprobs are asked for); a decode
+      step returning every row lists them in order, ``arange`` (``returns_all_rows``).
     - ``lora_slots``: per request, the LoRA device slot its tokens use (-1: the base model); None: all
       base (``runtime/lora/manager.py`` turns it into per-token segments).
     - ``row_groups``: a decode batch whose consecutive rows extend one request (a speculative verify
@@ -97,3 +98,9 @@ class ForwardBatch:
     @property
     def is_decode(self) -> bool:
         return self.mode is ForwardMode.DECODE
+
+    def returns_all_rows(self, num_tokens: int) -> bool:
+        """Whether ``logits_indices`` is every one of the ``num_tokens`` rows in order: a decode step
+        (one token a request, and the decode builders' indices are ``arange``), so a model can skip
+        gathering them."""
+        return self.mode is ForwardMode.DECODE and int(self.logits_indices.shape[0]) == num_tokens

@@ -162,12 +162,12 @@ class QuantizedEmbedding(Module):
         self.register_buffer("scales", scales, persistent=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        flat = ids.reshape(-1)
+        flat = ids.reshape(-1)  # index_select: a flat row copy, cheaper than advanced indexing
         if self.fmt == "int8":
             assert self.scales is not None
-            rows = self.rows[flat].float() * self.scales[flat, None]
+            rows = self.rows.index_select(0, flat).float() * self.scales.index_select(0, flat)[:, None]
         else:
-            rows = gguf_blocks.dequantize(self.rows[flat], self.fmt)
+            rows = gguf_blocks.dequantize(self.rows.index_select(0, flat), self.fmt)
         return rows.reshape(*ids.shape, -1)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:

@@ -58,6 +58,8 @@ def draft_decode_batch(
     bs = len(rows)
     seq_lens = [p + 1 for p in positions]
     out_rows = list(range(bs)) if logits_rows is None else logits_rows
+    if any(b <= a for a, b in zip(out_rows, out_rows[1:])):  # all rows: arange (returns_all_rows)
+        raise ValueError(f"logits_rows must be increasing, got {out_rows}")
     return ForwardBatch(
         mode=ForwardMode.DECODE,
         input_ids=torch.tensor(tokens, dtype=torch.int64, device=device),

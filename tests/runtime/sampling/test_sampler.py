@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from radixlm.runtime.sampling.penalties import apply_penalties
-from radixlm.runtime.sampling.sampler import filter_probs, sample, sample_row
+from radixlm.runtime.sampling.sampler import NUMPY_ARGMAX_ROWS, filter_probs, row_argmax, sample, sample_row
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.req import Req
 
@@ -179,3 +179,26 @@ def test_logprobs_are_of_the_raw_distribution_before_penalties():
     assert out.next_token_ids == [3]  # token 1 was penalised below token 3
     assert out.logprobs[0] == pytest.approx(math.log(0.25), abs=1e-5)
     assert [t for _, t in out.top_logprobs[0]] == [1, 3]
+
+
+def test_row_argmax_is_the_same_on_numpy_and_torch_rows():
+    """Small fp32 CPU batches take numpy's argmax, larger ones torch's: the same first maximum, a NaN
+    winning where there is one, and the same rows named not finite."""
+    inf, nan = math.inf, math.nan
+    edge = [
+        [1.0, 3.0, 3.0, 2.0],  # a tie: the first maximum
+        [1.0, nan, 5.0, nan],  # NaN wins, the first one
+        [-inf, -inf, -inf, -inf],  # all masked
+        [0.0, inf, 1.0, inf],  # +inf
+        [-2.0, -1.0, -3.0, -1.5],
+    ]
+    rows = torch.tensor(edge + [[float(i % 4), 0.5, 0.25, 0.0] for i in range(20)])
+    big = row_argmax(rows)  # more rows than NUMPY_ARGMAX_ROWS: torch's argmax
+    assert rows.shape[0] > NUMPY_ARGMAX_ROWS
+    small_ids, small_bad = [], []
+    for start in range(0, rows.shape[0], NUMPY_ARGMAX_ROWS):
+        ids, bad = row_argmax(rows[start : start + NUMPY_ARGMAX_ROWS])
+        small_ids += ids
+        small_bad += [start + i for i in bad]
+    assert big == (small_ids, small_bad)
+    assert big[0][:5] == [1, 1, 0, 1, 1] and big[1] == [1, 2, 3]
