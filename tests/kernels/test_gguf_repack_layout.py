@@ -1,5 +1,5 @@
 """The bytes of Q4_0 repacked into groups of eight rows (``cpu/gguf_interleave.cpp``: the layout)
-against a torch statement of that layout, and the copy's buffer (2 MB-aligned, for huge pages)."""
+against a torch statement of that layout."""
 
 from __future__ import annotations
 
@@ -34,11 +34,3 @@ def test_repacked_bytes_match_the_layout(n: int, k: int) -> None:
     blocks = torch.randint(0, 256, (n, k // 32 * 18), dtype=torch.uint8, generator=gen)
     packed = kernels.bind(blocks, Q4_0, k, repack=True).weight
     assert packed.is_contiguous() and torch.equal(packed, reference_groups(blocks))
-
-
-def test_repacked_buffer_starts_on_a_huge_page_boundary() -> None:
-    n, k = 4096, 4096  # ~9 MB of groups
-    blocks = torch.randint(0, 256, (n, k // 32 * 18), dtype=torch.uint8)
-    packed = kernels.bind(blocks, Q4_0, k, repack=True).weight
-    assert packed.data_ptr() % (2 << 20) == 0
-    assert torch.equal(packed[-1], reference_groups(blocks[-8:])[0])

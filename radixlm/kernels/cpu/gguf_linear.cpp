@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "gguf_format.h"
-#include "huge_pages.h"
 #include "simd_math.h"
 #include "work_pool.h"
 
@@ -195,14 +194,8 @@ torch::Tensor repack_q4_0_groups(torch::Tensor weight, int64_t threads) {
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   weight = weight.contiguous();
   const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_0);
-  // on 2 MB pages (huge_pages.h), whatever THP_MEM_ALLOC_ENABLE says: the product streams this copy
-  const int64_t rows = (n + 7) / 8, bytes = rows * nblocks * kGroupBlockBytes;
-  void* buffer = bytes ? radixlm::alloc_huge_page_buffer(static_cast<size_t>(bytes)) : nullptr;
-  auto out = buffer ? torch::from_blob(
-                          buffer, {rows, nblocks * kGroupBlockBytes},
-                          [bytes](void* p) { radixlm::free_huge_page_buffer(p, static_cast<size_t>(bytes)); },
-                          weight.options())
-                    : torch::empty({rows, nblocks * kGroupBlockBytes}, weight.options());
+  // torch's allocator puts it on transparent huge pages where THP_MEM_ALLOC_ENABLE=1 (radixlm/_env.py)
+  auto out = torch::empty({(n + 7) / 8, nblocks * kGroupBlockBytes}, weight.options());
   repack_q4_0(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
   return out;
 }
