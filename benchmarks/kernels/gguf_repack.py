@@ -5,8 +5,10 @@ Random Q4_0 blocks (random nibbles, fp16 scales in +-0.05). Each call reads its 
 a decode step does: calls cycle through copies of the weight larger than the L3 cache together. The
 two paths alternate call by call, so a load change on the (shared) machine hits both alike. Prints
 median microseconds per call and old / new (``> 1``: the groups are faster), and the repack time.
+``--shape 8b``: an 8B Llama's layers instead, at one row, in GB/s (``gguf_repack_8b``).
 
     python -m benchmarks.kernels.gguf_repack [--batches 1,2,4,8,16,32] [--threads 2] [--iters 40]
+    python -m benchmarks.kernels.gguf_repack --shape 8b [--threads 2] [--iters 40]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
 
+from benchmarks.kernels.gguf_repack_8b import run_8b
 from radixlm.kernels.cpu import gguf_blocks
 from radixlm.kernels.cpu.build import load_gguf_kernels
 
@@ -39,9 +42,13 @@ def main() -> None:
     parser.add_argument("--batches", default="1,2,4,8,16,32")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--iters", type=int, default=40)
+    parser.add_argument("--shape", choices=["1.5b", "8b"], default="1.5b")
     args = parser.parse_args()
     kernels = load_gguf_kernels()
     assert kernels is not None, "the gguf_linear kernels did not build"
+    if args.shape == "8b":
+        run_8b(kernels, random_q4_0, args.threads, args.iters, torch.Generator().manual_seed(0))
+        return
     batches = [int(b) for b in args.batches.split(",")]
     gen = torch.Generator().manual_seed(0)
     print(f"isa {kernels.isa}, threads {args.threads}, iters {args.iters} (median us per call)")

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "gguf_format.h"
 #include "simd_math.h"
@@ -133,22 +134,50 @@ void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, in
   }
 }
 
+// One block of a group: the eight rows' blocks b (rows row_bytes apart from `rows`) into the 144
+// bytes at dst. Each row's 16 quant bytes are four 32-bit words (q[r][0..3]); word c of the output
+// is q[0..7][c], an 8x4 -> 4x8 transposition of 32-bit words: rows r and r + 4 share a register
+// (low and high 128 bits), and a 4x4 transposition per 128-bit lane (unpack 32 then 64) leaves word
+// c with rows 0..3 low and 4..7 high.
+inline void pack_block(const uint8_t* rows, int64_t row_bytes, uint8_t* dst) {
+  auto quants = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + r * row_bytes + 2)); };
+  __m256i a[4];
+  for (int r = 0; r < 4; ++r) a[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(quants(r)), quants(r + 4), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+  uint16_t scales[kGroup];
+  for (int r = 0; r < kGroup; ++r) std::memcpy(&scales[r], rows + r * row_bytes, 2);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+  auto* words = reinterpret_cast<__m256i*>(dst + 16);
+  _mm256_storeu_si256(words + 0, _mm256_unpacklo_epi64(t0, t2));
+  _mm256_storeu_si256(words + 1, _mm256_unpackhi_epi64(t0, t2));
+  _mm256_storeu_si256(words + 2, _mm256_unpacklo_epi64(t1, t3));
+  _mm256_storeu_si256(words + 3, _mm256_unpackhi_epi64(t1, t3));
+}
+
 }  // namespace
+
+// Work items are runs of whole groups of about kRepackChunkBytes of output each (a 2 MB huge page):
+// the two threads then fault (and the kernel zeroes) different pages rather than wait on one.
+constexpr int64_t kRepackChunkBytes = int64_t{2} << 20;
 
 void repack_q4_0(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads) {
   const int64_t nblocks = k / kBlock, row_bytes = nblocks * block_bytes(kQ4_0);
   const int64_t ngroups = (n + kGroup - 1) / kGroup, group_bytes = nblocks * kGroupBlockBytes;
+  const int64_t per_chunk = std::max<int64_t>(1, kRepackChunkBytes / group_bytes);
   const int helpers = n * row_bytes >= (int64_t{4} << 20) ? threads - 1 : 0;
-  radixlm::WorkPool::instance().run(ngroups, helpers, [&](int64_t g) {
-    uint8_t* dst = out + g * group_bytes;
-    std::memset(dst, 0, group_bytes);  // rows past n: scale 0, nibbles 0
-    for (int r = 0; r < kGroup && g * kGroup + r < n; ++r) {
-      const uint8_t* row = w + (g * kGroup + r) * row_bytes;
+  radixlm::WorkPool::instance().run((ngroups + per_chunk - 1) / per_chunk, helpers, [&](int64_t t) {
+    for (int64_t g = t * per_chunk; g < std::min(ngroups, (t + 1) * per_chunk); ++g) {
+      const uint8_t* rows = w + g * kGroup * row_bytes;
+      std::vector<uint8_t> padded;  // the last group, when n is no multiple of 8: zero rows after n
+      if ((g + 1) * kGroup > n) {
+        padded.assign(kGroup * row_bytes, 0);
+        std::memcpy(padded.data(), rows, (n - g * kGroup) * row_bytes);
+        rows = padded.data();
+      }
+      uint8_t* dst = out + g * group_bytes;
       for (int64_t b = 0; b < nblocks; ++b) {
-        const uint8_t* blk = row + b * block_bytes(kQ4_0);
-        uint8_t* gb = dst + b * kGroupBlockBytes;
-        std::memcpy(gb + 2 * r, blk, 2);
-        for (int c = 0; c < 4; ++c) std::memcpy(gb + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
+        pack_block(rows + b * block_bytes(kQ4_0), row_bytes, dst + b * kGroupBlockBytes);
       }
     }
   });

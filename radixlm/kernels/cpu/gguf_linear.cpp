@@ -194,6 +194,7 @@ torch::Tensor repack_q4_0_groups(torch::Tensor weight, int64_t threads) {
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   weight = weight.contiguous();
   const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_0);
+  // torch's allocator puts it on transparent huge pages where THP_MEM_ALLOC_ENABLE=1 (radixlm/_env.py)
   auto out = torch::empty({(n + 7) / 8, nblocks * kGroupBlockBytes}, weight.options());
   repack_q4_0(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
   return out;
