@@ -13,7 +13,7 @@ from radixlm.runtime.distributed.comm import agree_min, destroy_group
 from radixlm.runtime.distributed.tensor_parallel import TensorParallel, local_rank
 from radixlm.runtime.executor.cuda_graph_runner import CudaGraphRunner
 from radixlm.runtime.executor.forward_batch import ForwardBatch
-from radixlm.runtime.layers.half_weights import add_half_weights
+from radixlm.runtime.layers.half_weights import add_half_weights_if_asked
 from radixlm.runtime.layers.packed_weights import pack_model_weights
 from radixlm.runtime.lora.manager import build_lora_manager
 from radixlm.runtime.memory.kv_pool import KVPool
@@ -122,9 +122,8 @@ class ModelRunner:
         self.num_kv_heads = self.loaded.num_kv_heads  # this rank's share under tensor parallelism
         if self.tp is not None:
             self.num_kv_heads = self.tp.shard_model(self.model, self.quantization)
+        add_half_weights_if_asked(server_args.encoder_fp16_weights, self.model)
         # deterministic inference reroutes every product through F.linear: a packed copy would idle
-        if server_args.encoder_fp16_weights and getattr(self.model, "is_encoder", False):
-            add_half_weights(self.model)  # before packing: the packed copy takes the rounded values
         if not (server_args.disable_weight_packing or server_args.enable_deterministic_inference):
             pack_model_weights(self.model)
         self.is_multimodal = bool(getattr(self.model, "is_multimodal", False))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from radixlm.runtime.layers.half_weights import add_half_weights
+from radixlm.runtime.layers.half_weights import add_half_weights_if_asked
 from radixlm.runtime.layers.packed_weights import pack_model_weights, repack_weights
 from radixlm.runtime.weights.loader import load_model
 
@@ -77,7 +77,7 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
             )
     if runner.cuda_graph_runner is None and not runner.server_args.enable_deterministic_inference:
         # NOTE: swapped, not copied: GGUF blocks are read-only views of the file's mapping
-        _round_to_fp16(runner, new.model)
+        add_half_weights_if_asked(runner.server_args.encoder_fp16_weights, new.model)
         if not runner.server_args.disable_weight_packing:
             pack_model_weights(new.model)
         runner.model = new.model
@@ -87,16 +87,10 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
     else:  # captured graphs and the deterministic forward point at the served tensors: copy into them
         for name, tensor in served.items():
             tensor.copy_(loaded[name])
-        _round_to_fp16(runner, runner.model)
+        add_half_weights_if_asked(runner.server_args.encoder_fp16_weights, runner.model)
         repack_weights(runner.model)
         runner.loaded = dataclasses.replace(old, model_path=new.model_path)
     return f"loaded {len(served)} tensors from {new.model_path}"
-
-
-def _round_to_fp16(runner: ModelRunner, model: torch.nn.Module) -> None:
-    """The served encoder's fp16 weights (``ServerArgs.encoder_fp16_weights``), renewed for ``model``."""
-    if runner.server_args.encoder_fp16_weights and getattr(model, "is_encoder", False):
-        add_half_weights(model)
 
 
 def served_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:

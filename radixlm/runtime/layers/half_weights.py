@@ -25,6 +25,13 @@ logger = logging.getLogger(__name__)
 _FP16_MAX = float(torch.finfo(torch.float16).max)
 
 
+def add_half_weights_if_asked(enabled: bool, model: nn.Module) -> None:
+    """``add_half_weights`` for an encoder when ``enabled`` (``ServerArgs.encoder_fp16_weights``): at
+    load and after new weights, before packing (the packed copy takes the rounded values)."""
+    if enabled and getattr(model, "is_encoder", False):
+        add_half_weights(model)
+
+
 def add_half_weights(model: nn.Module) -> int:
     """Round every fp32 CPU ``Linear`` weight of ``model`` to fp16 values and give the layer an fp16
     copy (``Linear.weight_fp16``); returns the bytes added. Call before packing (the packed copy is
