@@ -86,8 +86,10 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return rmsnorm_triton(x, weight, eps)
     if _cpu_fp32(x, weight):
         kernels = decode_kernels_if_ready()
-        if kernels is not None and x.dim() == 2:
-            return kernels.rmsnorm(x.contiguous(), weight, eps)
+        if kernels is not None and x.dim() >= 2 and x.shape[-1] == weight.shape[0]:
+            # per-head norms (q/k norms: [tokens, heads, head_dim]) are rows too
+            rows = x.reshape(-1, x.shape[-1]).contiguous()
+            return kernels.rmsnorm(rows, weight, eps).view(x.shape)
         return F.rms_norm(x, weight.shape, weight, eps)
     return rmsnorm_torch(x, weight, eps)
 

@@ -166,6 +166,23 @@ def test_rmsnorm_kernel_rows_are_batch_invariant() -> None:
         assert torch.equal(kernels.rmsnorm(x[i : i + 1].contiguous(), w, 1e-6)[0], batch[i])
 
 
+def test_per_head_norms_take_the_kernel_and_match_the_reference() -> None:
+    """q/k norms over ``[tokens, heads, head_dim]`` views of a fused projection (not contiguous) go
+    through the one-pass kernel as rows and give the reference's values in the input's shape."""
+    from radixlm.kernels.rmsnorm import rmsnorm
+
+    qkv, w = torch.randn(5, 3 * 4 * 64) * 2, torch.randn(64)
+    q = qkv[:, : 4 * 64].view(5, 4, 64)
+    assert not q.is_contiguous()
+    out = rmsnorm(q, w, 1e-6)
+    assert out.shape == (5, 4, 64)
+    torch.testing.assert_close(out, rmsnorm_torch(q, w, 1e-6), atol=2e-6, rtol=1e-6)
+    rows = kernels.rmsnorm(q.reshape(-1, 64).contiguous(), w, 1e-6)
+    assert torch.equal(out.reshape(-1, 64), rows)  # the kernel's bits, not torch's
+    with pytest.raises(RuntimeError):
+        rmsnorm(q, torch.randn(63), 1e-6)
+
+
 def test_rmsnorm_kernels_refuse_bad_arguments() -> None:
     with pytest.raises(ValueError, match="weight"):
         kernels.rmsnorm(torch.randn(2, 8), torch.randn(7), 1e-6)

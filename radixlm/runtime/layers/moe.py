@@ -82,7 +82,10 @@ class GroupedExperts(Module):
                 out[start:end] = self.down(expert, silu_and_mul(self.gate_up(expert, rows[start:end])))
                 start = end
         out.mul_(weights.reshape(-1)[order].unsqueeze(1).to(out.dtype))
-        return torch.zeros_like(x).index_add_(0, token, out)
+        # back in (token, slot) order, then each token's k slots summed: index_add_ would sort the
+        # indices in an OpenMP region on every call (measured: a third of a small MoE's decode step)
+        by_slot = torch.empty_like(out).index_copy_(0, order, out)
+        return by_slot.view(-1, k, x.shape[1]).sum(dim=1)
 
 
 class Experts(GroupedExperts):
