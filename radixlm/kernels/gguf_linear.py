@@ -21,27 +21,47 @@ class GGUFProduct:
 
     The kernel is bound at construction when it is already built, so a weight the kernel repacks
     (Q4_0 in groups of eight rows) is repacked while the model loads, not in the first request.
-    ``release`` is called once the product reads only such a copy: the loader passes what drops the
-    file pages behind ``blocks`` from the process (they are re-read if touched again)."""
+    ``release`` is called once the product reads only such a copy (or the pieces joined): the loader
+    passes what drops the file pages behind ``blocks`` from the process (re-read if touched again)."""
 
     def __init__(
-        self, blocks: torch.Tensor, fmt: str, in_features: int, release: Callable[[], None] | None = None
+        self,
+        blocks: torch.Tensor | list[torch.Tensor],
+        fmt: str,
+        in_features: int,
+        release: Callable[[], None] | None = None,
     ) -> None:
-        check_weight(blocks, gguf_blocks.GGML_TYPES[fmt], in_features)
-        self.blocks, self.fmt, self.in_features = blocks, fmt, in_features
+        """``blocks``: the weight's blocks, or its rows in pieces (``GGUFKernels.bind_rows``: an
+        expert's gate and up rows are not joined into a copy when the kernel repacks them)."""
+        pieces = blocks if isinstance(blocks, list) else [blocks]
+        for piece in pieces:
+            check_weight(piece, gguf_blocks.GGML_TYPES[fmt], in_features)
+        self.pieces, self.fmt, self.in_features = pieces, fmt, in_features
         self._release = release
         self._kernel: BoundGGUFProduct | None = None
         self._bind_if_built()
+
+    @property
+    def blocks(self) -> torch.Tensor:
+        """The weight's blocks ``[N, row bytes]`` (the pieces joined: a copy when there are several)."""
+        return self.pieces[0] if len(self.pieces) == 1 else torch.cat(self.pieces)
 
     def _bind_if_built(self) -> BoundGGUFProduct | None:
         kernels = gguf_kernels_if_ready()
         if kernels is None:
             return None
-        kernel = self._kernel = kernels.bind(self.blocks, gguf_blocks.GGML_TYPES[self.fmt], self.in_features)
-        if kernel.repacked and self._release is not None:
+        fmt = gguf_blocks.GGML_TYPES[self.fmt]
+        kernel = self._kernel = kernels.bind_rows(self.pieces, fmt, self.in_features)
+        if self.bound_to_copy and self._release is not None:
             self._release()
             self._release = None
         return kernel
+
+    @property
+    def bound_to_copy(self) -> bool:
+        """Whether the kernel is bound and reads a copy of its own (repacked, or the pieces joined), not
+        the memory behind ``pieces``."""
+        return self._kernel is not None and (self._kernel.repacked or len(self.pieces) > 1)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: float32 ``[m, in_features]`` on the CPU; returns float32 ``[m, N]``."""

@@ -103,6 +103,18 @@ class GGUFKernels:
             return env == "1"
         return self.isa != "avx512vnni"
 
+    def bind_rows(self, pieces: list[torch.Tensor], ggml_type: int, in_features: int) -> BoundGGUFProduct:
+        """``bind`` for the rows of ``pieces`` stacked in order (an expert's gate rows, then its up rows)
+        with no joined copy of the file's blocks where the pieces repack: each piece of whole groups of
+        eight rows is repacked alone and the groups joined. Otherwise the pieces are joined (one copy)."""
+        if len(pieces) > 1 and all(p.shape[0] % 8 == 0 for p in pieces):
+            bound = [self.bind(p, ggml_type, in_features) for p in pieces]
+            if all(b.repacked for b in bound):
+                n = sum(int(p.shape[0]) for p in pieces)
+                packed = torch.cat([b.weight for b in bound])
+                return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
+        return self.bind(pieces[0] if len(pieces) == 1 else torch.cat(pieces), ggml_type, in_features)
+
     def bind(
         self, weight: torch.Tensor, ggml_type: int, in_features: int, repack: bool | None = None
     ) -> BoundGGUFProduct:

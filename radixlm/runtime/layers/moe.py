@@ -14,6 +14,8 @@ the same matrices as GGUF blocks ``[E, rows, row bytes]``, one expert's blocks a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -154,26 +156,74 @@ def _quantize_stacked(weights: torch.Tensor, fmt: str) -> torch.Tensor:
 class GGUFExperts(GroupedExperts):
     """Experts as GGUF blocks: ``gate_up_blocks`` ``[E, 2 * inter, row bytes of hidden]`` and
     ``down_blocks`` ``[E, hidden, row bytes of inter]``; ``down_fmt`` defaults to ``fmt`` (a
-    Q4_K_M file keeps its down projections in another format)."""
+    Q4_K_M file keeps its down projections in another format).
+
+    ``from_pieces`` serves a file's experts without a stacked copy: each expert's gate and up rows
+    stay views of the file until its product repacks them (``GGUFKernels.bind_rows``), so the
+    experts cost the weights as served once, not twice. ``gate_up_blocks`` and ``down_blocks`` are
+    then built on demand (tensor-parallel shards, ``dequantized``)."""
 
     def __init__(
         self, gate_up_blocks: torch.Tensor, down_blocks: torch.Tensor, fmt: str, down_fmt: str | None = None
     ) -> None:
-        super().__init__()
-        down_fmt = down_fmt or fmt
         if gate_up_blocks.dim() != 3 or down_blocks.dim() != 3 or len(gate_up_blocks) != len(down_blocks):
             raise ValueError(
                 f"expert blocks must be [E, rows, row bytes] for the same E, got "
                 f"{tuple(gate_up_blocks.shape)} and {tuple(down_blocks.shape)}"
             )
-        self.num_experts, hidden, two_inter = len(down_blocks), down_blocks.shape[1], gate_up_blocks.shape[1]
-        self.intermediate_size = two_inter // 2
+        super().__init__()
+        self._build([[b] for b in gate_up_blocks.contiguous()], list(down_blocks.contiguous()), fmt, down_fmt)
+
+    @classmethod
+    def from_pieces(
+        cls,
+        gate_up: list[list[torch.Tensor]],
+        down: list[torch.Tensor],
+        fmt: str,
+        down_fmt: str | None = None,
+        releases: list[tuple[Callable[[], None], Callable[[], None]]] | None = None,
+    ) -> GGUFExperts:
+        """Expert e: rows ``gate_up[e]`` (its gate rows, then its up rows) and ``down[e]``, blocks of
+        ``fmt`` / ``down_fmt``; ``releases[e]``: what drops the file pages behind its gate/up pieces
+        and behind its down piece, each called once that product reads a copy of its own."""
+        if len(gate_up) != len(down) or not down:
+            raise ValueError(f"{len(gate_up)} experts' gate/up rows but {len(down)} down projections")
+        experts = cls.__new__(cls)
+        GroupedExperts.__init__(experts)
+        experts._build(gate_up, down, fmt, down_fmt, releases)
+        return experts
+
+    def _build(
+        self,
+        gate_up: list[list[torch.Tensor]],
+        down: list[torch.Tensor],
+        fmt: str,
+        down_fmt: str | None,
+        releases: list[tuple[Callable[[], None], Callable[[], None]]] | None = None,
+    ) -> None:
+        down_fmt = down_fmt or fmt
+        self.num_experts, hidden = len(down), down[0].shape[0]
+        self.intermediate_size = sum(int(p.shape[0]) for p in gate_up[0]) // 2
         self.fmt, self.down_fmt = fmt, down_fmt
-        self.register_buffer("gate_up_blocks", gate_up_blocks.contiguous(), persistent=False)
-        self.register_buffer("down_blocks", down_blocks.contiguous(), persistent=False)
-        # GGUFProduct checks each expert's slice against its in_features (a ValueError on a mismatch)
-        self._gate_up = [GGUFProduct(b, fmt, hidden) for b in self.gate_up_blocks]
-        self._down = [GGUFProduct(b, down_fmt, self.intermediate_size) for b in self.down_blocks]
+        gate_up_releases, down_releases = zip(*releases) if releases else ([None] * len(down),) * 2
+        # GGUFProduct checks each piece against its in_features (a ValueError on a mismatch)
+        self._gate_up = [GGUFProduct(p, fmt, hidden, r) for p, r in zip(gate_up, gate_up_releases)]
+        inter = self.intermediate_size
+        self._down = [GGUFProduct(d, down_fmt, inter, r) for d, r in zip(down, down_releases)]
+
+    def products(self, expert: int) -> tuple[GGUFProduct, GGUFProduct]:
+        """Expert ``expert``'s gate/up and down products."""
+        return self._gate_up[expert], self._down[expert]
+
+    @property
+    def gate_up_blocks(self) -> torch.Tensor:
+        """``[E, 2 * inter, row bytes]`` (a copy when the experts came in pieces)."""
+        return torch.stack([p.blocks for p in self._gate_up])
+
+    @property
+    def down_blocks(self) -> torch.Tensor:
+        """``[E, hidden, row bytes]`` (a copy)."""
+        return torch.stack([p.blocks for p in self._down])
 
     def gate_up(self, expert: int, x: torch.Tensor) -> torch.Tensor:
         return self._gate_up[expert](x.float())
@@ -209,7 +259,7 @@ class GGUFExperts(GroupedExperts):
         return experts
 
     def weight_bytes(self) -> int:
-        return self.gate_up_blocks.numel() + self.down_blocks.numel()
+        return sum(piece.nbytes for p in (*self._gate_up, *self._down) for piece in p.pieces)
 
 
 class SparseMoeBlock(Module):

@@ -8,7 +8,8 @@ those blocks instead of being dequantized into the float ``Experts``.
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
+
 from torch import nn
 
 from radixlm.runtime.layers.moe import Experts, GGUFExperts
@@ -30,12 +31,23 @@ def experts_from_blocks(module: Experts, parts: Parts) -> GGUFExperts | None:
     down = [pieces[("down_proj", e, 0)] for e in experts]
     if len({p.fmt for pair in gate_up for p in pair}) != 1 or len({p.fmt for p in down}) != 1:
         return None
-    # one [E, rows, row bytes] tensor per product: gate and up rows joined per expert (a copy)
-    gate_up_blocks = torch.stack([torch.cat([gate.blocks, up.blocks]) for gate, up in gate_up])
-    down_blocks = torch.stack([p.blocks for p in down])
-    for piece in pieces.values():
-        piece.release()
-    return GGUFExperts(gate_up_blocks, down_blocks, gate_up[0][0].fmt, down[0].fmt)
+    # no stacked copy: each expert's pieces stay views of the file until its products repack them
+    releases = [(_releasing([gate, up]), down[e].release) for e, (gate, up) in enumerate(gate_up)]
+    return GGUFExperts.from_pieces(
+        [[gate.blocks, up.blocks] for gate, up in gate_up],
+        [p.blocks for p in down],
+        gate_up[0][0].fmt,
+        down[0].fmt,
+        releases,
+    )
+
+
+def _releasing(pieces: list[BlockTensor]) -> Callable[[], None]:
+    def release() -> None:
+        for piece in pieces:
+            piece.release()
+
+    return release
 
 
 def build_with_file_experts(plan: ServingPlan) -> BuildModule:
