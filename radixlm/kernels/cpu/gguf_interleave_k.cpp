@@ -255,31 +255,53 @@ void pack_q4_k(const uint8_t* rows, int64_t row_bytes, uint8_t* dst) {
   }
 }
 
-// One Q6_K super-block of eight rows into dst.
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One Q6_K super-block of eight rows into dst, eight bytes at a time in 64-bit words (byte by byte
+// it ran at ~0.1 GB/s).
 void pack_q6_k(const uint8_t* rows, int64_t row_bytes, uint8_t* dst) {
-  std::memset(dst, 0, kQ6KGroupBytes);
+  constexpr uint64_t kNibbles = 0x0F0F0F0F0F0F0F0FULL, kPairs = 0x0303030303030303ULL;
   for (int r = 0; r < kGroup; ++r) {
     const uint8_t* blk = rows + r * row_bytes;
     std::memcpy(dst + 2 * r, blk + 208, 2);
-    uint8_t q[kSuperBlock];  // 0..63
-    for (int e = 0; e < kSuperBlock; ++e) {
-      const int h = e / 128, g = (e % 128) / 32, l = e % 32;
-      const int lo = (blk[64 * h + 32 * (g % 2) + l] >> (g >= 2 ? 4 : 0)) & 0x0F;
-      q[e] = static_cast<uint8_t>(lo | (((blk[128 + 32 * h + l] >> (2 * g)) & 3) << 4));
+    alignas(8) uint8_t q[kSuperBlock];  // 0..63
+    for (int h = 0; h < 2; ++h) {
+      for (int g = 0; g < 4; ++g) {
+        for (int l = 0; l < 32; l += 8) {
+          const uint64_t ql = load64(blk + 64 * h + 32 * (g % 2) + l), qh = load64(blk + 128 + 32 * h + l);
+          const uint64_t v = ((ql >> (g >= 2 ? 4 : 0)) & kNibbles) | (((qh >> (2 * g)) & kPairs) << 4);
+          std::memcpy(q + 128 * h + 32 * g + l, &v, 8);
+        }
+      }
     }
     for (int j = 0; j < 8; ++j) {
       dst[16 + 16 * j + r] = blk[192 + 2 * j];
       dst[16 + 16 * j + 8 + r] = blk[192 + 2 * j + 1];
-      uint8_t* out = dst + 144 + 192 * j;
       const uint8_t* qj = q + 32 * j;
-      for (int c = 0; c < 4; ++c) {
-        for (int t = 0; t < 4; ++t) {
-          const int a = qj[4 * c + t], z = qj[16 + 4 * c + t];
-          out[32 * c + 4 * r + t] = static_cast<uint8_t>((a & 0x0F) | ((z & 0x0F) << 4));
-          out[128 + 4 * r + t] |= static_cast<uint8_t>((a >> 4) << (2 * c));
-          out[160 + 4 * r + t] |= static_cast<uint8_t>((z >> 4) << (2 * c));
-        }
+      uint8_t* out = dst + 144 + 192 * j;
+      for (int half = 0; half < 2; ++half) {  // nibble bytes 8 * half .. 8 * half + 7
+        const uint64_t v = (load64(qj + 8 * half) & kNibbles) | ((load64(qj + 16 + 8 * half) & kNibbles) << 4);
+        std::memcpy(out + 64 * half + 4 * r, &v, 4);
+        const uint32_t upper = static_cast<uint32_t>(v >> 32);
+        std::memcpy(out + 64 * half + 32 + 4 * r, &upper, 4);
       }
+      uint32_t top[2] = {0, 0};  // byte t, bits 2c..2c+1: the top bits of weight 4c + t (16 + 4c + t)
+      for (int c = 0; c < 4; ++c) {
+        top[0] |= ((load32(qj + 4 * c) >> 4) & 0x03030303u) << (2 * c);
+        top[1] |= ((load32(qj + 16 + 4 * c) >> 4) & 0x03030303u) << (2 * c);
+      }
+      std::memcpy(out + 128 + 4 * r, &top[0], 4);
+      std::memcpy(out + 160 + 4 * r, &top[1], 4);
     }
   }
 }
