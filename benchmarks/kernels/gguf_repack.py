@@ -1,5 +1,5 @@
-"""Q4_0/Q4_K/Q6_K products: the file's blocks (gguf_gemm.h's loops) against the groups of eight
-interleaved rows (cpu/gguf_interleave.cpp, gguf_interleave_k.cpp), in one process, on a ~1.5B
+"""Q4_0/Q4_1/Q4_K/Q6_K products: the file's blocks (gguf_gemm.h's loops) against the groups of eight
+interleaved rows (cpu/gguf_interleave*.cpp), in one process, on a ~1.5B
 Llama's layer shapes, at 1-32 rows.
 
 Random blocks (``--format``, default q4_0: random quants and scales, fp16 scales in +-0.05, K-quants'
@@ -9,7 +9,7 @@ load change on the (shared) machine hits both alike. Prints median microseconds 
 new (``> 1``: the groups are faster), and the repack time.
 ``--shape 8b``: an 8B Llama's layers instead, at one row, in GB/s (``gguf_repack_8b``).
 
-    python -m benchmarks.kernels.gguf_repack [--format q4_0|q4_k|q6_k] [--batches 1,2,4,8,16,32]
+    python -m benchmarks.kernels.gguf_repack [--format q4_0|q4_1|q4_k|q6_k] [--batches 1,2,4,8,16,32]
         [--threads 2] [--iters 40]
     python -m benchmarks.kernels.gguf_repack --shape 8b [--threads 2] [--iters 40]
 """
@@ -40,6 +40,14 @@ def random_q4_0(n: int, k: int, gen: torch.Generator) -> torch.Tensor:
     return blocks
 
 
+def random_q4_1(n: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    """Random Q4_1 blocks: any nibbles, fp16 d and m in +-0.05."""
+    blocks = torch.randint(0, 256, (n, gguf_blocks.row_bytes("q4_1", k)), dtype=torch.uint8, generator=gen)
+    view = blocks.view(n, k // 32, 20)
+    view[..., :4] = ((torch.rand(n, k // 32, 2, generator=gen) - 0.5) * 0.1).half().view(torch.uint8)
+    return blocks
+
+
 def random_kquant(fmt: str, n: int, k: int, gen: torch.Generator) -> torch.Tensor:
     """Random Q4_K/Q6_K super-blocks: any quants, scales and minimums, fp16 d (and dmin) in 0..0.02."""
     size = gguf_blocks.BLOCK_BYTES[fmt]
@@ -59,7 +67,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--shape", choices=["1.5b", "8b"], default="1.5b")
-    parser.add_argument("--format", choices=["q4_0", "q4_k", "q6_k"], default="q4_0")
+    parser.add_argument("--format", choices=["q4_0", "q4_1", "q4_k", "q6_k"], default="q4_0")
     args = parser.parse_args()
     fmt, ggml_type = args.format, gguf_blocks.GGML_TYPES[args.format]
     kernels = load_gguf_kernels()
@@ -72,7 +80,8 @@ def main() -> None:
     print(f"{fmt}, isa {kernels.isa}, threads {args.threads}, iters {args.iters} (median us per call)")
     print(f"{'shape':>16} {'m':>3} {'old us':>9} {'new us':>9} {'old/new':>8}")
     for name, n, k in SHAPES:
-        make = random_q4_0 if fmt == "q4_0" else lambda n, k, gen: random_kquant(fmt, n, k, gen)
+        makers = {"q4_0": random_q4_0, "q4_1": random_q4_1}
+        make = makers.get(fmt, lambda n, k, gen: random_kquant(fmt, n, k, gen))
         first = make(n, k, gen)
         copies = max(2, CACHE_BYTES // first.numel() + 1)
         weights = [first] + [make(n, k, gen) for _ in range(copies - 1)]

@@ -255,6 +255,35 @@ torch::Tensor gguf_linear_kquant_groups(torch::Tensor x, torch::Tensor packed, i
   return out;
 }
 
+// Q4_1 blocks uint8 [n, k/32 * 20] -> uint8 [ceil(n / 8), k/32 * 160] (gguf_interleave_q4_1.cpp).
+torch::Tensor repack_q4_1_groups(torch::Tensor weight, int64_t threads) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
+  TORCH_CHECK(weight.size(1) % block_bytes(kQ4_1) == 0, "Q4_1 rows are whole 20-byte blocks");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  weight = weight.contiguous();
+  const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_1);
+  auto out = torch::empty({(n + 7) / 8, nblocks * kQ41GroupBlockBytes}, weight.options());
+  repack_q4_1(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
+  return out;
+}
+
+// x: float32 [m, k]; packed: repack_q4_1_groups of an [n, k] Q4_1 weight. Returns float32 [m, n].
+torch::Tensor gguf_linear_q4_1_groups(torch::Tensor x, torch::Tensor packed, int64_t n, int64_t threads) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
+              "packed must be contiguous 2-D uint8");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  x = x.contiguous();
+  const int64_t m = x.size(0), k = x.size(1);
+  TORCH_CHECK(k % kBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kBlock * kQ41GroupBlockBytes,
+              "packed does not match n ", n, " and in_features ", k);
+  auto out = torch::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  const Activations acts = quantize_activations(x, threads, false);
+  gemm_q4_1_interleaved(packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(), static_cast<int>(threads));
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("gguf_linear", &gguf_linear,
           "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2 or AVX-512 VNNI, threaded)");
@@ -265,5 +294,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("gguf_linear_q4_0_groups", &gguf_linear_q4_0_groups, "x @ W^T for Q4_0 repacked by repack_q4_0_groups");
   mod.def("repack_kquant_groups", &repack_kquant_groups, "Q4_K/Q6_K -> groups of eight interleaved rows");
   mod.def("gguf_linear_kquant_groups", &gguf_linear_kquant_groups, "x @ W^T for repack_kquant_groups weights");
+  mod.def("repack_q4_1_groups", &repack_q4_1_groups, "Q4_1 blocks -> groups of eight interleaved rows");
+  mod.def("gguf_linear_q4_1_groups", &gguf_linear_q4_1_groups, "x @ W^T for Q4_1 repacked by repack_q4_1_groups");
   mod.def("read_bytes", &read_bytes, "read a weight as a matrix-vector product would (a bandwidth probe)");
 }
