@@ -1,8 +1,8 @@
 """A token's output from the GGUF kernel does not depend on the batch it is in.
 
-The kernel walks activation rows in passes of 1-4 and weight rows in tiles of 1-4 (Q4_0 repacked:
-groups of eight, tiles of 1-2 groups), and splits large products over threads; deterministic
-inference (``--enable-deterministic-inference``) needs each output element to come out
+The kernel walks activation rows in passes of 1-4 and weight rows in tiles of 1-4 (Q4_0, Q4_1,
+Q4_K, Q6_K repacked: groups of eight, tiles of 1-2 groups), and splits large products over threads;
+deterministic inference (``--enable-deterministic-inference``) needs each output element to come out
 bit-identical whichever of those paths computed it.
 """
 
@@ -18,8 +18,10 @@ kernels = gguf_kernels
 pytestmark = needs_cpu_kernels
 
 
-# Q4_0 twice: the file's blocks and the groups of eight interleaved rows (cpu/gguf_interleave.cpp)
-CASES = [(fmt, False) for fmt in gguf_blocks.GGML_TYPES] + [("q4_0", True)]
+# Q4_0, Q4_1, Q4_K, Q6_K twice: the file's blocks and the groups of eight interleaved rows
+# (cpu/gguf_interleave.cpp, gguf_interleave_q4_1.cpp, gguf_interleave_k.cpp)
+GROUPED = ("q4_0", "q4_1", "q4_k", "q6_k")
+CASES = [(fmt, False) for fmt in gguf_blocks.GGML_TYPES] + [(fmt, True) for fmt in GROUPED]
 
 
 @pytest.mark.parametrize("fmt,repack", CASES)

@@ -104,7 +104,7 @@ def test_a_bound_product_checks_its_weight_once_and_its_activations_each_call() 
         kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_0"], 64)
     with pytest.raises(ValueError, match="row bytes"):
         kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_1"], 96)
-    product = kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_1"], 64)
+    product = kernels.bind(blocks, gguf_blocks.GGML_TYPES["q4_1"], 64, repack=False)  # the loops' bits
     x = torch.randn(3, 64)
     assert torch.equal(product(x), kernels.gguf_linear(x, blocks, gguf_blocks.GGML_TYPES["q4_1"]))
     for bad in (torch.randn(3, 32), torch.randn(3, 64, dtype=torch.float64), torch.randn(64)):

@@ -76,7 +76,7 @@ def test_repacked_rows_are_bit_identical_alone_and_in_any_batch(n: int) -> None:
 
 
 def test_repack_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """RADIXLM_GGUF_REPACK=0/1 forces bind's default; only Q4_0 is repacked."""
+    """RADIXLM_GGUF_REPACK=0/1 forces bind's default; Q8_0 is never repacked."""
     blocks = gguf_blocks.quantize(torch.randn(16, 64), "q4_0")
     monkeypatch.setenv("RADIXLM_GGUF_REPACK", "0")
     assert not kernels.repack_by_default() and not kernels.bind(blocks, Q4_0, 64).repacked

@@ -39,7 +39,13 @@ from radixlm.kernels.cpu.kernel_slot import KernelSlot, SlotBuilder
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
 MODULES = {  # extension module -> its C++ sources (headers in this folder are inputs of every build)
-    "gguf_linear": ["gguf_linear.cpp", "gguf_linear_vnni.cpp", "gguf_interleave.cpp"],
+    "gguf_linear": [
+        "gguf_linear.cpp",
+        "gguf_linear_vnni.cpp",
+        "gguf_interleave.cpp",
+        "gguf_interleave_k.cpp",
+        "gguf_interleave_q4_1.cpp",
+    ],
     "decode_kernels": [
         "decode_kernels.cpp",
         "decode_attention.cpp",

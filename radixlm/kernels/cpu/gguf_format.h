@@ -73,4 +73,19 @@ void repack_q4_0(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threa
 void gemm_q4_0_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                            int threads);
 
+// Q4_K and Q6_K in groups of eight rows (gguf_interleave_k.cpp: the layouts): repack_kquant writes
+// ceil(n / 8) * (k / 256) * the format's group bytes of w's n rows; gemm_kquant_interleaved is the
+// AVX2 product with them (x.sum used, x.qsum8 not).
+constexpr int64_t kQ4KGroupBytes = 1184;  // per super-block: 8 d, 8 dmin, 64 scales, 64 mins, 1024 quants
+constexpr int64_t kQ6KGroupBytes = 1680;  // per super-block: 8 d, 128 scales, 8 x 192 quants
+// Q4_1 in groups of eight rows (gguf_interleave_q4_1.cpp: the layout): repack_q4_1 writes
+// ceil(n / 8) * (k / 32) * kQ41GroupBlockBytes bytes; gemm_q4_1_interleaved is the AVX2 product.
+constexpr int64_t kQ41GroupBlockBytes = 160;  // 8 fp16 d, 8 fp16 m, 8 rows' 16 quant bytes
+void repack_q4_1(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
+void gemm_q4_1_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                           int threads);
+void repack_kquant(int fmt, const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
+void gemm_kquant_interleaved(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                             int threads);
+
 }  // namespace radixlm::gguf

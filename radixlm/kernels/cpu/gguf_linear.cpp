@@ -217,6 +217,73 @@ torch::Tensor gguf_linear_q4_0_groups(torch::Tensor x, torch::Tensor packed, int
   return out;
 }
 
+// Q4_K (fmt 12) or Q6_K (14) super-blocks uint8 [n, k/256 * bytes] -> uint8 [ceil(n / 8), k/256 *
+// group bytes], eight rows interleaved with their scales decoded (gguf_interleave_k.cpp).
+torch::Tensor repack_kquant_groups(torch::Tensor weight, int64_t fmt, int64_t threads) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
+  TORCH_CHECK(fmt == kQ4_K || fmt == kQ6_K, "repack_kquant_groups takes Q4_K or Q6_K, got ", fmt);
+  const int bytes = block_bytes(static_cast<int>(fmt));
+  TORCH_CHECK(weight.size(1) % bytes == 0, "rows are whole super-blocks");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  weight = weight.contiguous();
+  const int64_t n = weight.size(0), nsuper = weight.size(1) / bytes;
+  const int64_t group = fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes;
+  auto out = torch::empty({(n + 7) / 8, nsuper * group}, weight.options());
+  repack_kquant(static_cast<int>(fmt), weight.data_ptr<uint8_t>(), n, nsuper * kSuperBlock, out.data_ptr<uint8_t>(),
+                static_cast<int>(threads));
+  return out;
+}
+
+// x: float32 [m, k]; packed: repack_kquant_groups of an [n, k] weight of `fmt`. Returns float32 [m, n].
+torch::Tensor gguf_linear_kquant_groups(torch::Tensor x, torch::Tensor packed, int64_t fmt, int64_t n,
+                                        int64_t threads) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
+              "packed must be contiguous 2-D uint8");
+  TORCH_CHECK(fmt == kQ4_K || fmt == kQ6_K, "gguf_linear_kquant_groups takes Q4_K or Q6_K, got ", fmt);
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  x = x.contiguous();
+  const int64_t m = x.size(0), k = x.size(1);
+  const int64_t group = fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes;
+  TORCH_CHECK(k % kSuperBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kSuperBlock * group,
+              "packed does not match n ", n, " and in_features ", k);
+  auto out = torch::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  const Activations acts = quantize_activations(x, threads, false);
+  gemm_kquant_interleaved(static_cast<int>(fmt), packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(),
+                          static_cast<int>(threads));
+  return out;
+}
+
+// Q4_1 blocks uint8 [n, k/32 * 20] -> uint8 [ceil(n / 8), k/32 * 160] (gguf_interleave_q4_1.cpp).
+torch::Tensor repack_q4_1_groups(torch::Tensor weight, int64_t threads) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
+  TORCH_CHECK(weight.size(1) % block_bytes(kQ4_1) == 0, "Q4_1 rows are whole 20-byte blocks");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  weight = weight.contiguous();
+  const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_1);
+  auto out = torch::empty({(n + 7) / 8, nblocks * kQ41GroupBlockBytes}, weight.options());
+  repack_q4_1(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
+  return out;
+}
+
+// x: float32 [m, k]; packed: repack_q4_1_groups of an [n, k] Q4_1 weight. Returns float32 [m, n].
+torch::Tensor gguf_linear_q4_1_groups(torch::Tensor x, torch::Tensor packed, int64_t n, int64_t threads) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
+              "packed must be contiguous 2-D uint8");
+  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
+  x = x.contiguous();
+  const int64_t m = x.size(0), k = x.size(1);
+  TORCH_CHECK(k % kBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kBlock * kQ41GroupBlockBytes,
+              "packed does not match n ", n, " and in_features ", k);
+  auto out = torch::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  const Activations acts = quantize_activations(x, threads, false);
+  gemm_q4_1_interleaved(packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(), static_cast<int>(threads));
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("gguf_linear", &gguf_linear,
           "x @ W^T for GGUF Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks (AVX2 or AVX-512 VNNI, threaded)");
@@ -225,5 +292,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("set_isa", &set_isa, "use one of available_isas() from now on");
   mod.def("repack_q4_0_groups", &repack_q4_0_groups, "Q4_0 blocks -> groups of eight interleaved rows");
   mod.def("gguf_linear_q4_0_groups", &gguf_linear_q4_0_groups, "x @ W^T for Q4_0 repacked by repack_q4_0_groups");
+  mod.def("repack_kquant_groups", &repack_kquant_groups, "Q4_K/Q6_K -> groups of eight interleaved rows");
+  mod.def("gguf_linear_kquant_groups", &gguf_linear_kquant_groups, "x @ W^T for repack_kquant_groups weights");
+  mod.def("repack_q4_1_groups", &repack_q4_1_groups, "Q4_1 blocks -> groups of eight interleaved rows");
+  mod.def("gguf_linear_q4_1_groups", &gguf_linear_q4_1_groups, "x @ W^T for Q4_1 repacked by repack_q4_1_groups");
   mod.def("read_bytes", &read_bytes, "read a weight as a matrix-vector product would (a bandwidth probe)");
 }

@@ -17,9 +17,11 @@ import torch
 
 from radixlm.kernels.cpu.gguf_blocks import BLOCK_BYTES, BLOCK_ELEMENTS, GGML_TYPES
 
-REPACK_ENV = "RADIXLM_GGUF_REPACK"  # "0"/"1": Q4_0 groups of eight rows off/on (GGUFKernels.bind)
+REPACK_ENV = "RADIXLM_GGUF_REPACK"  # "0"/"1": groups of eight rows off/on (GGUFKernels.bind)
 _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 _ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
+# K-quants ``bind`` also repacks into groups of eight rows (cpu/gguf_interleave_k.cpp)
+_GROUPED_KQUANTS = (GGML_TYPES["q4_k"], GGML_TYPES["q6_k"])
 
 
 def check_threads(threads: int | None) -> int:
@@ -88,16 +90,18 @@ class GGUFKernels:
         """``x``: float32 ``[m, k]``; ``weight``: uint8 ``[n, k / block elements * block bytes]`` (32
         elements per block, 256 for the K-quants); returns float32 ``[m, n]``.
         ``threads``: how many threads may share the product (the caller's included); default torch's.
-        A one-off product: Q4_0 is repacked (``bind``) only where ``RADIXLM_GGUF_REPACK=1`` forces it."""
+        A one-off product: Q4_0/Q4_1/Q4_K/Q6_K are repacked (``bind``) only where ``RADIXLM_GGUF_REPACK=1``
+        forces it."""
         if x.dim() != 2:
             raise ValueError(f"x must be a 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype} on {x.device}")
         repack = os.environ.get(REPACK_ENV) == "1"
         return self.bind(weight, ggml_type, x.shape[1], repack=repack)(x, threads)
 
     def repack_by_default(self) -> bool:
-        """Whether ``bind`` repacks Q4_0 weights into groups of eight rows: ``RADIXLM_GGUF_REPACK=0/1``
-        if set, else on unless the loops run with AVX-512 VNNI (the grouped product is AVX2 code; it
-        measured 1.4-4x faster than the AVX2 loops at 1-32 rows: benchmarks/kernels/gguf_repack.py)."""
+        """Whether ``bind`` repacks Q4_0/Q4_1/Q4_K/Q6_K weights into groups of eight rows:
+        ``RADIXLM_GGUF_REPACK=0/1`` if set, else on unless the loops run with AVX-512 VNNI (the grouped
+        products are AVX2 code; against the AVX2 loops at 1-32 rows they measured 1.4-4x faster for
+        Q4_0, 2-4x for Q4_K, 1.1-2x for Q6_K: benchmarks/kernels/gguf_repack.py)."""
         env = os.environ.get(REPACK_ENV)
         if env in ("0", "1"):
             return env == "1"
@@ -120,8 +124,9 @@ class GGUFKernels:
     ) -> BoundGGUFProduct:
         """The product with ``weight`` (checked now, against ``in_features``), whose calls check only
         their activations: a decode step makes ~120 of them. ``repack`` (default
-        ``repack_by_default()``): a Q4_0 weight is copied once into groups of eight interleaved rows
-        (``cpu/gguf_interleave.cpp``) and the product reads only that copy."""
+        ``repack_by_default()``): a Q4_0, Q4_1, Q4_K or Q6_K weight is copied once into groups of
+        eight interleaved rows (``cpu/gguf_interleave.cpp``, ``cpu/gguf_interleave_q4_1.cpp``,
+        ``cpu/gguf_interleave_k.cpp``: the K-quants' scales decoded) and the product reads only that copy."""
         check_weight(weight, ggml_type, in_features)
         if repack is None:
             repack = self.repack_by_default()
@@ -129,12 +134,20 @@ class GGUFKernels:
             packed = self._compiled.repack_q4_0_groups(weight, check_threads(None))
             n = weight.shape[0]
             return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
+        if repack and ggml_type == GGML_TYPES["q4_1"] and weight.shape[0]:
+            packed = self._compiled.repack_q4_1_groups(weight, check_threads(None))
+            n = weight.shape[0]
+            return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
+        if repack and ggml_type in _GROUPED_KQUANTS and weight.shape[0]:
+            packed = self._compiled.repack_kquant_groups(weight, ggml_type, check_threads(None))
+            n = weight.shape[0]
+            return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
         return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
 
 
 class BoundGGUFProduct:
     """``x @ W^T`` for one checked weight (``GGUFKernels.bind``); ``x``: float32 ``[m, in_features]``.
-    ``out_features`` set: ``weight`` is Q4_0 repacked into groups of eight rows."""
+    ``out_features`` set: ``weight`` is repacked into groups of eight rows (Q4_0, Q4_1, Q4_K, Q6_K)."""
 
     __slots__ = ("_compiled", "weight", "ggml_type", "in_features", "out_features")
 
@@ -151,7 +164,7 @@ class BoundGGUFProduct:
 
     @property
     def repacked(self) -> bool:
-        """Whether the product reads Q4_0 groups of eight rows (not the file's blocks)."""
+        """Whether the product reads groups of eight rows (not the file's blocks)."""
         return self.out_features is not None
 
     def __call__(self, x: torch.Tensor, threads: int | None = None) -> torch.Tensor:
@@ -161,6 +174,12 @@ class BoundGGUFProduct:
                 f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
                 f"{tuple(x.shape)} {x.dtype} on {x.device}"
             )
+        if self.out_features is not None and self.ggml_type in _GROUPED_KQUANTS:
+            return self._compiled.gguf_linear_kquant_groups(
+                x, self.weight, self.ggml_type, self.out_features, threads
+            )
+        if self.out_features is not None and self.ggml_type == GGML_TYPES["q4_1"]:
+            return self._compiled.gguf_linear_q4_1_groups(x, self.weight, self.out_features, threads)
         if self.out_features is not None:
             return self._compiled.gguf_linear_q4_0_groups(x, self.weight, self.out_features, threads)
         return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
