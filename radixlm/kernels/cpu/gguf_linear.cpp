@@ -290,7 +290,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("available_isas", &available_isas, "the instruction sets the loops can use here, best last");
   mod.def("current_isa", &current_isa, "the instruction set the loops use now");
   mod.def("set_isa", &set_isa, "use one of available_isas() from now on");
-  mod.def("repack_q4_0_groups", &repack_q4_0_groups, "Q4_0 blocks -> groups of eight interleaved rows");
+  mod.def("repack_q4_0_groups", &repack_q4_0_groups, "Q4_0 blocks -> groups of eight interleaved rows",
+          py::call_guard<py::gil_scoped_release>());
   mod.def("gguf_linear_q4_0_groups", &gguf_linear_q4_0_groups, "x @ W^T for Q4_0 repacked by repack_q4_0_groups");
   mod.def("repack_kquant_groups", &repack_kquant_groups, "Q4_K/Q6_K -> groups of eight interleaved rows");
   mod.def("gguf_linear_kquant_groups", &gguf_linear_kquant_groups, "x @ W^T for repack_kquant_groups weights");

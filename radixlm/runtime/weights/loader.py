@@ -27,6 +27,7 @@ from radixlm.runtime.weights.model_registry import resolve_model
 from radixlm.runtime.weights.safetensors_source import SafetensorsSource
 from radixlm.runtime.weights.source import WeightSource
 from radixlm.runtime.weights.tokenizer_files import load_tokenizer, tokenizer_dir, tokenizer_for
+from radixlm.runtime.weights.tokenizer_prefetch import TokenizerPrefetch
 from radixlm.runtime.weights.vision_pair import VisionPairSource
 
 
@@ -96,6 +97,7 @@ def load_model(
     with _default_dtype(dtype), torch.device(device), parameters_on_meta():
         net = get_model_class(cfg.architecture)(cfg, max_positions=context)
     plan.check(net)
+    tokenizer_load = TokenizerPrefetch(tokenizer or model_path)  # in a thread while the weights load
     with loading_into(ModuleAssembler(build_with_file_experts(plan))):
         net.load_weights(source.tensors())
     unloaded = unloaded_parameters(net)
@@ -108,7 +110,7 @@ def load_model(
         model_path,
         hf_config,
         source.generation_config(),
-        tokenizer,
+        tokenizer_load,
         plan.method,
     )
     loaded.mmproj_path = mmproj_path
@@ -121,12 +123,16 @@ def _loaded(
     model_path: str,
     hf_config: dict[str, Any],
     generation: dict[str, Any],
-    tokenizer: str | None,
+    tokenizer: str | None | TokenizerPrefetch,
     quantization: str,
 ) -> LoadedModel:
-    """``net`` with its tokenizer (``tokenizer``, default the model's own) and dimensions."""
-    tokenizer_path = tokenizer_dir(tokenizer or model_path)
-    tok = load_tokenizer(tokenizer_path)
+    """``net`` with its tokenizer (``tokenizer``, default the model's own; or one being loaded in a
+    thread, waited for here) and dimensions."""
+    if isinstance(tokenizer, TokenizerPrefetch):
+        tokenizer_path, tok = tokenizer.result()
+    else:
+        tokenizer_path = tokenizer_dir(tokenizer or model_path)
+        tok = load_tokenizer(tokenizer_path)
     bind = getattr(net, "bind_tokenizer", None)
     if bind is not None:  # a yes/no reranker keeps its answer tokens' LM-head rows (ValueError if absent)
         bind(tok)
