@@ -6,6 +6,8 @@ all-MiniLM-L6-v2's shapes it was 1.2-1.9x the small-batch kernel and oneDNN's pa
 rows (benchmarks/log/embeddings.md). The panels are made from the fp16 copy when the layer has one
 (``half_weights.py``: half the bytes to stream), else from the fp32 weight. Decoders keep their
 two copies (plain and oneDNN-packed): a third of a multi-GB model is not worth its few-row gain.
+Made by ``pack_model_weights`` (so ``--disable-weight-packing`` and deterministic inference make
+none) and renewed by ``repack_weights``.
 """
 
 from __future__ import annotations
