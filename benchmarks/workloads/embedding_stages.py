@@ -1,5 +1,6 @@
 """Where a batch-1 embedding's time goes: per sentence, the tokenizer (the wrapper's call and the
-backend's), the encoder forward alone (on one thread, and on the thread count ``ThreadChoice`` picks),
+backend's), the encoder forward alone (on one thread, also without the column panels of its weights,
+i.e. the product paths from before ``panel_linear``; and on the thread count ``ThreadChoice`` picks),
 a scheduler driven in this thread (intake, one step, the answer), and ``Engine.encode`` (adds the
 caller-to-loop-thread hop). The stages alternate sentence by sentence, so a busy machine slows all
 alike; medians of wall time.
@@ -55,6 +56,18 @@ def main() -> None:
         forward(i)
         torch.set_num_threads(args.threads)
 
+    layers = [m for m in sched.runner.model.modules() if getattr(m, "panels", None) is not None]
+    panels = [m.panels for m in layers]
+
+    def without_panels(i: int) -> None:
+        for m in layers:
+            m.panels = None
+        try:
+            one_thread(i)
+        finally:
+            for m, p in zip(layers, panels, strict=True):
+                m.panels = p
+
     def chosen(i: int) -> None:
         threads = sched.encoder.threads
         threads.run(len(ids[i]), lambda: forward(i)) if threads is not None else forward(i)
@@ -69,6 +82,7 @@ def main() -> None:
         "tokenizer_call": lambda i: tok(texts[i])["input_ids"],
         "backend_encode": lambda i: tok._tokenizer.encode(texts[i]).ids,
         "forward_1_thread": one_thread,
+        "forward_1_thread_without_panels": without_panels,
         "forward_thread_choice": chosen,
         "scheduler_in_thread": scheduler,
         "engine_encode": lambda i: engine.encode(texts[i]),

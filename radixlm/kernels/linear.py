@@ -10,7 +10,11 @@ thread and was 1.5-5x slower up to 16 rows on the model's shapes; on LM heads (v
 8k-152k rows) it stayed 1.1-2.3x slower up to 128 rows. The packed product was slower than the
 kernel up to 8 rows, even at 12, and faster from 16 on.
 A layer with an fp16 copy of its weight (an encoder's, ``runtime/layers/half_weights.py``) gives up
-to ``HALF_MAX_ROWS`` rows to the kernel reading that copy (half the bytes).
+to ``HALF_MAX_ROWS`` rows to the kernel reading that copy (half the bytes). A layer with its weight in
+column panels (``pack_panels``; an encoder's, ``runtime/layers/panel_weights.py``) gives up to
+``PANEL_MAX_ROWS`` rows to ``cpu/panel_linear.cpp`` (6x16 register tiles): on the encoder's shapes it
+was 1.2-1.9x the small-batch kernel and oneDNN's packed product at 8-24 rows on one thread, even with
+oneDNN at 32-256 (``benchmarks/kernels/panel_linear.py``, benchmarks/log/embeddings.md).
 Anything else (CUDA, other dtypes, autograd) is ``F.linear``.
 """
 
@@ -25,6 +29,8 @@ SMALL_BATCH_MAX_ROWS = 16
 HEAD_MAX_ROWS = 128
 PACKED_KERNEL_MAX_ROWS = 12
 HALF_MAX_ROWS = 32
+PANEL_MAX_ROWS = 64
+PANEL_WIDTH = 16  # output features per panel (two AVX2 vectors)
 _TORCH_LINEAR = F.linear
 
 
@@ -39,6 +45,16 @@ def packed_linear(
     return out.reshape(*x.shape[:-1], out_features)
 
 
+def pack_panels(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` ``[n, k]`` (fp32 or fp16) as column panels ``[ceil(n / 16), k, 16]`` for
+    ``panel_linear``: output ``16 * j + c``, input ``t`` at ``[j][t][c]``; the last panel zero-filled."""
+    n, k = weight.shape
+    count = -(-n // PANEL_WIDTH)
+    padded = torch.zeros(count * PANEL_WIDTH, k, dtype=weight.dtype)
+    padded[:n] = weight.detach()
+    return padded.view(count, PANEL_WIDTH, k).transpose(1, 2).contiguous()
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -46,11 +62,14 @@ def linear(
     max_rows: int = SMALL_BATCH_MAX_ROWS,
     packed: torch.Tensor | None = None,
     half: torch.Tensor | None = None,
+    panels: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``F.linear(x, weight, bias)``, the dispatch point. fp32 on the CPU: up to ``max_rows`` rows
     take the threaded kernel once built; given ``packed`` (``pack_weight(weight)``), up to
     ``PACKED_KERNEL_MAX_ROWS`` rows do and more take the packed product; given ``half`` (``weight``'s
-    values in fp16), up to ``HALF_MAX_ROWS`` rows take the kernel reading it."""
+    values in fp16), up to ``HALF_MAX_ROWS`` rows take the kernel reading it; given ``panels``
+    (``pack_panels`` of ``weight`` or of its fp16 values), up to ``PANEL_MAX_ROWS`` rows take
+    ``panel_linear`` reading them."""
     if half is not None:
         max_rows = HALF_MAX_ROWS
     elif packed is not None:
@@ -69,6 +88,12 @@ def linear(
         and weight.is_cpu
         and (bias is None or bias.dtype == torch.float32)
     ):
+        if panels is not None and rows <= PANEL_MAX_ROWS and (bias is None or bias.is_contiguous()):
+            kernels = decode_kernels_if_ready()
+            if kernels is not None:
+                flat = x.reshape(rows, x.shape[-1]).contiguous()
+                out = kernels.panel_linear(flat, panels, weight.shape[0], bias)
+                return out.reshape(*x.shape[:-1], weight.shape[0])
         if rows > max_rows:
             if packed is not None:
                 return packed_linear(x, packed, bias, weight.shape[0])

@@ -52,6 +52,7 @@ MODULES = {  # extension module -> its C++ sources (headers in this folder are i
         "rmsnorm.cpp",
         "rotary.cpp",
         "small_batch_linear.cpp",
+        "panel_linear.cpp",
         "silu_and_mul.cpp",
     ],
 }

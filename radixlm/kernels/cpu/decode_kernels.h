@@ -25,4 +25,7 @@ std::tuple<torch::Tensor, torch::Tensor> rotary(torch::Tensor q, torch::Tensor k
 torch::Tensor small_batch_linear(torch::Tensor x, torch::Tensor weight, c10::optional<torch::Tensor> bias,
                                  int64_t threads);
 
+torch::Tensor panel_linear(torch::Tensor x, torch::Tensor panels, int64_t n, c10::optional<torch::Tensor> bias,
+                           int64_t threads);
+
 torch::Tensor silu_and_mul(torch::Tensor gate_up, int64_t threads);

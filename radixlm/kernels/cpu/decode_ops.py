@@ -21,7 +21,9 @@ class DecodeKernels:
     (fp32, or fp16/bf16 widened as read), read in place (``decode_attention.cpp``); ``rmsnorm`` and
     ``add_rmsnorm`` over fp32 rows (``rmsnorm.cpp``); ``rotary`` of fp32 q and k (``rotary.cpp``);
     ``small_batch_linear``, the fp32 products of a few rows split across threads
-    (``small_batch_linear.cpp``); ``silu_and_mul``, the gated MLP activation (``silu_and_mul.cpp``)."""
+    (``small_batch_linear.cpp``); ``panel_linear``, the same for a few dozen rows with the weight in
+    column panels (``panel_linear.cpp``); ``silu_and_mul``, the gated MLP activation
+    (``silu_and_mul.cpp``)."""
 
     def __init__(self, compiled: ModuleType) -> None:
         self._compiled = compiled
@@ -206,6 +208,41 @@ class DecodeKernels:
         ):
             raise ValueError(f"bias must be a contiguous float32 CPU vector of {weight.shape[0]}")
         return self._compiled.small_batch_linear(x, weight, bias, threads)
+
+    def panel_linear(
+        self,
+        x: torch.Tensor,
+        panels: torch.Tensor,
+        out_features: int,
+        bias: torch.Tensor | None = None,
+        threads: int | None = None,
+    ) -> torch.Tensor:
+        """``x @ W^T (+ bias)`` for contiguous fp32 ``x`` ``[m, k]``, ``W`` ``[out_features, k]``
+        given as ``panels = linear.pack_panels(W)`` (fp32, or fp16 widened as read); returns fp32
+        ``[m, out_features]``. Meant for up to a few dozen rows; a row's result does not depend on
+        ``m``."""
+        threads = check_threads(threads)
+        if x.dim() != 2 or x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous():
+            raise ValueError(f"x must be a contiguous 2-D float32 CPU tensor, got {x.dim()}-D {x.dtype}")
+        count = -(-out_features // 16)
+        if (
+            panels.shape != (count, x.shape[1], 16)
+            or panels.dtype not in (torch.float32, torch.float16)
+            or not panels.is_cpu
+            or not panels.is_contiguous()
+        ):
+            raise ValueError(
+                f"panels must be contiguous float32/float16 ({count}, {x.shape[1]}, 16), got "
+                f"{tuple(panels.shape)} {panels.dtype}"
+            )
+        if bias is not None and (
+            bias.shape != (out_features,)
+            or bias.dtype != torch.float32
+            or not bias.is_cpu
+            or not bias.is_contiguous()
+        ):
+            raise ValueError(f"bias must be a contiguous float32 CPU vector of {out_features}")
+        return self._compiled.panel_linear(x, panels, out_features, bias, threads)
 
     def silu_and_mul(self, gate_up: torch.Tensor, threads: int | None = None) -> torch.Tensor:
         """``silu(gate) * up`` of contiguous fp32 rows ``gate_up`` ``[T, 2d]`` = ``[gate | up]``;

@@ -95,8 +95,8 @@ def update_weights_from_disk(runner: ModelRunner, model_path: str, load_format: 
 
 def served_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every tensor a forward reads, by name: parameters, buffers (non-persistent ones too: GGUF
-    blocks) and public plain tensor attributes (a quantized layer's bias). Not the packed and fp16
-    copies, renewed from the weights, nor "_" attributes: caches (the positions a rotary layer
+    blocks) and public plain tensor attributes (a quantized layer's bias). Not the packed, fp16 and
+    panel copies, renewed from the weights, nor "_" attributes: caches (the positions a rotary layer
     checked)."""
     found: dict[str, torch.Tensor] = {}
     for prefix, module in model.named_modules():
@@ -104,6 +104,10 @@ def served_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         tensors.update(module.named_buffers(recurse=False))
         tensors.update((k, v) for k, v in vars(module).items() if isinstance(v, torch.Tensor))
         for key, value in tensors.items():
-            if value is not None and key not in ("packed", "weight_fp16") and not key.startswith("_"):
+            if (
+                value is not None
+                and key not in ("packed", "weight_fp16", "panels")
+                and not key.startswith("_")
+            ):
                 found[f"{prefix}.{key}" if prefix else key] = value
     return found

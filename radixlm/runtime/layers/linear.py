@@ -24,6 +24,7 @@ class Linear(Module):
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
         self.packed: torch.Tensor | None = None  # ``weight`` packed for oneDNN (packed_weights.py)
         self.weight_fp16: torch.Tensor | None = None  # ``weight`` in fp16 for few rows (half_weights.py)
+        self.panels: torch.Tensor | None = None  # ``weight`` in column panels (panel_weights.py)
 
     @classmethod
     def from_weight(cls, weight: torch.Tensor) -> Linear:
@@ -33,7 +34,9 @@ class Linear(Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, packed=self.packed, half=self.weight_fp16)
+        return linear(
+            x, self.weight, self.bias, packed=self.packed, half=self.weight_fp16, panels=self.panels
+        )
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """As the LM head: ``x @ W^T`` (quantized heads provide the same method)."""

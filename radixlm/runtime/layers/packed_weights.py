@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from radixlm.runtime.layers.linear import Embedding, Linear
+from radixlm.runtime.layers.panel_weights import add_panel_weights, layer_panels
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def pack_model_weights(model: nn.Module) -> int:
     included) a packed copy of its weight, used for products of many rows; returns the bytes added.
 
     Call it once the weights are final (after quantization and tensor-parallel sharding): a packed
-    copy does not follow later changes to ``weight`` (``repack_weights`` renews the copies).
+    copy does not follow later changes to ``weight`` (``repack_weights`` renews the copies). An
+    encoder's layers also get their weights in column panels (``panel_weights.py``).
     """
     targets = [m for m in model.modules() if isinstance(m, Linear)]
     lm_head = getattr(model, "lm_head", None)
@@ -66,11 +68,14 @@ def pack_model_weights(model: nn.Module) -> int:
         added += weight.numel() * weight.element_size()
     if added:
         logger.info("weights packed for oneDNN: %.0f MB more", added / 1e6)
-    return added
+    return added + add_panel_weights(model)
 
 
 def repack_weights(model: nn.Module) -> None:
-    """Renew the packed copy of every module in ``model`` that has one, after its weight changed."""
+    """Renew the packed copy and the panels of every module in ``model`` that has them, after its
+    weight changed."""
     for module in model.modules():
         if getattr(module, "packed", None) is not None:
             module.packed = pack_weight(module.weight)
+        if isinstance(module, Linear) and module.panels is not None:
+            module.panels = layer_panels(module)

@@ -1,5 +1,6 @@
 """``encoder_fp16_weights``: an encoder's weights rounded to fp16, its products of few rows reading an
-fp16 copy (``runtime/layers/half_weights.py``; the fp16 path of ``cpu/small_batch_linear.cpp``)."""
+fp16 copy (``runtime/layers/half_weights.py``; the fp16 paths of ``cpu/small_batch_linear.cpp`` and
+``cpu/panel_linear.cpp``)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def test_encoder_fp16_weights_match_sentence_transformers(tmp_path) -> None:
         layers = [m for m in engine.scheduler.runner.model.modules() if isinstance(m, Linear)]
         assert torch.tensor(engine.encode(TEXTS)).allclose(batch, atol=1e-6)
     assert layers and all(m.weight_fp16 is not None for m in layers)
+    # the panels (a batch-1 forward's products) are made from the fp16 copy, renewed by the update
+    assert all(m.panels is not None and m.panels.dtype == torch.float16 for m in layers)
     for ours in (batch, alone):
         cos = torch.nn.functional.cosine_similarity(ours, ref.float(), dim=-1)
         assert (cos >= 0.9999).all(), cos
