@@ -20,10 +20,10 @@ def _pieces(rows: list[int], fmt: str, k: int = 64) -> list[torch.Tensor]:
     return [gguf_blocks.quantize(torch.randn(n, k, generator=gen), fmt) for n in rows]
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "q4_k"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q4_1", "q8_0", "q4_k", "q6_k"])
 @pytest.mark.parametrize("rows", [[16, 24], [8, 8, 8], [13, 16], [32]])
 def test_pieces_give_the_stacked_rows_product(fmt: str, rows: list[int]) -> None:
-    k = 256 if fmt == "q4_k" else 64
+    k = 256 if fmt.endswith("_k") else 64
     pieces = _pieces(rows, fmt, k)
     x = torch.randn(5, k)
     ggml_type = gguf_blocks.GGML_TYPES[fmt]

@@ -22,6 +22,7 @@ _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 _ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
 # K-quants ``bind`` also repacks into groups of eight rows (cpu/gguf_interleave_k.cpp)
 _GROUPED_KQUANTS = (GGML_TYPES["q4_k"], GGML_TYPES["q6_k"])
+_REPACKED_TYPES = (GGML_TYPES["q4_0"], GGML_TYPES["q4_1"], *_GROUPED_KQUANTS)
 
 
 def check_threads(threads: int | None) -> int:
@@ -130,19 +131,19 @@ class GGUFKernels:
         check_weight(weight, ggml_type, in_features)
         if repack is None:
             repack = self.repack_by_default()
-        if repack and ggml_type == GGML_TYPES["q4_0"] and weight.shape[0]:
-            packed = self._compiled.repack_q4_0_groups(weight, check_threads(None))
-            n = weight.shape[0]
-            return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
-        if repack and ggml_type == GGML_TYPES["q4_1"] and weight.shape[0]:
-            packed = self._compiled.repack_q4_1_groups(weight, check_threads(None))
-            n = weight.shape[0]
-            return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
-        if repack and ggml_type in _GROUPED_KQUANTS and weight.shape[0]:
-            packed = self._compiled.repack_kquant_groups(weight, ggml_type, check_threads(None))
+        if repack and ggml_type in _REPACKED_TYPES and weight.shape[0]:
+            packed = self._repack(weight, ggml_type)
             n = weight.shape[0]
             return BoundGGUFProduct(self._compiled, packed, ggml_type, in_features, out_features=n)
         return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
+
+    def _repack(self, weight: torch.Tensor, ggml_type: int) -> torch.Tensor:
+        threads = check_threads(None)
+        if ggml_type == GGML_TYPES["q4_0"]:
+            return self._compiled.repack_q4_0_groups(weight, threads)
+        if ggml_type == GGML_TYPES["q4_1"]:
+            return self._compiled.repack_q4_1_groups(weight, threads)
+        return self._compiled.repack_kquant_groups(weight, ggml_type, threads)
 
 
 class BoundGGUFProduct:
