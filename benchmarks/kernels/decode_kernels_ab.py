@@ -52,7 +52,7 @@ def kernels_at(rev: str) -> DecodeKernels:
     modules = next(
         ast.literal_eval(n.value)
         for n in ast.walk(tree)
-        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_MODULES"
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") in ("MODULES", "_MODULES")
     )
     sources = modules["decode_kernels"]
     listed = subprocess.run(

@@ -95,6 +95,10 @@ struct Pairs {
 };
 
 inline void store_scores(const Query& one, __m128 sums, __m128 scale4) {
+  if (one.n == 4) {
+    _mm_storeu_ps(one.out, _mm_mul_ps(sums, scale4));
+    return;
+  }
   alignas(16) float four[4];
   _mm_store_ps(four, _mm_mul_ps(sums, scale4));
   std::copy(four, four + one.n, one.out);
@@ -161,15 +165,23 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
       const int64_t off = kh * s.head_dim;
       Pairs pairs;
-      float pa[4];
+      // a query's four weights: its scores where it has all four keys, else a copy padded with
+      // weight 0 (past its keys: adds exactly nothing); [0] for the first of a pair, [1] the second
+      float padded[2][4];
+      const float* pa = nullptr;
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t n = std::min<int64_t>(4, lens[r] - t);
         for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
           const Query one{scores.data() + (r * s.q_heads + h) * len + t, part[r].acc + h * s.head_dim, n};
-          float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // weight 0 past this query's keys: adds exactly nothing
-          std::copy(one.in, one.in + n, p);
+          const float* p = one.in;
+          if (n < 4) {
+            float* own = padded[pairs.open ? 1 : 0];
+            std::fill(own, own + 4, 0.0f);
+            std::copy(one.in, one.in + n, own);
+            p = own;
+          }
           if (!pairs.add(one)) {
-            std::copy(p, p + 4, pa);
+            pa = p;
             continue;
           }
           radixlm::axpy4x2(pa, p, v[0] + off, v[1] + off, v[2] + off, v[3] + off, pairs.first.out, one.out,
