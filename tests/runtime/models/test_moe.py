@@ -169,6 +169,26 @@ def test_experts_with_no_tokens_are_skipped_and_grouping_is_per_token() -> None:
     torch.testing.assert_close(out, loop, rtol=1e-5, atol=1e-5)
 
 
+@needs_cpu_kernels
+@pytest.mark.parametrize("fmt", [None, "q4_0"])
+def test_a_token_alone_gets_the_bits_it_gets_in_a_batch(fmt: str | None) -> None:
+    """A decode step at batch 1 takes the one-token path; a token there must not differ from the
+    same token inside a batch (greedy output would depend on what else the server runs)."""
+    _, ours = _hf_block("qwen3-norm")
+    assert isinstance(ours.experts, Experts)
+    experts = ours.experts if fmt is None else ours.experts.quantized(fmt)
+    x = torch.randn(6, 64)
+    weights, ids = ours.gate(x)
+    with torch.no_grad():
+        batch = experts(x, weights, ids)
+        for t in range(len(x)):
+            alone = experts(x[t : t + 1], weights[t : t + 1], ids[t : t + 1])
+            if fmt is None:  # float products may round by row count: close, not equal
+                torch.testing.assert_close(alone[0], batch[t], rtol=1e-6, atol=1e-6)
+            else:
+                assert torch.equal(alone[0], batch[t]), f"token {t}"
+
+
 def test_router_rejects_top_k_above_experts() -> None:
     with pytest.raises(ValueError, match="top_k must be in"):
         SparseMoeBlock(64, 32, 4, 5, renormalize=True)
