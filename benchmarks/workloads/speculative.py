@@ -127,6 +127,7 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
     drafts = after.get("spec_draft_tokens", 0) - before.get("spec_draft_tokens", 0)
     accepted = after.get("spec_accepted_tokens", 0) - before.get("spec_accepted_tokens", 0)
     verifies = after.get("spec_verify_steps", 0) - before.get("spec_verify_steps", 0)
+    kept_plain = after.get("spec_slower_steps", 0) - before.get("spec_slower_steps", 0)
     return {
         "tok_s": decode_tokens / max(end - max(first_at.values()), 1e-9) if batch == 1 else None,
         "tok_s_total": decode_tokens / max(end - min(first_at.values()), 1e-9),
@@ -135,6 +136,7 @@ def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str
         "accepted_per_verify": accepted / verifies if verifies else 0.0,
         "tokens_per_verify": (accepted + verifies) / verifies if verifies else 0.0,
         "verify_steps": verifies,
+        "kept_plain_steps": kept_plain,
         "verify_step_ms": _median(step_ms["verify"]),
         "decode_step_ms": _median(step_ms["decode"]),
     }
@@ -207,6 +209,8 @@ def main() -> None:
                 "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
                 "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
                 "verify_steps": cells["on"]["verify_steps"],
+                # steps with drafts that the speed check ran plain (expected slower)
+                "kept_plain_steps": cells["on"]["kept_plain_steps"],
                 "off_step_ms": cells["off"]["decode_step_ms"],
                 "on_verify_step_ms": cells["on"]["verify_step_ms"],
                 "on_decode_step_ms": cells["on"]["decode_step_ms"],

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 # while (doubling up to MAX_BACKOFF steps): free-form text then decodes at plain speed.
 MISSES_BEFORE_BACKOFF = 2
 MAX_BACKOFF = 32
+# Weight of the past in the acceptance rate, per verify step: a quote's long accepted drafts must
+# not vouch for the free text after it for more than a few steps.
+RATE_DECAY = 0.5
 
 
 @dataclass
@@ -22,6 +25,10 @@ class SpecState:
     accepted_tokens: int = 0  # draft tokens the model agreed with
     misses: int = 0  # verify steps in a row that accepted nothing
     backoff: int = 0  # steps left without a proposal
+    # decayed counts of draft tokens accepted and of drafts broken off by a rejected token; one
+    # each to start (a rate of 1/2 before anything is measured)
+    recent_accepted: float = 1.0
+    recent_rejected: float = 1.0
 
     def wants_draft(self) -> bool:
         """Whether to propose this step (counts a step of backoff down)."""
@@ -30,12 +37,20 @@ class SpecState:
             return False
         return True
 
+    def acceptance_rate(self) -> float:
+        """The chance that a draft token is accepted given the ones before it, as this request has
+        recently gone: each verify step is ``accepted`` successes and, unless the whole draft was
+        taken, one failure (the rate of a geometric run, estimated from decayed counts)."""
+        return self.recent_accepted / (self.recent_accepted + self.recent_rejected)
+
     def on_verified(self, proposed: int, accepted: int) -> None:
         """Adapt the draft length: double it after a fully accepted draft, else halve it (never
         below one past what was accepted); back off from proposing after repeated misses."""
         self.verify_ct += 1
         self.draft_tokens += proposed
         self.accepted_tokens += accepted
+        self.recent_accepted = RATE_DECAY * self.recent_accepted + accepted
+        self.recent_rejected = RATE_DECAY * self.recent_rejected + (accepted < proposed)
         if accepted == proposed:
             self.draft_len = min(self.max_draft_len, max(2 * self.draft_len, 1))
         else:

@@ -11,7 +11,7 @@ from radixlm.runtime.scheduler.scheduled_batch import BatchKind, ScheduledBatch
 from radixlm.runtime.speculative.ngram import NgramProposer
 from radixlm.runtime.speculative.spec_args import ALGORITHMS
 from radixlm.runtime.speculative.spec_state import SpecState
-from radixlm.runtime.speculative.speed_check import SpeedCheck
+from radixlm.runtime.speculative.speed_check import SpeedCheck, expected_accepted
 
 if TYPE_CHECKING:
     from radixlm.runtime.scheduler.req import Req
@@ -54,7 +54,6 @@ class Speculator:
         self.tree = tree
         self.vocab_size = vocab_size
         self.speed = SpeedCheck() if speed_check else None
-        self._step_accepted = 0
         self.counts = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
 
     def drafts(self, running: list[Req]) -> list[list[int]] | None:
@@ -64,9 +63,9 @@ class Speculator:
         ks = [self._draft_len(req) for req in running]
         if not any(ks):
             return None
-        if self.speed is not None and not self.speed.wants_speculation(len(running)):
-            return None
         if self.draft_model is not None:
+            if not self._pays(running, ks):  # decided before the draft model's forward is spent
+                return None
             try:
                 drafts = self.draft_model.propose(running, ks)
             except Exception:  # noqa: BLE001 - a failed draft forward costs only the speedup
@@ -77,7 +76,22 @@ class Speculator:
         for i, req in enumerate(running):
             if drafts[i] and req.grammar is not None:
                 drafts[i] = _grammar_prefix(req.grammar, drafts[i])
-        return drafts if any(drafts) else None
+        if not any(drafts):
+            return None
+        if self.draft_model is None and not self._pays(running, [len(d) for d in drafts]):
+            return None
+        return drafts
+
+    def _pays(self, running: list[Req], lens: list[int]) -> bool:
+        """Whether verifying drafts of ``lens`` tokens is expected to beat a plain step (the speed
+        check; always, without it)."""
+        if self.speed is None:
+            return True
+        expected = sum(
+            1 + (expected_accepted(req.spec.acceptance_rate(), n) if n and req.spec is not None else 0.0)
+            for req, n in zip(running, lens)
+        )
+        return self.speed.wants_speculation(len(running), expected, sum(lens))
 
     def _ngram_draft(self, req: Req, k: int) -> list[int]:
         """What the radix tree holds after the request's whole sequence (text another request produced
@@ -125,22 +139,21 @@ class Speculator:
         self.counts["spec_verify_steps"] += 1
         self.counts["spec_draft_tokens"] += proposed
         self.counts["spec_accepted_tokens"] += accepted
-        self._step_accepted += accepted
 
     def on_step(self, batch: ScheduledBatch, seconds: float) -> None:
         """``batch`` ran in ``seconds`` (from scheduling to its tokens processed): a decode or verify
-        step's time per emitted token feeds the speed check."""
-        accepted, self._step_accepted = self._step_accepted, 0
+        step's cost feeds the speed check."""
         if self.speed is None or batch.kind not in (BatchKind.DECODE, BatchKind.VERIFY):
             return
         n = len(batch.reqs)
         if n <= self.max_batch:
-            self.speed.on_step(n, batch.kind is BatchKind.VERIFY, seconds, n + accepted)
+            drafted = sum(len(d) for d in batch.spec_drafts) if batch.kind is BatchKind.VERIFY else 0
+            self.speed.on_step(n, batch.kind is BatchKind.VERIFY, seconds, drafted)
 
     @property
     def stats(self) -> dict[str, int]:
         """The totals, and ``spec_slower_steps``: decode steps that ran plain because speculation
-        measured slower at their batch size."""
+        was expected slower (``speed_check.py``)."""
         return {**self.counts, "spec_slower_steps": self.speed.skipped_steps if self.speed is not None else 0}
 
 

@@ -1,12 +1,22 @@
-"""Speculate only where it measures faster: seconds per emitted token of verify steps against plain
-decode steps, per batch size, as the server runs.
+"""Speculate only where it pays: a step's expected tokens against its measured cost, per batch size,
+as the server runs.
 
-Acceptance alone does not decide it: a verify step costs more than a decode step by an amount that
-depends on the batch (a CPU step turns compute-bound as the batch grows), the model and the machine.
-So each batch-size bucket keeps an exponential average of both step kinds' seconds per token; once
-both have ``MIN_SAMPLES`` the faster kind runs, and every ``PROBE_EVERY``-th step of the bucket runs
-the other kind so a change (acceptance, load, context length) is noticed. Before that, speculation
-runs until it has its samples, then plain steps until they have theirs.
+Comparing the average seconds per token of past verify steps with plain ones mixes phases: a
+request quoting its source accepts long drafts, the same request writing its own words accepts
+none, and an average over both switches speculation off in the middle of a quote (measured: the
+doc-quote workload at 1.2-1.9x from run to run with it, 2.06x without). So the cost and the gain are
+kept apart:
+
+- cost, per batch-size bucket: exponential averages of a plain decode step's seconds and of the
+  seconds a verify step adds per draft token (its extra rows), both as measured;
+- gain, per step: the tokens the drafts on hand are expected to yield, each request's draft
+  accepted token by token with that request's recent acceptance rate (``SpecState``).
+
+A step speculates when its expected tokens per second beat a plain step's. The first
+``MIN_SAMPLES`` steps of a bucket run plain, the next ``MIN_SAMPLES`` speculate (to measure both),
+and every ``PROBE_EVERY``-th step runs the other choice, so a change of cost is noticed and a
+request kept plain gets its acceptance measured again; a losing configuration thus spends at most
+1/16 of its steps speculating.
 """
 
 from __future__ import annotations
@@ -14,16 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIN_SAMPLES = 4
-PROBE_EVERY = 16  # the slower kind's share of steps: 1/16 (bounds the loss when speculation loses)
+PROBE_EVERY = 16  # the other choice's share of steps: 1/16
 ALPHA = 0.25  # weight of the newest step in the averages
 
 
 @dataclass
 class _Bucket:
-    spec_spt: float = 0.0  # seconds per emitted token, averaged
-    plain_spt: float = 0.0
-    spec_samples: int = 0
+    plain_s: float = 0.0  # seconds of a plain decode step, averaged
+    row_s: float = 0.0  # seconds a verify step adds per draft token, averaged
     plain_samples: int = 0
+    spec_samples: int = 0
     steps: int = 0
 
 
@@ -34,36 +44,45 @@ def batch_bucket(batch_size: int) -> int:
     return 1 << (batch_size - 1).bit_length()
 
 
+def expected_accepted(rate: float, draft_len: int) -> float:
+    """Draft tokens a verify step is expected to accept from a draft of ``draft_len`` tokens, each
+    accepted with probability ``rate`` given the ones before it: ``rate + rate^2 + ...``."""
+    return sum(rate**i for i in range(1, draft_len + 1))
+
+
 class SpeedCheck:
     """Decides per step whether speculation runs, from the steps it is told about."""
 
     def __init__(self) -> None:
         self.buckets: dict[int, _Bucket] = {}
-        self.skipped_steps = 0  # steps that ran plain because speculation measured slower
+        self.skipped_steps = 0  # steps that ran plain because speculation was expected slower
 
-    def wants_speculation(self, batch_size: int) -> bool:
+    def wants_speculation(self, batch_size: int, expected_tokens: float, draft_tokens: int) -> bool:
+        """Whether a step of ``batch_size`` requests whose drafts (``draft_tokens`` in all) are
+        expected to emit ``expected_tokens`` tokens (the model's own included) should verify them."""
         b = self.buckets.setdefault(batch_bucket(batch_size), _Bucket())
         b.steps += 1
-        if b.spec_samples < MIN_SAMPLES:
-            return True
         if b.plain_samples < MIN_SAMPLES:
             return False
-        faster = b.spec_spt <= b.plain_spt
-        run = faster != (b.steps % PROBE_EVERY == 0)
-        if not run and not faster:
+        if b.spec_samples < MIN_SAMPLES:
+            return True
+        verify_s = b.plain_s + b.row_s * draft_tokens
+        pays = expected_tokens * b.plain_s > batch_size * verify_s
+        run = pays != (b.steps % PROBE_EVERY == 0)
+        if not run and not pays:
             self.skipped_steps += 1
         return run
 
-    def on_step(self, batch_size: int, speculated: bool, seconds: float, tokens: int) -> None:
-        """A decode (``speculated`` False) or verify step of ``batch_size`` requests took ``seconds``
-        and emitted ``tokens``."""
-        if tokens <= 0 or seconds <= 0:
+    def on_step(self, batch_size: int, speculated: bool, seconds: float, draft_tokens: int) -> None:
+        """A decode (``speculated`` False) or verify step of ``batch_size`` requests, carrying
+        ``draft_tokens`` draft tokens in all, took ``seconds``."""
+        if seconds <= 0:
             return
         b = self.buckets.setdefault(batch_bucket(batch_size), _Bucket())
-        spt = seconds / tokens
-        if speculated:
-            b.spec_spt = spt if b.spec_samples == 0 else (1 - ALPHA) * b.spec_spt + ALPHA * spt
-            b.spec_samples += 1
-        else:
-            b.plain_spt = spt if b.plain_samples == 0 else (1 - ALPHA) * b.plain_spt + ALPHA * spt
+        if not speculated:
+            b.plain_s = seconds if b.plain_samples == 0 else (1 - ALPHA) * b.plain_s + ALPHA * seconds
             b.plain_samples += 1
+        elif draft_tokens > 0 and b.plain_samples > 0:
+            row_s = max(seconds - b.plain_s, 0.0) / draft_tokens
+            b.row_s = row_s if b.spec_samples == 0 else (1 - ALPHA) * b.row_s + ALPHA * row_s
+            b.spec_samples += 1

@@ -1,57 +1,94 @@
-"""The speed check: speculation runs at a batch size only while its steps measure faster per token
-than plain decode steps there, and still probes the slower kind now and then."""
+"""The speed check: a step verifies its drafts only when the tokens they are expected to yield beat a
+plain step at the measured costs of its batch size, and the other choice is still probed now and
+then."""
 
 from __future__ import annotations
 
-from radixlm.runtime.speculative.speed_check import MIN_SAMPLES, PROBE_EVERY, SpeedCheck, batch_bucket
+import pytest
+
+from radixlm.runtime.speculative.spec_state import SpecState
+from radixlm.runtime.speculative.speed_check import (
+    MIN_SAMPLES,
+    PROBE_EVERY,
+    SpeedCheck,
+    batch_bucket,
+    expected_accepted,
+)
 from tests.helpers.engines import tiny_scheduler
 from tests.runtime.speculative.spec_helpers import SPEC, repetitive_prompt, request, run_all
 
 
-def _decisions(check: SpeedCheck, batch: int, steps: int, spec_spt: float, plain_spt: float) -> list[bool]:
-    """Run ``steps`` steps where a verify step costs ``spec_spt`` and a decode step ``plain_spt`` per
-    token; the decisions taken."""
+def _decisions(
+    check: SpeedCheck, batch: int, steps: int, expected: float, drafted: int, plain_s: float, row_s: float
+) -> list[bool]:
+    """Run ``steps`` steps whose drafts (``drafted`` tokens) are expected to yield ``expected`` tokens,
+    where a plain step takes ``plain_s`` and each draft token adds ``row_s``; the decisions taken."""
     out = []
     for _ in range(steps):
-        speculate = check.wants_speculation(batch)
+        speculate = check.wants_speculation(batch, expected, drafted)
         out.append(speculate)
-        check.on_step(batch, speculate, (spec_spt if speculate else plain_spt) * 4, 4)
+        check.on_step(
+            batch, speculate, plain_s + (row_s * drafted if speculate else 0.0), drafted if speculate else 0
+        )
     return out
 
 
-def test_slower_speculation_is_turned_off_but_probed():
+def test_costs_are_measured_first_then_drafts_that_pay_run():
     check = SpeedCheck()
-    runs = _decisions(check, 1, 200, spec_spt=2.0, plain_spt=1.0)
-    assert runs[:MIN_SAMPLES] == [True] * MIN_SAMPLES  # measure speculation first
-    assert runs[MIN_SAMPLES : 2 * MIN_SAMPLES] == [False] * MIN_SAMPLES  # then plain steps
+    # one request, six draft tokens expected to give 4 tokens; a verify step costs 1 + 6 * 0.2 = 2.2x
+    runs = _decisions(check, 1, 200, expected=4.0, drafted=6, plain_s=1.0, row_s=0.2)
+    assert runs[:MIN_SAMPLES] == [False] * MIN_SAMPLES  # a plain step's cost first
+    assert runs[MIN_SAMPLES : 2 * MIN_SAMPLES] == [True] * MIN_SAMPLES  # then a draft token's
+    later = runs[2 * MIN_SAMPLES :]
+    assert len(later) - sum(later) <= len(later) // PROBE_EVERY + 1  # only the probes run plain
+    assert check.skipped_steps == 0
+
+
+def test_drafts_that_do_not_pay_are_kept_plain_but_probed():
+    check = SpeedCheck()
+    # 1.2 tokens expected from a verify step costing 1.6x a plain one
+    runs = _decisions(check, 1, 200, expected=1.2, drafted=2, plain_s=1.0, row_s=0.3)
     later = runs[2 * MIN_SAMPLES :]
     assert 0 < sum(later) <= len(later) // PROBE_EVERY + 1  # only the probes speculate
     assert check.skipped_steps == len(later) - sum(later)
 
 
-def test_faster_speculation_keeps_running_and_buckets_are_separate():
+def test_each_step_is_decided_by_its_own_drafts():
+    """The point of splitting cost from gain: in one bucket, a step whose drafts look good verifies
+    and the next, whose drafts look poor, does not (a quote, then free text)."""
     check = SpeedCheck()
-    runs = _decisions(check, 2, 200, spec_spt=0.5, plain_spt=1.0)
-    later = runs[2 * MIN_SAMPLES :]
-    assert len(later) - sum(later) <= len(later) // PROBE_EVERY + 1  # only the probes run plain
-    assert check.skipped_steps == 0
-    assert _decisions(check, 32, MIN_SAMPLES, 2.0, 1.0) == [True] * MIN_SAMPLES  # its own bucket
+    _decisions(check, 1, 2 * MIN_SAMPLES, expected=4.0, drafted=6, plain_s=1.0, row_s=0.2)
+    good = [check.wants_speculation(1, 4.0, 6) for _ in range(3)]
+    poor = [check.wants_speculation(1, 1.1, 6) for _ in range(3)]
+    assert good == [True] * 3 and poor == [False] * 3
+
+
+def test_a_rise_in_cost_is_noticed():
+    check = SpeedCheck()
+    _decisions(check, 2, 40, expected=6.0, drafted=8, plain_s=1.0, row_s=0.1)
+    after = _decisions(check, 2, 64, expected=6.0, drafted=8, plain_s=1.0, row_s=2.0)
+    assert sum(after[-32:]) <= 32 // PROBE_EVERY + 1  # off: verify steps measured dearer
     assert [batch_bucket(b) for b in (1, 4, 5, 8, 9, 33)] == [1, 4, 8, 8, 16, 64]
 
 
-def test_a_change_in_speed_is_noticed_through_the_probes():
-    check = SpeedCheck()
-    _decisions(check, 1, 100, spec_spt=2.0, plain_spt=1.0)
-    after = _decisions(check, 1, 200, spec_spt=0.5, plain_spt=1.0)
-    assert sum(after[:PROBE_EVERY]) <= 1  # still off: one probe at most
-    assert sum(after[-64:]) >= 64 - 64 // PROBE_EVERY - 1  # on again, plain only as probes
+def test_expected_tokens_and_a_requests_acceptance_rate():
+    assert expected_accepted(0.5, 3) == pytest.approx(0.5 + 0.25 + 0.125)
+    assert expected_accepted(1.0, 4) == 4.0 and expected_accepted(0.0, 4) == 0.0
+    state = SpecState(8, 8)
+    assert state.acceptance_rate() == 0.5  # nothing measured yet
+    for _ in range(6):
+        state.on_verified(8, 8)  # whole drafts taken
+    high = state.acceptance_rate()
+    for _ in range(3):
+        state.on_verified(4, 0)  # then nothing
+    assert high > 0.95 and state.acceptance_rate() < 0.6  # three misses outweigh six whole drafts
 
 
 class _SlowVerify(SpeedCheck):
     """Verify steps made to look 100x slower than measured: the scheduler must stop speculating."""
 
-    def on_step(self, batch_size: int, speculated: bool, seconds: float, tokens: int) -> None:
-        super().on_step(batch_size, speculated, seconds * (100.0 if speculated else 1.0), tokens)
+    def on_step(self, batch_size: int, speculated: bool, seconds: float, draft_tokens: int) -> None:
+        super().on_step(batch_size, speculated, seconds * (100.0 if speculated else 1.0), draft_tokens)
 
 
 def test_the_scheduler_stops_verifying_where_speculation_is_slower(tiny_llama_dir):
