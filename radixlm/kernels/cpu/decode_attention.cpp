@@ -82,15 +82,16 @@ struct Query {
   int64_t n;
 };
 
-// Queries taken two at a time (dot4x2, axpy4x2: each key row loaded once for both): add() keeps the
-// first of a pair and returns true when the second arrives; `open` says a first waits.
-struct Pairs {
-  Query first{};
-  bool open = false;
-  bool add(const Query& one) {
-    if (!open) first = one;
-    open = !open;
-    return !open;
+// Queries taken three at a time (dot4x3, axpy4x3: each key row loaded once for all three; twelve FMA
+// chains hide the FMA latency that dot4x2's eight do not); a last one or two go through dot4x2 / dot4
+// (axpy4x2 / axpy4).
+// Every form gives each query dot4's (axpy4's) bits, so how queries are grouped changes nothing.
+struct Triples {
+  Query held[3];
+  int count = 0;
+  bool add(const Query& one) {  // true when three are held
+    held[count++] = one;
+    return count == 3;
   }
 };
 
@@ -124,21 +125,27 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, len - t - 1)] * row;
     for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
       const int64_t off = kh * s.head_dim;
-      Pairs pairs;  // this kv head's queries of every row with keys here, two at a time
+      const T *k0 = k[0] + off, *k1 = k[1] + off, *k2 = k[2] + off, *k3 = k[3] + off;
+      Triples held;  // this kv head's queries of every row with keys here, three at a time
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t n = std::min<int64_t>(4, lens[r] - t);
         for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
           const Query one{q + r * step + h * s.head_dim, scores.data() + (r * s.q_heads + h) * len + t, n};
-          if (!pairs.add(one)) continue;
-          __m128 a, b;
-          radixlm::dot4x2(pairs.first.in, one.in, k[0] + off, k[1] + off, k[2] + off, k[3] + off, s.head_dim, a, b);
-          store_scores(pairs.first, a, scale4);
-          store_scores(one, b, scale4);
+          if (!held.add(one)) continue;
+          const float* in[3] = {held.held[0].in, held.held[1].in, held.held[2].in};
+          __m128 sums[3];
+          radixlm::dot4x3(in, k0, k1, k2, k3, s.head_dim, sums);
+          for (int j = 0; j < 3; ++j) store_scores(held.held[j], sums[j], scale4);
+          held.count = 0;
         }
       }
-      if (pairs.open) {
-        store_scores(pairs.first, radixlm::dot4(pairs.first.in, k[0] + off, k[1] + off, k[2] + off, k[3] + off,
-                                                s.head_dim), scale4);
+      if (held.count == 2) {
+        __m128 a, b;
+        radixlm::dot4x2(held.held[0].in, held.held[1].in, k0, k1, k2, k3, s.head_dim, a, b);
+        store_scores(held.held[0], a, scale4);
+        store_scores(held.held[1], b, scale4);
+      } else if (held.count == 1) {
+        store_scores(held.held[0], radixlm::dot4(held.held[0].in, k0, k1, k2, k3, s.head_dim), scale4);
       }
     }
   }
@@ -164,31 +171,35 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, len - t - 1)] * row;
     for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
       const int64_t off = kh * s.head_dim;
-      Pairs pairs;
+      const T *v0 = v[0] + off, *v1 = v[1] + off, *v2 = v[2] + off, *v3 = v[3] + off;
+      Triples held;
       // a query's four weights: its scores where it has all four keys, else a copy padded with
-      // weight 0 (past its keys: adds exactly nothing); [0] for the first of a pair, [1] the second
-      float padded[2][4];
-      const float* pa = nullptr;
+      // weight 0 (past its keys: adds exactly nothing), one per held query
+      float padded[3][4];
+      const float* weights[3];
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t n = std::min<int64_t>(4, lens[r] - t);
         for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
           const Query one{scores.data() + (r * s.q_heads + h) * len + t, part[r].acc + h * s.head_dim, n};
           const float* p = one.in;
           if (n < 4) {
-            float* own = padded[pairs.open ? 1 : 0];
+            float* own = padded[held.count];
             std::fill(own, own + 4, 0.0f);
             std::copy(one.in, one.in + n, own);
             p = own;
           }
-          if (!pairs.add(one)) {
-            pa = p;
-            continue;
-          }
-          radixlm::axpy4x2(pa, p, v[0] + off, v[1] + off, v[2] + off, v[3] + off, pairs.first.out, one.out,
-                           s.head_dim);
+          weights[held.count] = p;
+          if (!held.add(one)) continue;
+          float* const out[3] = {held.held[0].out, held.held[1].out, held.held[2].out};
+          radixlm::axpy4x3(weights, v0, v1, v2, v3, out, s.head_dim);
+          held.count = 0;
         }
       }
-      if (pairs.open) radixlm::axpy4(pa, v[0] + off, v[1] + off, v[2] + off, v[3] + off, pairs.first.out, s.head_dim);
+      if (held.count == 2) {
+        radixlm::axpy4x2(weights[0], weights[1], v0, v1, v2, v3, held.held[0].out, held.held[1].out, s.head_dim);
+      } else if (held.count == 1) {
+        radixlm::axpy4(weights[0], v0, v1, v2, v3, held.held[0].out, s.head_dim);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
-// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (and their two-query
-// forms dot4x2, axpy4x2; the vectors they read may also be fp16 or bf16), axpy, max, and softmax
-// numerators (exp(x - m)) with a vectorised exp; and a prefetch the compiler keeps.
+// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (and their two- and
+// three-query forms dot4x2, axpy4x2, dot4x3, axpy4x3; the vectors they read may also be fp16 or bf16),
+// axpy, max, and softmax numerators (exp(x - m)) with a vectorised exp; and a prefetch the compiler
+// keeps.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -162,6 +163,97 @@ inline void axpy4x2(const float* pa, const float* pb, const T* v0, const T* v1, 
     for (int j = 0; j < 4; ++j) {
       acc_a[i] += pa[j] * x[j];
       acc_b[i] += pb[j] * x[j];
+    }
+  }
+}
+
+// dot4 for three queries against the same four vectors: twelve FMA chains (dot4x2 has eight, too few
+// to cover the FMA latency), each key chunk loaded once for all three. Every lane takes dot4's
+// operations in dot4's order, so r[0..2] have dot4's bits.
+template <typename T>
+inline void dot4x3(const float* const q[3], const T* k0, const T* k1, const T* k2, const T* k3, int64_t n,
+                   __m128 r[3]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  __m256 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  const float *qa = q[0], *qb = q[1], *qc = q[2];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xa = _mm256_loadu_ps(qa + i), xb = _mm256_loadu_ps(qb + i), xc = _mm256_loadu_ps(qc + i);
+    __m256 k = load8(k0 + i);
+    a0 = _mm256_fmadd_ps(xa, k, a0);
+    b0 = _mm256_fmadd_ps(xb, k, b0);
+    c0 = _mm256_fmadd_ps(xc, k, c0);
+    k = load8(k1 + i);
+    a1 = _mm256_fmadd_ps(xa, k, a1);
+    b1 = _mm256_fmadd_ps(xb, k, b1);
+    c1 = _mm256_fmadd_ps(xc, k, c1);
+    k = load8(k2 + i);
+    a2 = _mm256_fmadd_ps(xa, k, a2);
+    b2 = _mm256_fmadd_ps(xb, k, b2);
+    c2 = _mm256_fmadd_ps(xc, k, c2);
+    k = load8(k3 + i);
+    a3 = _mm256_fmadd_ps(xa, k, a3);
+    b3 = _mm256_fmadd_ps(xb, k, b3);
+    c3 = _mm256_fmadd_ps(xc, k, c3);
+  }
+  const __m256 pa = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m256 pb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+  const __m256 pc = _mm256_hadd_ps(_mm256_hadd_ps(c0, c1), _mm256_hadd_ps(c2, c3));
+  r[0] = _mm_add_ps(_mm256_castps256_ps128(pa), _mm256_extractf128_ps(pa, 1));
+  r[1] = _mm_add_ps(_mm256_castps256_ps128(pb), _mm256_extractf128_ps(pb, 1));
+  r[2] = _mm_add_ps(_mm256_castps256_ps128(pc), _mm256_extractf128_ps(pc, 1));
+  if (i < n) {
+    alignas(16) float t[3][4] = {};
+    for (; i < n; ++i) {
+      const float k[4] = {static_cast<float>(k0[i]), static_cast<float>(k1[i]), static_cast<float>(k2[i]),
+                          static_cast<float>(k3[i])};
+      for (int j = 0; j < 4; ++j) {
+        for (int x = 0; x < 3; ++x) t[x][j] += q[x][i] * k[j];
+      }
+    }
+    for (int x = 0; x < 3; ++x) r[x] = _mm_add_ps(r[x], _mm_load_ps(t[x]));
+  }
+}
+
+// axpy4 for three accumulators with their own weights over the same four vectors, each vector chunk
+// loaded once for all three; each accumulator takes axpy4's operations in axpy4's order.
+template <typename T>
+inline void axpy4x3(const float* const p[3], const T* v0, const T* v1, const T* v2, const T* v3,
+                    float* const acc[3], int64_t n) {
+  const __m256 a0 = _mm256_set1_ps(p[0][0]), a1 = _mm256_set1_ps(p[0][1]), a2 = _mm256_set1_ps(p[0][2]),
+               a3 = _mm256_set1_ps(p[0][3]);
+  const __m256 b0 = _mm256_set1_ps(p[1][0]), b1 = _mm256_set1_ps(p[1][1]), b2 = _mm256_set1_ps(p[1][2]),
+               b3 = _mm256_set1_ps(p[1][3]);
+  const __m256 c0 = _mm256_set1_ps(p[2][0]), c1 = _mm256_set1_ps(p[2][1]), c2 = _mm256_set1_ps(p[2][2]),
+               c3 = _mm256_set1_ps(p[2][3]);
+  float *acc_a = acc[0], *acc_b = acc[1], *acc_c = acc[2];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x0 = load8(v0 + i), x1 = load8(v1 + i), x2 = load8(v2 + i), x3 = load8(v3 + i);
+    __m256 a = _mm256_loadu_ps(acc_a + i);
+    a = _mm256_fmadd_ps(a0, x0, a);
+    a = _mm256_fmadd_ps(a1, x1, a);
+    a = _mm256_fmadd_ps(a2, x2, a);
+    a = _mm256_fmadd_ps(a3, x3, a);
+    _mm256_storeu_ps(acc_a + i, a);
+    __m256 b = _mm256_loadu_ps(acc_b + i);
+    b = _mm256_fmadd_ps(b0, x0, b);
+    b = _mm256_fmadd_ps(b1, x1, b);
+    b = _mm256_fmadd_ps(b2, x2, b);
+    b = _mm256_fmadd_ps(b3, x3, b);
+    _mm256_storeu_ps(acc_b + i, b);
+    __m256 c = _mm256_loadu_ps(acc_c + i);
+    c = _mm256_fmadd_ps(c0, x0, c);
+    c = _mm256_fmadd_ps(c1, x1, c);
+    c = _mm256_fmadd_ps(c2, x2, c);
+    c = _mm256_fmadd_ps(c3, x3, c);
+    _mm256_storeu_ps(acc_c + i, c);
+  }
+  for (; i < n; ++i) {
+    const float x[4] = {static_cast<float>(v0[i]), static_cast<float>(v1[i]), static_cast<float>(v2[i]),
+                        static_cast<float>(v3[i])};
+    for (int q = 0; q < 3; ++q) {
+      for (int j = 0; j < 4; ++j) acc[q][i] += p[q][j] * x[j];
     }
   }
 }
