@@ -22,21 +22,12 @@
 #include <vector>
 
 #include "gguf_format.h"
+#include "gguf_groups.h"
 #include "simd_math.h"
 #include "work_pool.h"
 
 namespace radixlm::gguf {
 namespace {
-
-constexpr int kGroup = 8;
-
-inline __m256i load_word(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
@@ -88,30 +79,19 @@ void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, in
             float* out, int64_t n) {
   const int64_t nblocks = x.k / kBlock;
   const Activations xm{x.q + m0 * x.k, x.scale + m0 * nblocks, x.sum + m0 * nblocks, x.k, nullptr};
-  auto store = [&](const __m256& v, int64_t i, int64_t g) {
-    const int64_t row0 = g * kGroup;
-    float* o = out + (m0 + i) * n + row0;
-    if (row0 + kGroup <= n) {
-      _mm256_storeu_ps(o, v);
-    } else {
-      alignas(32) float lanes[kGroup];
-      _mm256_store_ps(lanes, v);
-      std::memcpy(o, lanes, sizeof(float) * (n - row0));
-    }
-  };
-  constexpr int G = MB <= 2 ? 2 : 1;
+  constexpr int G = MB <= 2 ? 2 : 1;  // 16 vector registers (four groups at one row: no better than two)
   int64_t g = g0;
   for (; g + G <= g1; g += G) {
     __m256 acc[G][MB];
     tile<G, MB>(packed + g * group_bytes, group_bytes, xm, acc);
     for (int j = 0; j < G; ++j) {
-      for (int i = 0; i < MB; ++i) store(acc[j][i], i, g + j);
+      for (int i = 0; i < MB; ++i) store_group(acc[j][i], out, m0 + i, g + j, n);
     }
   }
   for (; g < g1; ++g) {
     __m256 acc[1][MB];
     tile<1, MB>(packed + g * group_bytes, group_bytes, xm, acc);
-    for (int i = 0; i < MB; ++i) store(acc[0][i], i, g);
+    for (int i = 0; i < MB; ++i) store_group(acc[0][i], out, m0 + i, g, n);
   }
 }
 
@@ -128,44 +108,20 @@ void pack_block(const uint8_t* rows, int64_t row_bytes, uint8_t* dst) {
 }  // namespace
 
 void repack_q4_1(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads) {
-  constexpr int64_t kChunkOut = int64_t{2} << 20;  // output bytes per work item (gguf_interleave.cpp)
   const int64_t nblocks = k / kBlock, row_bytes = nblocks * block_bytes(kQ4_1);
-  const int64_t ngroups = (n + kGroup - 1) / kGroup, group_bytes = nblocks * kQ41GroupBlockBytes;
-  const int64_t per_chunk = std::max<int64_t>(1, kChunkOut / group_bytes);
-  const int helpers = n * row_bytes >= (int64_t{4} << 20) ? threads - 1 : 0;
-  radixlm::WorkPool::instance().run((ngroups + per_chunk - 1) / per_chunk, helpers, [&](int64_t t) {
-    for (int64_t g = t * per_chunk; g < std::min(ngroups, (t + 1) * per_chunk); ++g) {
-      const uint8_t* rows = w + g * kGroup * row_bytes;
-      std::vector<uint8_t> padded;  // the last group, when n is no multiple of 8: zero rows after n
-      if ((g + 1) * kGroup > n) {
-        padded.assign(kGroup * row_bytes, 0);
-        std::memcpy(padded.data(), rows, (n - g * kGroup) * row_bytes);
-        rows = padded.data();
-      }
-      for (int64_t b = 0; b < nblocks; ++b) {
-        pack_block(rows + b * block_bytes(kQ4_1), row_bytes, out + g * group_bytes + b * kQ41GroupBlockBytes);
-      }
+  const auto pack_group = [&](const uint8_t* rows, uint8_t* dst) {
+    for (int64_t b = 0; b < nblocks; ++b) {
+      pack_block(rows + b * block_bytes(kQ4_1), row_bytes, dst + b * kQ41GroupBlockBytes);
     }
-  });
+  };
+  repack_in_groups(w, n, row_bytes, nblocks * kQ41GroupBlockBytes, out, threads, pack_group);
 }
 
 void gemm_q4_1_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                            int threads) {
-  const int64_t nblocks = x.k / kBlock, row_bytes = nblocks * block_bytes(kQ4_1);
-  const int64_t group_bytes = nblocks * kQ41GroupBlockBytes, ngroups = (n + kGroup - 1) / kGroup;
-  const int helpers = n * row_bytes * m >= parallel_min_bytes() ? threads - 1 : 0;
-  const int64_t per_chunk = (chunk_rows(n, row_bytes, helpers) + kGroup - 1) / kGroup;  // groups
-  const int64_t chunks = (ngroups + per_chunk - 1) / per_chunk;
-  radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t t) {
-    const int64_t g0 = t * per_chunk, g1 = std::min(ngroups, g0 + per_chunk);
-    for (int64_t m0 = 0; m0 < m; m0 += kRowsPerPass) {
-      switch (std::min<int64_t>(kRowsPerPass, m - m0)) {
-        case 4: groups<4>(packed, group_bytes, x, m0, g0, g1, out, n); break;
-        case 3: groups<3>(packed, group_bytes, x, m0, g0, g1, out, n); break;
-        case 2: groups<2>(packed, group_bytes, x, m0, g0, g1, out, n); break;
-        default: groups<1>(packed, group_bytes, x, m0, g0, g1, out, n); break;
-      }
-    }
+  const int64_t nblocks = x.k / kBlock, group_bytes = nblocks * kQ41GroupBlockBytes;
+  over_groups(n, nblocks * block_bytes(kQ4_1), m, threads, [&](auto MB, int64_t m0, int64_t g0, int64_t g1) {
+    groups<decltype(MB)::value>(packed, group_bytes, x, m0, g0, g1, out, n);
   });
 }
 
