@@ -133,8 +133,9 @@ class ServerArgs:
     # Speculate only while at most this many requests run (None: 4 on CPU, where larger decode
     # batches are compute-bound; unlimited on CUDA).
     speculative_max_batch: int | None = None
-    # Speculate only at batch sizes where verify steps measure faster per token than decode steps
-    # (runtime/speculative/speed_check.py); off: wherever drafts exist (tests that need every draft).
+    # Verify a step's drafts only when the tokens they are expected to yield beat a plain step at the
+    # costs measured for its batch size (runtime/speculative/speed_check.py); off: wherever drafts
+    # exist (tests that need every draft).
     speculative_speed_check: bool = True
     grammar_backend: GrammarBackendName = "llguidance"  # ebnf / structural_tag always use llguidance
     grammar_cache_size: int = 64

@@ -56,7 +56,7 @@ FIELD_HELP: dict[str, str] = {
     "speculative_num_steps": "longest speculative draft (default: num_draft_tokens - 1, else 8)",
     "speculative_num_draft_tokens": "positions verified per speculative step (the draft plus one)",
     "speculative_max_batch": "speculate only while at most this many requests run (None: 4 on the CPU)",
-    "speculative_speed_check": "speculate only at batch sizes where it measures faster per token (on)",
+    "speculative_speed_check": "verify drafts only when their expected tokens beat a plain step's cost (on)",
     "grammar_backend": "constrained decoding backend for regex and JSON schema",
     "grammar_cache_size": "compiled grammars kept at most",
     "grammar_cache_bytes": "memory of compiled grammars kept at most (estimated)",
