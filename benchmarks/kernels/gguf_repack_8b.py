@@ -81,7 +81,7 @@ def measure_shape(
     rep, fill = [], []
     for it in range(4):
         t0 = time.perf_counter()
-        compiled.repack_q4_0_groups(blocks[it % len(blocks)], threads)
+        compiled.repack_groups(blocks[it % len(blocks)], Q4_0, threads)
         rep.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         torch.empty(packed_bytes, dtype=torch.uint8).fill_(0)
@@ -89,8 +89,8 @@ def measure_shape(
     huge = [kernels.bind(b, Q4_0, k, repack=True).weight for b in blocks]
     small = [small_page_copy(w) for w in huge]
     x = torch.randn(1, k)
-    product = cycled(lambda w: compiled.gguf_linear_q4_0_groups(x, w, n, threads), huge)
-    product_small = cycled(lambda w: compiled.gguf_linear_q4_0_groups(x, w, n, threads), small)
+    product = cycled(lambda w: compiled.gguf_linear_groups(x, w, Q4_0, n, threads), huge)
+    product_small = cycled(lambda w: compiled.gguf_linear_groups(x, w, Q4_0, n, threads), small)
     t_huge, t_small = [], []
     for _ in range(3):  # alternate the two page sizes
         t_huge.append(median_s(product, iters // 3 + 1))

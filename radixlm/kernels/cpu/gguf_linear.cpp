@@ -186,101 +186,69 @@ torch::Tensor gguf_linear(torch::Tensor x, torch::Tensor weight, int64_t fmt, in
   return out;
 }
 
-// Q4_0 blocks uint8 [n, k/32 * 18] -> uint8 [ceil(n / 8), k/32 * 144], eight rows interleaved
-// (gguf_interleave.cpp).
-torch::Tensor repack_q4_0_groups(torch::Tensor weight, int64_t threads) {
-  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
-  TORCH_CHECK(weight.size(1) % block_bytes(kQ4_0) == 0, "Q4_0 rows are whole 18-byte blocks");
-  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
-  weight = weight.contiguous();
-  const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_0);
-  // torch's allocator puts it on transparent huge pages where THP_MEM_ALLOC_ENABLE=1 (radixlm/_env.py)
-  auto out = torch::empty({(n + 7) / 8, nblocks * kGroupBlockBytes}, weight.options());
-  repack_q4_0(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
-  return out;
+// A format's layout in groups of eight interleaved rows (gguf_interleave*.cpp): the elements of a
+// block (256 for a K-quant super-block) and a group's bytes per block.
+struct GroupedLayout {
+  int64_t block_elements, group_block_bytes;
+};
+
+GroupedLayout grouped_layout(int64_t fmt) {
+  switch (fmt) {
+    case kQ4_0: return {kBlock, kGroupBlockBytes};
+    case kQ4_1: return {kBlock, kQ41GroupBlockBytes};
+    case kQ4_K: return {kSuperBlock, kQ4KGroupBytes};
+    case kQ6_K: return {kSuperBlock, kQ6KGroupBytes};
+    default: TORCH_CHECK(false, "no grouped layout for GGML type ", fmt, " (Q4_0, Q4_1, Q4_K and Q6_K have one)");
+  }
 }
 
-// x: float32 [m, k]; packed: repack_q4_0_groups of an [n, k] Q4_0 weight. Returns float32 [m, n].
-torch::Tensor gguf_linear_q4_0_groups(torch::Tensor x, torch::Tensor packed, int64_t n, int64_t threads) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
-  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
-              "packed must be contiguous 2-D uint8");
-  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
-  x = x.contiguous();
-  const int64_t m = x.size(0), k = x.size(1);
-  TORCH_CHECK(k % kBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kBlock * kGroupBlockBytes,
-              "packed does not match n ", n, " and in_features ", k);
-  auto out = torch::empty({m, n}, x.options());
-  if (m == 0 || n == 0) return out;
-  const Activations acts = quantize_activations(x, threads, true);
-  gemm_q4_0_interleaved(packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(), static_cast<int>(threads));
-  return out;
-}
-
-// Q4_K (fmt 12) or Q6_K (14) super-blocks uint8 [n, k/256 * bytes] -> uint8 [ceil(n / 8), k/256 *
-// group bytes], eight rows interleaved with their scales decoded (gguf_interleave_k.cpp).
-torch::Tensor repack_kquant_groups(torch::Tensor weight, int64_t fmt, int64_t threads) {
+// Blocks of `fmt` uint8 [n, blocks * block bytes] -> uint8 [ceil(n / 8), blocks * group block bytes],
+// eight rows interleaved (the last group padded with zero rows).
+torch::Tensor repack_groups(torch::Tensor weight, int64_t fmt, int64_t threads) {
+  const GroupedLayout layout = grouped_layout(fmt);
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
-  TORCH_CHECK(fmt == kQ4_K || fmt == kQ6_K, "repack_kquant_groups takes Q4_K or Q6_K, got ", fmt);
   const int bytes = block_bytes(static_cast<int>(fmt));
-  TORCH_CHECK(weight.size(1) % bytes == 0, "rows are whole super-blocks");
+  TORCH_CHECK(weight.size(1) % bytes == 0, "rows must be whole ", bytes, "-byte blocks");
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   weight = weight.contiguous();
-  const int64_t n = weight.size(0), nsuper = weight.size(1) / bytes;
-  const int64_t group = fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes;
-  auto out = torch::empty({(n + 7) / 8, nsuper * group}, weight.options());
-  repack_kquant(static_cast<int>(fmt), weight.data_ptr<uint8_t>(), n, nsuper * kSuperBlock, out.data_ptr<uint8_t>(),
-                static_cast<int>(threads));
+  const int64_t n = weight.size(0), blocks = weight.size(1) / bytes, k = blocks * layout.block_elements;
+  // torch's allocator puts it on transparent huge pages where THP_MEM_ALLOC_ENABLE=1 (radixlm/_env.py)
+  auto out = torch::empty({(n + 7) / 8, blocks * layout.group_block_bytes}, weight.options());
+  const uint8_t* w = weight.data_ptr<uint8_t>();
+  uint8_t* op = out.data_ptr<uint8_t>();
+  const int t = static_cast<int>(threads);
+  switch (fmt) {
+    case kQ4_0: repack_q4_0(w, n, k, op, t); break;
+    case kQ4_1: repack_q4_1(w, n, k, op, t); break;
+    default: repack_kquant(static_cast<int>(fmt), w, n, k, op, t); break;
+  }
   return out;
 }
 
-// x: float32 [m, k]; packed: repack_kquant_groups of an [n, k] weight of `fmt`. Returns float32 [m, n].
-torch::Tensor gguf_linear_kquant_groups(torch::Tensor x, torch::Tensor packed, int64_t fmt, int64_t n,
-                                        int64_t threads) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
-  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
-              "packed must be contiguous 2-D uint8");
-  TORCH_CHECK(fmt == kQ4_K || fmt == kQ6_K, "gguf_linear_kquant_groups takes Q4_K or Q6_K, got ", fmt);
-  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
-  x = x.contiguous();
-  const int64_t m = x.size(0), k = x.size(1);
-  const int64_t group = fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes;
-  TORCH_CHECK(k % kSuperBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kSuperBlock * group,
-              "packed does not match n ", n, " and in_features ", k);
-  auto out = torch::empty({m, n}, x.options());
-  if (m == 0 || n == 0) return out;
-  const Activations acts = quantize_activations(x, threads, false);
-  gemm_kquant_interleaved(static_cast<int>(fmt), packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(),
-                          static_cast<int>(threads));
-  return out;
-}
-
-// Q4_1 blocks uint8 [n, k/32 * 20] -> uint8 [ceil(n / 8), k/32 * 160] (gguf_interleave_q4_1.cpp).
-torch::Tensor repack_q4_1_groups(torch::Tensor weight, int64_t threads) {
-  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kUInt8, "weight must be 2-D uint8 blocks");
-  TORCH_CHECK(weight.size(1) % block_bytes(kQ4_1) == 0, "Q4_1 rows are whole 20-byte blocks");
-  TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
-  weight = weight.contiguous();
-  const int64_t n = weight.size(0), nblocks = weight.size(1) / block_bytes(kQ4_1);
-  auto out = torch::empty({(n + 7) / 8, nblocks * kQ41GroupBlockBytes}, weight.options());
-  repack_q4_1(weight.data_ptr<uint8_t>(), n, nblocks * kBlock, out.data_ptr<uint8_t>(), static_cast<int>(threads));
-  return out;
-}
-
-// x: float32 [m, k]; packed: repack_q4_1_groups of an [n, k] Q4_1 weight. Returns float32 [m, n].
-torch::Tensor gguf_linear_q4_1_groups(torch::Tensor x, torch::Tensor packed, int64_t n, int64_t threads) {
+// x: float32 [m, k]; packed: repack_groups of an [n, k] weight of `fmt`. Returns float32 [m, n].
+torch::Tensor gguf_linear_groups(torch::Tensor x, torch::Tensor packed, int64_t fmt, int64_t n, int64_t threads) {
+  const GroupedLayout layout = grouped_layout(fmt);
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x must be a 2-D float32 tensor");
   TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(),
               "packed must be contiguous 2-D uint8");
   TORCH_CHECK(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   x = x.contiguous();
   const int64_t m = x.size(0), k = x.size(1);
-  TORCH_CHECK(k % kBlock == 0 && packed.size(0) == (n + 7) / 8 && packed.size(1) == k / kBlock * kQ41GroupBlockBytes,
+  TORCH_CHECK(k % layout.block_elements == 0 && packed.size(0) == (n + 7) / 8 &&
+                  packed.size(1) == k / layout.block_elements * layout.group_block_bytes,
               "packed does not match n ", n, " and in_features ", k);
   auto out = torch::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
-  const Activations acts = quantize_activations(x, threads, false);
-  gemm_q4_1_interleaved(packed.data_ptr<uint8_t>(), n, acts, m, out.data_ptr<float>(), static_cast<int>(threads));
+  // Q4_0's product subtracts its -8 offset as 8 * sum(q) of each activation block (qsum8)
+  const Activations acts = quantize_activations(x, threads, fmt == kQ4_0);
+  const uint8_t* pp = packed.data_ptr<uint8_t>();
+  float* op = out.data_ptr<float>();
+  const int t = static_cast<int>(threads);
+  switch (fmt) {
+    case kQ4_0: gemm_q4_0_interleaved(pp, n, acts, m, op, t); break;
+    case kQ4_1: gemm_q4_1_interleaved(pp, n, acts, m, op, t); break;
+    default: gemm_kquant_interleaved(static_cast<int>(fmt), pp, n, acts, m, op, t); break;
+  }
   return out;
 }
 
@@ -290,12 +258,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("available_isas", &available_isas, "the instruction sets the loops can use here, best last");
   mod.def("current_isa", &current_isa, "the instruction set the loops use now");
   mod.def("set_isa", &set_isa, "use one of available_isas() from now on");
-  mod.def("repack_q4_0_groups", &repack_q4_0_groups, "Q4_0 blocks -> groups of eight interleaved rows",
+  mod.def("repack_groups", &repack_groups, "Q4_0/Q4_1/Q4_K/Q6_K blocks -> groups of eight interleaved rows",
           py::call_guard<py::gil_scoped_release>());
-  mod.def("gguf_linear_q4_0_groups", &gguf_linear_q4_0_groups, "x @ W^T for Q4_0 repacked by repack_q4_0_groups");
-  mod.def("repack_kquant_groups", &repack_kquant_groups, "Q4_K/Q6_K -> groups of eight interleaved rows");
-  mod.def("gguf_linear_kquant_groups", &gguf_linear_kquant_groups, "x @ W^T for repack_kquant_groups weights");
-  mod.def("repack_q4_1_groups", &repack_q4_1_groups, "Q4_1 blocks -> groups of eight interleaved rows");
-  mod.def("gguf_linear_q4_1_groups", &gguf_linear_q4_1_groups, "x @ W^T for Q4_1 repacked by repack_q4_1_groups");
+  mod.def("gguf_linear_groups", &gguf_linear_groups, "x @ W^T for a weight repacked by repack_groups");
   mod.def("read_bytes", &read_bytes, "read a weight as a matrix-vector product would (a bandwidth probe)");
 }

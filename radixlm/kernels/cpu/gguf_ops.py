@@ -20,9 +20,8 @@ from radixlm.kernels.cpu.gguf_blocks import BLOCK_BYTES, BLOCK_ELEMENTS, GGML_TY
 REPACK_ENV = "RADIXLM_GGUF_REPACK"  # "0"/"1": groups of eight rows off/on (GGUFKernels.bind)
 _BYTES_BY_TYPE = {GGML_TYPES[name]: BLOCK_BYTES[name] for name in GGML_TYPES}
 _ELEMENTS_BY_TYPE = {GGML_TYPES[name]: BLOCK_ELEMENTS[name] for name in GGML_TYPES}
-# K-quants ``bind`` also repacks into groups of eight rows (cpu/gguf_interleave_k.cpp)
-_GROUPED_KQUANTS = (GGML_TYPES["q4_k"], GGML_TYPES["q6_k"])
-_REPACKED_TYPES = (GGML_TYPES["q4_0"], GGML_TYPES["q4_1"], *_GROUPED_KQUANTS)
+# what ``bind`` repacks into groups of eight rows (cpu/gguf_interleave*.cpp)
+_REPACKED_TYPES = tuple(GGML_TYPES[name] for name in ("q4_0", "q4_1", "q4_k", "q6_k"))
 
 
 def check_threads(threads: int | None) -> int:
@@ -138,12 +137,7 @@ class GGUFKernels:
         return BoundGGUFProduct(self._compiled, weight, ggml_type, in_features)
 
     def _repack(self, weight: torch.Tensor, ggml_type: int) -> torch.Tensor:
-        threads = check_threads(None)
-        if ggml_type == GGML_TYPES["q4_0"]:
-            return self._compiled.repack_q4_0_groups(weight, threads)
-        if ggml_type == GGML_TYPES["q4_1"]:
-            return self._compiled.repack_q4_1_groups(weight, threads)
-        return self._compiled.repack_kquant_groups(weight, ggml_type, threads)
+        return self._compiled.repack_groups(weight, ggml_type, check_threads(None))
 
 
 class BoundGGUFProduct:
@@ -175,14 +169,10 @@ class BoundGGUFProduct:
                 f"x must be a 2-D float32 CPU tensor of {self.in_features} columns, got "
                 f"{tuple(x.shape)} {x.dtype} on {x.device}"
             )
-        if self.out_features is not None and self.ggml_type in _GROUPED_KQUANTS:
-            return self._compiled.gguf_linear_kquant_groups(
+        if self.out_features is not None:
+            return self._compiled.gguf_linear_groups(
                 x, self.weight, self.ggml_type, self.out_features, threads
             )
-        if self.out_features is not None and self.ggml_type == GGML_TYPES["q4_1"]:
-            return self._compiled.gguf_linear_q4_1_groups(x, self.weight, self.out_features, threads)
-        if self.out_features is not None:
-            return self._compiled.gguf_linear_q4_0_groups(x, self.weight, self.out_features, threads)
         return self._compiled.gguf_linear(x, self.weight, self.ggml_type, threads)
 
 
