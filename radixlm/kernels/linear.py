@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from radixlm.kernels import product_threads
 from radixlm.kernels.cpu.build import decode_kernels_if_ready
 
 SMALL_BATCH_MAX_ROWS = 16
@@ -92,7 +93,7 @@ def linear(
             kernels = decode_kernels_if_ready()
             if kernels is not None:
                 flat = x.reshape(rows, x.shape[-1]).contiguous()
-                out = kernels.panel_linear(flat, panels, weight.shape[0], bias)
+                out = kernels.panel_linear(flat, panels, weight.shape[0], bias, product_threads.current())
                 return out.reshape(*x.shape[:-1], weight.shape[0])
         if rows > max_rows:
             if packed is not None:
@@ -101,6 +102,7 @@ def linear(
         kernels = decode_kernels_if_ready()
         if kernels is not None and weight.is_contiguous() and (bias is None or bias.is_contiguous()):
             read = half if half is not None else weight
-            out = kernels.small_batch_linear(x.reshape(rows, x.shape[-1]).contiguous(), read, bias)
+            flat = x.reshape(rows, x.shape[-1]).contiguous()
+            out = kernels.small_batch_linear(flat, read, bias, product_threads.current())
             return out.reshape(*x.shape[:-1], weight.shape[0])
     return F.linear(x, weight, bias)
