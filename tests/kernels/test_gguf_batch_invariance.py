@@ -64,8 +64,10 @@ def test_concurrent_callers_get_their_own_results() -> None:
     assert not any(t.is_alive() for t in threads) and failures == []
 
 
-def test_spinning_helpers_give_the_same_results(tmp_path) -> None:
-    """RADIXLM_GGUF_SPIN_US (helpers poll for the next product before sleeping) changes no result."""
+@pytest.mark.parametrize("watch_us", ["0", "5000"])
+def test_helpers_watching_or_sleeping_give_the_same_results(watch_us: str) -> None:
+    """RADIXLM_GGUF_SPIN_US (how long helpers watch for the next product before sleeping; 0: they
+    sleep at once, so every product wakes them) changes no result."""
     import os
     import subprocess
     import sys
@@ -87,7 +89,7 @@ def test_spinning_helpers_give_the_same_results(tmp_path) -> None:
     root = str(Path(__file__).resolve().parents[2])  # this checkout's radixlm, not an installed one
     env = {
         **os.environ,
-        "RADIXLM_GGUF_SPIN_US": "100",
+        "RADIXLM_GGUF_SPIN_US": watch_us,
         "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
     }
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
