@@ -62,12 +62,17 @@ def main() -> None:
         for hog in hogs:
             hog.kill()
     medians = {name: statistics.median(rates) for name, rates in runs.items()}
-    print(json.dumps({
-        "hogs": args.hogs,
-        "runs": {name: [round(r, 1) for r in rates] for name, rates in runs.items()},
-        "median_tok_s": {name: round(m, 1) for name, m in medians.items()},
-        "watch_over_sleep": round(medians["watch"] / medians["sleep"], 2),
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "hogs": args.hogs,
+                "runs": {name: [round(r, 1) for r in rates] for name, rates in runs.items()},
+                "median_tok_s": {name: round(m, 1) for name, m in medians.items()},
+                "watch_over_sleep": round(medians["watch"] / medians["sleep"], 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":
