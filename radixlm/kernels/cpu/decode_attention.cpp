@@ -22,9 +22,9 @@
 //
 // Row groups (a speculative verify step: one row per draft position of a request): consecutive rows
 // of one request (the same req_to_token row, so the same slots) whose lengths differ only in their
-// tails are one group. A group's chunks cover keys up to its longest row, and a chunk's key and
-// value rows are read once for all of the group's rows while they are in L1, each row scoring only
-// its own keys (a causal tail). Chunk bounds and every row's operations are those of the row alone,
+// tails are one group. A group's chunks cover keys up to its longest row, and a chunk's key rows are
+// read once for all of the group's rows while they are in L1, its value rows by every query in turn
+// in blocks that stay in L1, each row using only its own keys (a causal tail). Chunk bounds and every row's operations are those of the row alone,
 // so a grouped row's result has the same bits as the ungrouped one.
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -44,6 +44,9 @@
 namespace {
 
 constexpr int64_t kChunk = 128;  // keys per work item
+// Value rows of one kv head read by every query of it in turn while they stay in L1 (32 rows of 64
+// fp32 values: 8 KB; reading all 128 of a chunk per query was bound by L2's bandwidth).
+constexpr int64_t kValueBlock = 32;
 // Below this many bytes of K and V read in a step, the work runs on the calling thread alone.
 constexpr int64_t kParallelMinBytes = int64_t{256} << 10;
 
@@ -82,10 +85,9 @@ struct Query {
   int64_t n;
 };
 
-// Queries taken three at a time (dot4x3, axpy4x3: each key row loaded once for all three; twelve FMA
-// chains hide the FMA latency that dot4x2's eight do not); a last one or two go through dot4x2 / dot4
-// (axpy4x2 / axpy4).
-// Every form gives each query dot4's (axpy4's) bits, so how queries are grouped changes nothing.
+// The key pass takes queries three at a time (dot4x3: each key row loaded once for all three; twelve
+// FMA chains hide the FMA latency that dot4x2's eight do not); a last one or two go through dot4x2 /
+// dot4. Every form gives each query dot4's bits, so how queries are grouped changes nothing.
 struct Triples {
   Query held[3];
   int count = 0;
@@ -105,6 +107,45 @@ inline void store_scores(const Query& one, __m128 sums, __m128 scale4) {
   std::copy(four, four + one.n, one.out);
 }
 
+// acc[0:W*8) += p[t] * v_t[0:W*8) for t in [0, keys), v_t = pool + slots[t] * row, key by key (one
+// FMA a key on each lane, in key order), the accumulator held in W registers across the keys.
+template <int W, typename T>
+inline void weighted_block(const float* p, const T* pool, const int64_t* slots, int64_t row, int64_t keys,
+                           float* acc) {
+  __m256 a[W];
+  for (int j = 0; j < W; ++j) a[j] = _mm256_loadu_ps(acc + 8 * j);
+  for (int64_t t = 0; t < keys; ++t) {
+    const __m256 w = _mm256_set1_ps(p[t]);
+    const T* v = pool + slots[t] * row;
+    for (int j = 0; j < W; ++j) a[j] = _mm256_fmadd_ps(w, radixlm::load8(v + 8 * j), a[j]);
+  }
+  for (int j = 0; j < W; ++j) _mm256_storeu_ps(acc + 8 * j, a[j]);
+}
+
+// One query's value pass over the chunk's first `keys` value rows (pool: its kv head's first value):
+// acc[0:n) += sum_t p[t] v_t, 64 values at a time, then the rest of eight, then one by one.
+template <typename T>
+void weighted_rows(const float* p, const T* pool, const int64_t* slots, int64_t row, int64_t keys, float* acc,
+                   int64_t n) {
+  int64_t d = 0;
+  for (; d + 64 <= n; d += 64) weighted_block<8>(p, pool + d, slots, row, keys, acc + d);
+  switch ((n - d) / 8) {
+    case 7: weighted_block<7>(p, pool + d, slots, row, keys, acc + d); break;
+    case 6: weighted_block<6>(p, pool + d, slots, row, keys, acc + d); break;
+    case 5: weighted_block<5>(p, pool + d, slots, row, keys, acc + d); break;
+    case 4: weighted_block<4>(p, pool + d, slots, row, keys, acc + d); break;
+    case 3: weighted_block<3>(p, pool + d, slots, row, keys, acc + d); break;
+    case 2: weighted_block<2>(p, pool + d, slots, row, keys, acc + d); break;
+    case 1: weighted_block<1>(p, pool + d, slots, row, keys, acc + d); break;
+    default: break;
+  }
+  for (d += (n - d) / 8 * 8; d < n; ++d) {
+    float a = acc[d];
+    for (int64_t t = 0; t < keys; ++t) a += p[t] * static_cast<float>(pool[slots[t] * row + d]);
+    acc[d] = a;
+  }
+}
+
 // One chunk of a group of `rows` query rows (q: [rows, q_heads, head_dim]); row r scores the chunk's
 // first lens[r] keys (0 <= lens[r] <= len, len the largest) into part[r].
 template <typename T>
@@ -120,7 +161,7 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
   // row is read once from memory for every query head of every row of the group.
   for (int64_t t = 0; t < len; t += 4) {
     prefetch_rows(k_pool, slots, t + 8, len, row);
-    prefetch_rows(v_pool, slots, t + 8 - len, len, row);  // past the keys: the first value rows
+    prefetch_rows(v_pool, slots, t + 8, len, row);  // for the value pass
     const T* k[4];
     for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, len - t - 1)] * row;
     for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
@@ -164,41 +205,19 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     }
     std::fill(part[r].acc, part[r].acc + s.q_heads * s.head_dim, 0.0f);
   }
-  for (int64_t t = 0; t < len; t += 4) {
-    prefetch_rows(v_pool, slots, t + 8, len, row);
-    prefetch_rows(k_pool, next_slots, t + 8 - len, next_len, row);  // past the values: the next keys
-    const T* v[4];
-    for (int64_t j = 0; j < 4; ++j) v[j] = v_pool + slots[t + std::min(j, len - t - 1)] * row;
-    for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
-      const int64_t off = kh * s.head_dim;
-      const T *v0 = v[0] + off, *v1 = v[1] + off, *v2 = v[2] + off, *v3 = v[3] + off;
-      Triples held;
-      // a query's four weights: its scores where it has all four keys, else a copy padded with
-      // weight 0 (past its keys: adds exactly nothing), one per held query
-      float padded[3][4];
-      const float* weights[3];
+  // The value pass, one query at a time: its accumulator stays in registers across the chunk's keys
+  // (value rows from L2: the key pass asked for them); the next chunk's first keys are asked for now.
+  prefetch_rows(k_pool, next_slots, 0, next_len, row);
+  prefetch_rows(k_pool, next_slots, 4, next_len, row);
+  for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
+    const T* head = v_pool + kh * s.head_dim;
+    for (int64_t t = 0; t < len; t += kValueBlock) {
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t n = std::min<int64_t>(4, lens[r] - t);
-        for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
-          const Query one{scores.data() + (r * s.q_heads + h) * len + t, part[r].acc + h * s.head_dim, n};
-          const float* p = one.in;
-          if (n < 4) {
-            float* own = padded[held.count];
-            std::fill(own, own + 4, 0.0f);
-            std::copy(one.in, one.in + n, own);
-            p = own;
-          }
-          weights[held.count] = p;
-          if (!held.add(one)) continue;
-          float* const out[3] = {held.held[0].out, held.held[1].out, held.held[2].out};
-          radixlm::axpy4x3(weights, v0, v1, v2, v3, out, s.head_dim);
-          held.count = 0;
+        const int64_t keys = std::min(kValueBlock, lens[r] - t);
+        for (int64_t h = kh * s.group; keys > 0 && h < (kh + 1) * s.group; ++h) {
+          const float* p = scores.data() + (r * s.q_heads + h) * len + t;
+          weighted_rows(p, head, slots + t, row, keys, part[r].acc + h * s.head_dim, s.head_dim);
         }
-      }
-      if (held.count == 2) {
-        radixlm::axpy4x2(weights[0], weights[1], v0, v1, v2, v3, held.held[0].out, held.held[1].out, s.head_dim);
-      } else if (held.count == 1) {
-        radixlm::axpy4(weights[0], v0, v1, v2, v3, held.held[0].out, s.head_dim);
       }
     }
   }

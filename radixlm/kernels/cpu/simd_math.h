@@ -1,7 +1,6 @@
-// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4, axpy4 (and their two- and
-// three-query forms dot4x2, axpy4x2, dot4x3, axpy4x3; the vectors they read may also be fp16 or bf16),
-// axpy, max, and softmax numerators (exp(x - m)) with a vectorised exp; and a prefetch the compiler
-// keeps.
+// Small AVX2 loops over fp32 vectors shared by the decode-step kernels: dot4 (and its two- and
+// three-query forms dot4x2, dot4x3; the vectors they read may also be fp16 or bf16), axpy, max, and
+// softmax numerators (exp(x - m)) with a vectorised exp; and a prefetch the compiler keeps.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -67,29 +66,6 @@ inline __m128 dot4(const float* q, const T* k0, const T* k1, const T* k2, const 
   return sums;
 }
 
-// acc += p_0 v_0 + p_1 v_1 + p_2 v_2 + p_3 v_3, added in that order (the same operations as four
-// axpy calls, with acc loaded and stored once). T: float, c10::Half or c10::BFloat16.
-template <typename T>
-inline void axpy4(const float* p, const T* v0, const T* v1, const T* v2, const T* v3, float* acc, int64_t n) {
-  const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]);
-  const __m256 p2 = _mm256_set1_ps(p[2]), p3 = _mm256_set1_ps(p[3]);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 a = _mm256_loadu_ps(acc + i);
-    a = _mm256_fmadd_ps(p0, load8(v0 + i), a);
-    a = _mm256_fmadd_ps(p1, load8(v1 + i), a);
-    a = _mm256_fmadd_ps(p2, load8(v2 + i), a);
-    a = _mm256_fmadd_ps(p3, load8(v3 + i), a);
-    _mm256_storeu_ps(acc + i, a);
-  }
-  for (; i < n; ++i) {
-    acc[i] += p[0] * static_cast<float>(v0[i]);
-    acc[i] += p[1] * static_cast<float>(v1[i]);
-    acc[i] += p[2] * static_cast<float>(v2[i]);
-    acc[i] += p[3] * static_cast<float>(v3[i]);
-  }
-}
-
 // dot4 for two queries a and b against the same four vectors: each key chunk is loaded once for
 // both. Every lane takes dot4's operations in dot4's order, so ra and rb have dot4's bits.
 template <typename T>
@@ -129,41 +105,6 @@ inline void dot4x2(const float* qa, const float* qb, const T* k0, const T* k1, c
     }
     ra = _mm_add_ps(ra, _mm_load_ps(ta));
     rb = _mm_add_ps(rb, _mm_load_ps(tb));
-  }
-}
-
-// axpy4 for two accumulators with their own weights over the same four vectors, each vector chunk
-// loaded once for both; each accumulator takes axpy4's operations in axpy4's order.
-template <typename T>
-inline void axpy4x2(const float* pa, const float* pb, const T* v0, const T* v1, const T* v2, const T* v3,
-                    float* acc_a, float* acc_b, int64_t n) {
-  const __m256 a0 = _mm256_set1_ps(pa[0]), a1 = _mm256_set1_ps(pa[1]), a2 = _mm256_set1_ps(pa[2]),
-               a3 = _mm256_set1_ps(pa[3]);
-  const __m256 b0 = _mm256_set1_ps(pb[0]), b1 = _mm256_set1_ps(pb[1]), b2 = _mm256_set1_ps(pb[2]),
-               b3 = _mm256_set1_ps(pb[3]);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x0 = load8(v0 + i), x1 = load8(v1 + i), x2 = load8(v2 + i), x3 = load8(v3 + i);
-    __m256 a = _mm256_loadu_ps(acc_a + i);
-    a = _mm256_fmadd_ps(a0, x0, a);
-    a = _mm256_fmadd_ps(a1, x1, a);
-    a = _mm256_fmadd_ps(a2, x2, a);
-    a = _mm256_fmadd_ps(a3, x3, a);
-    _mm256_storeu_ps(acc_a + i, a);
-    __m256 b = _mm256_loadu_ps(acc_b + i);
-    b = _mm256_fmadd_ps(b0, x0, b);
-    b = _mm256_fmadd_ps(b1, x1, b);
-    b = _mm256_fmadd_ps(b2, x2, b);
-    b = _mm256_fmadd_ps(b3, x3, b);
-    _mm256_storeu_ps(acc_b + i, b);
-  }
-  for (; i < n; ++i) {
-    const float x[4] = {static_cast<float>(v0[i]), static_cast<float>(v1[i]), static_cast<float>(v2[i]),
-                        static_cast<float>(v3[i])};
-    for (int j = 0; j < 4; ++j) {
-      acc_a[i] += pa[j] * x[j];
-      acc_b[i] += pb[j] * x[j];
-    }
   }
 }
 
@@ -212,49 +153,6 @@ inline void dot4x3(const float* const q[3], const T* k0, const T* k1, const T* k
       }
     }
     for (int x = 0; x < 3; ++x) r[x] = _mm_add_ps(r[x], _mm_load_ps(t[x]));
-  }
-}
-
-// axpy4 for three accumulators with their own weights over the same four vectors, each vector chunk
-// loaded once for all three; each accumulator takes axpy4's operations in axpy4's order.
-template <typename T>
-inline void axpy4x3(const float* const p[3], const T* v0, const T* v1, const T* v2, const T* v3,
-                    float* const acc[3], int64_t n) {
-  const __m256 a0 = _mm256_set1_ps(p[0][0]), a1 = _mm256_set1_ps(p[0][1]), a2 = _mm256_set1_ps(p[0][2]),
-               a3 = _mm256_set1_ps(p[0][3]);
-  const __m256 b0 = _mm256_set1_ps(p[1][0]), b1 = _mm256_set1_ps(p[1][1]), b2 = _mm256_set1_ps(p[1][2]),
-               b3 = _mm256_set1_ps(p[1][3]);
-  const __m256 c0 = _mm256_set1_ps(p[2][0]), c1 = _mm256_set1_ps(p[2][1]), c2 = _mm256_set1_ps(p[2][2]),
-               c3 = _mm256_set1_ps(p[2][3]);
-  float *acc_a = acc[0], *acc_b = acc[1], *acc_c = acc[2];
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x0 = load8(v0 + i), x1 = load8(v1 + i), x2 = load8(v2 + i), x3 = load8(v3 + i);
-    __m256 a = _mm256_loadu_ps(acc_a + i);
-    a = _mm256_fmadd_ps(a0, x0, a);
-    a = _mm256_fmadd_ps(a1, x1, a);
-    a = _mm256_fmadd_ps(a2, x2, a);
-    a = _mm256_fmadd_ps(a3, x3, a);
-    _mm256_storeu_ps(acc_a + i, a);
-    __m256 b = _mm256_loadu_ps(acc_b + i);
-    b = _mm256_fmadd_ps(b0, x0, b);
-    b = _mm256_fmadd_ps(b1, x1, b);
-    b = _mm256_fmadd_ps(b2, x2, b);
-    b = _mm256_fmadd_ps(b3, x3, b);
-    _mm256_storeu_ps(acc_b + i, b);
-    __m256 c = _mm256_loadu_ps(acc_c + i);
-    c = _mm256_fmadd_ps(c0, x0, c);
-    c = _mm256_fmadd_ps(c1, x1, c);
-    c = _mm256_fmadd_ps(c2, x2, c);
-    c = _mm256_fmadd_ps(c3, x3, c);
-    _mm256_storeu_ps(acc_c + i, c);
-  }
-  for (; i < n; ++i) {
-    const float x[4] = {static_cast<float>(v0[i]), static_cast<float>(v1[i]), static_cast<float>(v2[i]),
-                        static_cast<float>(v3[i])};
-    for (int q = 0; q < 3; ++q) {
-      for (int j = 0; j < 4; ++j) acc[q][i] += p[q][j] * x[j];
-    }
   }
 }
 
