@@ -22,10 +22,11 @@
 //
 // Row groups (a speculative verify step: one row per draft position of a request): consecutive rows
 // of one request (the same req_to_token row, so the same slots) whose lengths differ only in their
-// tails are one group. A group's chunks cover keys up to its longest row, and a chunk's key rows are
-// read once for all of the group's rows while they are in L1, its value rows by every query in turn
-// in blocks that stay in L1, each row using only its own keys (a causal tail). Chunk bounds and every row's operations are those of the row alone,
-// so a grouped row's result has the same bits as the ungrouped one.
+// tails are one group. A group's chunks cover keys up to its longest row; a chunk's key rows are read
+// once for all of the group's rows while they are in L1, its value rows by every query in turn in
+// blocks that stay in L1, each row using only its own keys (a causal tail). Chunk bounds and every
+// row's operations are those of the row alone, so a grouped row's result has the same bits as the
+// ungrouped one.
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <immintrin.h>
@@ -205,8 +206,9 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     }
     std::fill(part[r].acc, part[r].acc + s.q_heads * s.head_dim, 0.0f);
   }
-  // The value pass, one query at a time: its accumulator stays in registers across the chunk's keys
-  // (value rows from L2: the key pass asked for them); the next chunk's first keys are asked for now.
+  // The value pass: blocks of kValueBlock value rows of one kv head, each read by every query of that
+  // head in turn, the query's accumulator in registers across the block (the key pass asked for the
+  // value rows); the next chunk's first keys are asked for now.
   prefetch_rows(k_pool, next_slots, 0, next_len, row);
   prefetch_rows(k_pool, next_slots, 4, next_len, row);
   for (int64_t kh = 0; kh < s.kv_heads; ++kh) {

@@ -130,7 +130,7 @@ class WorkPool {
   // once). Waking a sleeping thread costs tens of microseconds on these VMs (an idle vCPU halts and
   // must be woken by the host), as long as a small product; a decode step's products come a few
   // microseconds apart, so a watching helper takes part in every one (default model decode, quiet
-  // box: 1.24x). The helper yields its core on each look: where another thread is runnable there,
+  // box: 1.31x, benchmarks/kernels/pool_watch.py). The helper yields its core on each look: where another thread is runnable there,
   // the yield hands it the core, the helper notices the gap on return and sleeps between jobs for
   // a while (kBackoff), so a busy machine sees a sleeping pool as before.
   static int64_t watch_us() {
