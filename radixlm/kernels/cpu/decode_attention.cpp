@@ -78,35 +78,63 @@ inline void prefetch_rows(const T* pool, const int64_t* slots, int64_t from, int
   }
 }
 
-// One query's share of four key (or value) rows: its input (the query vector, or its four weights),
-// where its results go (four scores, or its accumulator), and how many of the four rows it has.
-struct Query {
-  const float* in;
-  float* out;
-  int64_t n;
-};
+// Scores queries against four key rows of one kv head, three at a time (dot4x3: each key row loaded
+// once for all three; twelve FMA chains hide the FMA latency that dot4x2's eight do not); finish()
+// scores a last one or two through dot4x2 / dot4. Every form gives each query dot4's bits, so how
+// the queries fall into threes changes nothing.
+template <typename T>
+class KeyQuad {
+ public:
+  KeyQuad(const T* const k[4], int64_t offset, int64_t dim, __m128 scale4)
+      : k0_(k[0] + offset), k1_(k[1] + offset), k2_(k[2] + offset), k3_(k[3] + offset), dim_(dim),
+        scale4_(scale4) {}
 
-// The key pass takes queries three at a time (dot4x3: each key row loaded once for all three; twelve
-// FMA chains hide the FMA latency that dot4x2's eight do not); a last one or two go through dot4x2 /
-// dot4. Every form gives each query dot4's bits, so how queries are grouped changes nothing.
-struct Triples {
-  Query held[3];
-  int count = 0;
-  bool add(const Query& one) {  // true when three are held
-    held[count++] = one;
-    return count == 3;
+  // Query vector `in` against the four rows: scale * scores into out[0:n) (n <= 4: the rows it has).
+  __attribute__((always_inline)) inline void add(const float* in, float* out, int64_t n) {
+    held_[count_++] = Held{in, out, n};
+    if (count_ < 3) return;
+    const float* in3[3] = {held_[0].in, held_[1].in, held_[2].in};
+    __m128 sums[3];
+    radixlm::dot4x3(in3, k0_, k1_, k2_, k3_, dim_, sums);
+    for (int j = 0; j < 3; ++j) store(held_[j], sums[j]);
+    count_ = 0;
   }
-};
 
-inline void store_scores(const Query& one, __m128 sums, __m128 scale4) {
-  if (one.n == 4) {
-    _mm_storeu_ps(one.out, _mm_mul_ps(sums, scale4));
-    return;
+  __attribute__((always_inline)) inline void finish() {
+    if (count_ == 2) {
+      __m128 a, b;
+      radixlm::dot4x2(held_[0].in, held_[1].in, k0_, k1_, k2_, k3_, dim_, a, b);
+      store(held_[0], a);
+      store(held_[1], b);
+    } else if (count_ == 1) {
+      store(held_[0], radixlm::dot4(held_[0].in, k0_, k1_, k2_, k3_, dim_));
+    }
+    count_ = 0;
   }
-  alignas(16) float four[4];
-  _mm_store_ps(four, _mm_mul_ps(sums, scale4));
-  std::copy(four, four + one.n, one.out);
-}
+
+ private:
+  struct Held {
+    const float* in;
+    float* out;
+    int64_t n;
+  };
+
+  __attribute__((always_inline)) inline void store(const Held& one, __m128 sums) const {
+    if (one.n == 4) {
+      _mm_storeu_ps(one.out, _mm_mul_ps(sums, scale4_));
+      return;
+    }
+    alignas(16) float four[4];
+    _mm_store_ps(four, _mm_mul_ps(sums, scale4_));
+    std::copy(four, four + one.n, one.out);
+  }
+
+  const T *k0_, *k1_, *k2_, *k3_;
+  int64_t dim_;
+  __m128 scale4_;
+  Held held_[3];
+  int count_ = 0;
+};
 
 // acc[0:W*8) += p[t] * v_t[0:W*8) for t in [0, keys), v_t = pool + slots[t] * row, key by key (one
 // FMA a key on each lane, in key order), the accumulator held in W registers across the keys.
@@ -166,29 +194,14 @@ void attend_chunk(const float* q, int64_t rows, const int64_t* lens, const T* k_
     const T* k[4];
     for (int64_t j = 0; j < 4; ++j) k[j] = k_pool + slots[t + std::min(j, len - t - 1)] * row;
     for (int64_t kh = 0; kh < s.kv_heads; ++kh) {
-      const int64_t off = kh * s.head_dim;
-      const T *k0 = k[0] + off, *k1 = k[1] + off, *k2 = k[2] + off, *k3 = k[3] + off;
-      Triples held;  // this kv head's queries of every row with keys here, three at a time
+      KeyQuad<T> quad(k, kh * s.head_dim, s.head_dim, scale4);  // this kv head's queries of every row
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t n = std::min<int64_t>(4, lens[r] - t);
         for (int64_t h = kh * s.group; n > 0 && h < (kh + 1) * s.group; ++h) {
-          const Query one{q + r * step + h * s.head_dim, scores.data() + (r * s.q_heads + h) * len + t, n};
-          if (!held.add(one)) continue;
-          const float* in[3] = {held.held[0].in, held.held[1].in, held.held[2].in};
-          __m128 sums[3];
-          radixlm::dot4x3(in, k0, k1, k2, k3, s.head_dim, sums);
-          for (int j = 0; j < 3; ++j) store_scores(held.held[j], sums[j], scale4);
-          held.count = 0;
+          quad.add(q + r * step + h * s.head_dim, scores.data() + (r * s.q_heads + h) * len + t, n);
         }
       }
-      if (held.count == 2) {
-        __m128 a, b;
-        radixlm::dot4x2(held.held[0].in, held.held[1].in, k0, k1, k2, k3, s.head_dim, a, b);
-        store_scores(held.held[0], a, scale4);
-        store_scores(held.held[1], b, scale4);
-      } else if (held.count == 1) {
-        store_scores(held.held[0], radixlm::dot4(held.held[0].in, k0, k1, k2, k3, s.head_dim), scale4);
-      }
+      quad.finish();
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
