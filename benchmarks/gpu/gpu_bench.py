@@ -182,7 +182,7 @@ def main() -> None:
         for name in args.models.split(","):
             if name == "smollm2":
                 path, source = smollm2_dir(root)
-                label = f"smollm2-135m ({source[:7]})"
+                label = f"smollm2-135m ({'random' if source == 'random weights' else 'real'})"
             else:
                 path, label = random_model_dir(LLAMA_1B, root, "llama1b"), "llama-1b (random)"
             rows += bench_model(label, path, batch_sizes, args.context, args.steps, args.prefill_tokens)

@@ -110,8 +110,10 @@ def _tokenizer(writer, vocab_size: int, hf_tokenizer=None) -> None:
     from tests.helpers.model_helpers import CHATML_TEMPLATE, SPECIAL_TOKENS
 
     if hf_tokenizer is None:
-        tokens = SPECIAL_TOKENS + pre_tokenizers.ByteLevel.alphabet() + ["Ġt"]
-        special, merges = set(SPECIAL_TOKENS), ["Ġ t"]
+        # NOTE: two merges, not one: transformers 5.17's GGUF reader unwraps a one-element array
+        # into its element, and then reads the merge string as a list of one-character merges.
+        tokens = SPECIAL_TOKENS + pre_tokenizers.ByteLevel.alphabet() + ["Ġt", "Ġa"]
+        special, merges = set(SPECIAL_TOKENS), ["Ġ t", "Ġ a"]
     else:
         vocab = hf_tokenizer.get_vocab()
         tokens = sorted(vocab, key=vocab.__getitem__)

@@ -70,13 +70,27 @@ def _prompts(n: int, seed: int) -> list[list[int]]:
     return [[rnd.randrange(3, 300) for _ in range(rnd.randint(5, 1500))] for _ in range(n)]
 
 
-@pytest.mark.parametrize("dtype,rtol", [("float32", 1e-4), ("bfloat16", 3e-2)])
-def test_model_triton_equals_reference(llama_dir, dtype, rtol):
+def test_model_triton_equals_reference_in_float32(llama_dir):
     prompts = _prompts(5, 0)
-    ref = _step_logits(_runner(llama_dir, "torch", dtype), prompts, 4)
-    ours = _step_logits(_runner(llama_dir, "triton", dtype), prompts, 4)
+    ref = _step_logits(_runner(llama_dir, "torch", "float32"), prompts, 4)
+    ours = _step_logits(_runner(llama_dir, "triton", "float32"), prompts, 4)
     for o, r in zip(ours, ref):
-        assert_logits_close(o, r, rtol=rtol)
+        assert_logits_close(o, r, rtol=1e-4)
+
+
+def test_model_triton_in_bfloat16_is_as_close_to_float32_as_the_reference(llama_dir):
+    """bf16 logits of 8 round by ~0.03 and the error grows over 3 layers and 1500-token prompts, so a
+    fixed bound against the bf16 reference says little (the GPU runs of 2026-11-30 and 2026-12-04 were
+    off by 0.28 and 0.30). Both bf16 paths are held to the float32 truth instead: Triton's error may
+    be at most 1.5x the reference backend's own."""
+    prompts = _prompts(5, 0)
+    exact = _step_logits(_runner(llama_dir, "torch", "float32"), prompts, 4)
+    ref = _step_logits(_runner(llama_dir, "torch", "bfloat16"), prompts, 4)
+    ours = _step_logits(_runner(llama_dir, "triton", "bfloat16"), prompts, 4)
+    for o, r, e in zip(ours, ref, exact):
+        ref_err = (r.float() - e).abs().max().item()
+        our_err = (o.float() - e).abs().max().item()
+        assert our_err <= 1.5 * ref_err + 1e-3 * e.abs().max().item(), (our_err, ref_err)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

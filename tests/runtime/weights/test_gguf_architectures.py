@@ -251,7 +251,7 @@ def test_gguf_tokenizer_comes_from_the_file(case) -> None:
     """The tokenizer and chat template come from the GGUF metadata (no --tokenizer), also for the
     architectures transformers' GGUF model reader refuses (granite, olmo2, smollm3, olmoe) and for a
     Gemma file with a byte-level vocabulary (whose family class is sentencepiece's): ids are the
-    file's own vocabulary, its one merge applied, its specials whole."""
+    file's own vocabulary, its merge applied, its specials whole."""
     import gguf
 
     from radixlm.runtime.weights.tokenizer_files import tokenizer_for
