@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from radixlm.kernels.blocked_attention import attend_blocked, blocked_attention_applies
+
 
 def check_window_softcap(window: int | None, softcap: float | None) -> None:
     """ValueError naming the bad one: a window is a positive key count, a cap a positive float."""
@@ -60,8 +62,11 @@ def attend(
     """``scaled_dot_product_attention`` with grouped heads and, when ``softcap`` is set, capped scores.
 
     ``q`` ``[..., Hq, Q, D]``, ``k``/``v`` ``[..., Hkv, K, D]``, ``mask`` bool broadcastable to
-    ``[..., Hq, Q, K]`` (True = visible; every query row must see at least one key).
+    ``[..., Hq, Q, K]`` (True = visible; every query row must see at least one key). Many queries
+    on the CPU go block by block through matrix products (``blocked_attention``).
     """
+    if blocked_attention_applies(q, mask):
+        return attend_blocked(q, k, v, mask, sm_scale, softcap)
     group = q.shape[-3] // k.shape[-3]
     if softcap is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=sm_scale, enable_gqa=group != 1)
