@@ -33,9 +33,10 @@ from benchmarks.peers.llama_cpp_peer import ensure_llama_cpp
 LLAMA_CPP = """
 import json, resource, sys, time, llama_cpp
 path, threads, tokens, ids = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+n_ctx = int(sys.argv[5])
 t0 = time.perf_counter()
 llm = llama_cpp.Llama(
-    path, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512, verbose=False
+    path, n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx, n_batch=512, verbose=False
 )
 load_s = time.perf_counter() - t0
 t0 = time.perf_counter()
@@ -53,6 +54,11 @@ print(json.dumps({"load_s": load_s, "prefill_tok_s": len(ids) / prefill_s, "deco
 """
 
 
+def context_for(prompt_tokens: int, tokens: int) -> int:
+    """Both sides' context: 1,024 tokens, or the prompt and output rounded up to 256."""
+    return max(1024, -(-(prompt_tokens + tokens) // 256) * 256)
+
+
 def radixlm_side(path: str, threads: int, tokens: int, ids: list[int]) -> dict:
     """Runs in this (fresh) process: an Engine on ``path``, one request, timed from the stream."""
     import resource
@@ -60,7 +66,14 @@ def radixlm_side(path: str, threads: int, tokens: int, ids: list[int]) -> dict:
     from radixlm.runtime.engine.engine import Engine
 
     t0 = time.perf_counter()
-    engine = Engine(model=path, device="cpu", num_threads=threads, context_length=1024, kv_cache_gb=0.25)
+    context = context_for(len(ids), tokens)
+    engine = Engine(
+        model=path,
+        device="cpu",
+        num_threads=threads,
+        context_length=context,
+        kv_cache_gb=0.25 * context / 1024,
+    )
     load_s = time.perf_counter() - t0
     try:
         params = {"temperature": 0, "max_new_tokens": tokens, "ignore_eos": True}
@@ -150,7 +163,8 @@ def main() -> None:
         str(args.prompt_tokens),
     ]
     peer_cmd = [str(ensure_llama_cpp()), "-c", LLAMA_CPP, args.gguf, str(args.threads), str(args.tokens)]
-    commands = {"radixlm": (cmd, env), "llama_cpp": ([*peer_cmd, json.dumps(ids)], None)}
+    context = str(context_for(len(ids), args.tokens))
+    commands = {"radixlm": (cmd, env), "llama_cpp": ([*peer_cmd, json.dumps(ids), context], None)}
     runs: dict[str, list[dict]] = {"radixlm": [], "llama_cpp": []}
     for r in range(args.rounds):
         for side in ("llama_cpp", "radixlm") if r % 2 == 0 else ("radixlm", "llama_cpp"):
