@@ -29,6 +29,9 @@ class SpecState:
     # each to start (a rate of 1/2 before anything is measured)
     recent_accepted: float = 1.0
     recent_rejected: float = 1.0
+    # the first token of a draft the speed check kept from verifying, to be compared with the token
+    # the plain step then chose (None: no such draft this step)
+    unverified_guess: int | None = None
 
     def wants_draft(self) -> bool:
         """Whether to propose this step (counts a step of backoff down)."""
@@ -65,6 +68,15 @@ class SpecState:
                 self.backoff = min(MAX_BACKOFF, 1 << (self.misses - MISSES_BEFORE_BACKOFF + 1))
         else:
             self.misses = 0
+
+    def on_guess_checked(self, right: bool) -> None:
+        """A plain step chose ``unverified_guess`` (``right``) or another token: one observation of
+        the acceptance rate, as a verify step of a one-token draft would have made. Without it a
+        request that the speed check keeps plain keeps the rate it had when its drafts were poor,
+        and a quote that resumes would wait for the check's next probe (1 step in 16)."""
+        self.unverified_guess = None
+        self.recent_accepted = RATE_DECAY * self.recent_accepted + right
+        self.recent_rejected = RATE_DECAY * self.recent_rejected + (not right)
 
     def meta_info(self, completion_tokens: int) -> dict[str, float | int]:
         """SGLang's speculative ``meta_info`` fields for this request."""

@@ -57,7 +57,12 @@ class Speculator:
         self.counts = {"spec_verify_steps": 0, "spec_draft_tokens": 0, "spec_accepted_tokens": 0}
 
     def drafts(self, running: list[Req]) -> list[list[int]] | None:
-        """One draft per running request (empty where none); None when no request has one."""
+        """One draft per running request (empty where none); None when no request has one, or
+        when the speed check expects them to lose (each NGRAM draft's first token is then kept as
+        the request's ``unverified_guess``, checked against the plain step's token in ``on_step``)."""
+        for req in running:
+            if req.spec is not None:
+                req.spec.unverified_guess = None
         if len(running) > self.max_batch:
             return None
         ks = [self._draft_len(req) for req in running]
@@ -79,6 +84,9 @@ class Speculator:
         if not any(drafts):
             return None
         if self.draft_model is None and not self._pays(running, [len(d) for d in drafts]):
+            for req, draft in zip(running, drafts):
+                if draft and req.spec is not None:
+                    req.spec.unverified_guess = draft[0]
             return None
         return drafts
 
@@ -142,7 +150,12 @@ class Speculator:
 
     def on_step(self, batch: ScheduledBatch, seconds: float) -> None:
         """``batch`` ran in ``seconds`` (from scheduling to its tokens processed): a decode or verify
-        step's cost feeds the speed check."""
+        step's cost feeds the speed check, and a plain step's tokens are compared with the drafts it
+        did not verify."""
+        if batch.kind is BatchKind.DECODE:
+            for req in batch.reqs:
+                if req.spec is not None and req.spec.unverified_guess is not None and req.output_ids:
+                    req.spec.on_guess_checked(req.output_ids[-1] == req.spec.unverified_guess)
         if self.speed is None or batch.kind not in (BatchKind.DECODE, BatchKind.VERIFY):
             return
         n = len(batch.reqs)

@@ -14,9 +14,9 @@ kept apart:
 
 A step speculates when its expected tokens per second beat a plain step's. The first
 ``MIN_SAMPLES`` steps of a bucket run plain, the next ``MIN_SAMPLES`` speculate (to measure both),
-and every ``PROBE_EVERY``-th step runs the other choice, so a change of cost is noticed and a
-request kept plain gets its acceptance measured again; a losing configuration thus spends at most
-1/16 of its steps speculating.
+and every ``PROBE_EVERY``-th step runs the other choice, so a change of cost is noticed; a losing
+configuration thus spends at most 1/16 of its steps speculating. A request kept plain has its
+acceptance measured all the same, from its drafts' first tokens (``SpecState.on_guess_checked``).
 """
 
 from __future__ import annotations

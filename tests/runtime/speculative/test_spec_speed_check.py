@@ -105,3 +105,47 @@ def test_the_scheduler_stops_verifying_where_speculation_is_slower(tiny_llama_di
     assert stats["spec_slower_steps"] > 0, stats
     steps = stats["spec_verify_steps"] + stats["spec_slower_steps"]
     assert stats["spec_verify_steps"] <= MIN_SAMPLES + steps // PROBE_EVERY + 1, stats
+
+
+class _NeverPays(SpeedCheck):
+    def wants_speculation(self, batch_size: int, expected_tokens: float, draft_tokens: int) -> bool:
+        self.skipped_steps += 1
+        return False
+
+
+@pytest.mark.parametrize("guess_right", [True, False])
+def test_a_request_kept_plain_still_has_its_acceptance_measured(tiny_llama_dir, guess_right):
+    """Drafts the speed check keeps from verifying are still judged: their first token against the
+    token the plain step chose, so a quote that resumes is noticed without waiting for a probe."""
+    new = 30
+    make = lambda: [request("r", repetitive_prompt(40, 5), max_new_tokens=new)]  # noqa: E731
+    with tiny_scheduler(tiny_llama_dir) as plain:
+        reference = run_all(plain, make())["r"]["ids"]
+    with tiny_scheduler(tiny_llama_dir, **{**SPEC, "speculative_speed_check": True}) as sched:
+        speculator = sched.speculator
+        assert speculator is not None
+        speculator.speed, speculator.tree = _NeverPays(), None
+        prompt_len = 40
+
+        def oracle(tokens, k: int) -> list[int]:  # the model's own next token, or one it never picks
+            done = len(tokens) - prompt_len
+            right = reference[done] if done < len(reference) else 3
+            return [right if guess_right else (right + 1) % 250 + 3][:k]
+
+        speculator.proposer.propose = oracle  # type: ignore[method-assign]
+        rates: list[float] = []
+        on_step = speculator.on_step
+
+        def record(batch, seconds):
+            on_step(batch, seconds)
+            rates.extend(r.spec.acceptance_rate() for r in batch.reqs if r.spec is not None)
+
+        speculator.on_step = record  # type: ignore[method-assign]
+        got = run_all(sched, make())["r"]
+        stats = sched.stats()
+    assert got["ids"] == reference and stats["spec_verify_steps"] == 0
+    assert stats["spec_slower_steps"] >= new - 2
+    if guess_right:
+        assert rates[-1] > 0.99  # every guess matched: the rate says drafts would now pay
+    else:
+        assert rates[-1] < 0.01
