@@ -99,13 +99,15 @@ class GGUFKernels:
 
     def repack_by_default(self) -> bool:
         """Whether ``bind`` repacks Q4_0/Q4_1/Q4_K/Q6_K weights into groups of eight rows:
-        ``RADIXLM_GGUF_REPACK=0/1`` if set, else on unless the loops run with AVX-512 VNNI (the grouped
-        products are AVX2 code; against the AVX2 loops at 1-32 rows they measured 1.4-4x faster for
-        Q4_0, 2-4x for Q4_K, 1.1-2x for Q6_K: benchmarks/kernels/gguf_repack.py)."""
+        ``RADIXLM_GGUF_REPACK=0/1`` if set, else on. The grouped products are AVX2 code and win on
+        both kinds of machine: against the AVX2 loops at 1-32 rows 1.4-4x for Q4_0, 2-4x for Q4_K,
+        1.1-2x for Q6_K (an AVX2-only EPYC); against the AVX-512 VNNI loops 1.3-2.1x for Q4_0, 1.4-2.2x
+        for Q4_1, 1.8-2.1x for Q4_K, 1.1-1.7x for Q6_K (a Zen 5 EPYC; benchmarks/kernels/gguf_repack.py,
+        benchmarks/log/models-vs-llama-cpp.md)."""
         env = os.environ.get(REPACK_ENV)
         if env in ("0", "1"):
             return env == "1"
-        return self.isa != "avx512vnni"
+        return True
 
     def bind_rows(self, pieces: list[torch.Tensor], ggml_type: int, in_features: int) -> BoundGGUFProduct:
         """``bind`` for the rows of ``pieces`` stacked in order (an expert's gate rows, then its up rows)
