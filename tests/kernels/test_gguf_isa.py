@@ -107,6 +107,35 @@ def test_a_row_is_bit_identical_alone_and_in_a_batch_on_the_vnni_path() -> None:
             assert torch.equal(_product(VNNI, x[i : i + 1], blocks, fmt, 1), batch[i : i + 1])
 
 
+@pytest.mark.parametrize("fmt", ["q4_0", "q4_1"])
+def test_grouped_products_give_the_avx2_bits_on_the_vnni_path(fmt: str) -> None:
+    """Weights repacked in groups of eight rows: the VNNI build (dpbusd into int32, two groups a tile
+    at four rows) against the AVX2 one, ragged rows and every pass length, 1 and 2 threads; and the
+    largest magnitudes (every activation at +-127 against nibbles 0 and 15)."""
+    _needs_vnni()
+    gen = torch.Generator().manual_seed(21)
+    blocks = gguf_blocks.quantize(torch.randn(77, 640, generator=gen) * 0.1, fmt)
+    extreme = blocks.clone().view(77, -1, gguf_blocks.BLOCK_BYTES[fmt])
+    extreme[:9, :, 2 * (1 + (fmt == "q4_1")) :] = torch.tensor([0x0F, 0xF0], dtype=torch.uint8).repeat(8)
+    for weight in (blocks, extreme.view(77, -1)):
+        bound = kernels.bind(weight, gguf_blocks.GGML_TYPES[fmt], 640, repack=True)
+        assert bound.repacked
+        for m in (1, 2, 3, 4, 5, 7, 9, 33):
+            x = torch.randn(m, 640, generator=gen)
+            x[: m // 2] = torch.where(torch.arange(640) % 3 == 0, 1.0, -1.0)  # quantized to +-127
+            for threads in (1, 2):
+                with kernels.use_isa("avx2"):
+                    avx2 = bound(x, threads)
+                with kernels.use_isa(VNNI):
+                    vnni = bound(x, threads)
+                assert torch.equal(vnni, avx2), f"{fmt} m={m} threads={threads}"
+        ref = F.linear(x.double(), gguf_blocks.dequantize(weight, fmt).double())
+        bound_err = _activation_error_bound(x, gguf_blocks.dequantize(weight, fmt)) * 1.01 + 1e-4 * (
+            1 + ref.abs()
+        )
+        assert ((vnni.double() - ref).abs() <= bound_err).all()
+
+
 def test_an_unknown_instruction_set_is_refused() -> None:
     with pytest.raises(ValueError, match="not available"):
         kernels.set_isa("avx9000")

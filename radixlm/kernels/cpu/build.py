@@ -45,6 +45,7 @@ MODULES = {  # extension module -> its C++ sources (headers in this folder are i
         "gguf_interleave.cpp",
         "gguf_interleave_k.cpp",
         "gguf_interleave_q4_1.cpp",
+        "gguf_interleave_vnni.cpp",
     ],
     "decode_kernels": [
         "decode_kernels.cpp",

@@ -84,6 +84,11 @@ constexpr int64_t kQ41GroupBlockBytes = 160;  // 8 fp16 d, 8 fp16 m, 8 rows' 16 
 void repack_q4_1(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
 void gemm_q4_1_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                            int threads);
+// The same two products with AVX-512 VNNI (gguf_interleave_vnni.cpp), the same bits.
+void gemm_q4_0_interleaved_vnni(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                                int threads);
+void gemm_q4_1_interleaved_vnni(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                                int threads);
 void repack_kquant(int fmt, const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
 void gemm_kquant_interleaved(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                              int threads);

@@ -1,4 +1,5 @@
-// Q4_0 weights repacked once (at bind time) into groups of eight rows, and the AVX2 product with them.
+// Q4_0 weights repacked once (at bind time) into groups of eight rows, and the AVX2 product with them
+// (its loops: gguf_grouped_q4.h, shared with Q4_1 and the AVX-512 VNNI build).
 //
 // The file's Q4_0 block is a fp16 scale and 16 bytes of nibbles (byte j: element j low, j + 16 high).
 // The old loops (gguf_gemm.h) dot one row's block with one activation row at a time: per (weight
@@ -41,77 +42,7 @@
 namespace radixlm::gguf {
 namespace {
 
-// G groups (group_bytes apart, starting at p) against MB activation rows; acc[g][i] lane r: row r of
-// group g against activation row i.
-template <int G, int MB>
-void tile(const uint8_t* p, int64_t group_bytes, const Activations& x, __m256 (&acc)[G][MB]) {
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int g = 0; g < G; ++g) {
-    for (int i = 0; i < MB; ++i) acc[g][i] = _mm256_setzero_ps();
-  }
-  const int64_t nblocks = x.k / kBlock;
-  // Prefetches the next tile's groups (contiguous after these), G * kGroupBlockBytes of them per
-  // block step, all by this tile's end (as gguf_gemm.h's NextTile; measured at one row, loaded box:
-  // 0.7-0.8x the time without it on the 2048x2048 and 8192x2048 layers).
-  const uint8_t* next = p + G * group_bytes;
-  const uint8_t* asked = next;
-  for (int64_t b = 0; b < nblocks; ++b) {
-    for (const uint8_t* end = next + (b + 1) * G * kGroupBlockBytes; asked < end; asked += 64) {
-      radixlm::prefetch_line(asked);
-    }
-    __m256i sum[G][MB];
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo[G], hi[G];
-      for (int g = 0; g < G; ++g) {
-        const __m256i raw = load_word(p + g * group_bytes + b * kGroupBlockBytes + 16 + 32 * c);
-        lo[g] = _mm256_and_si256(raw, low);
-        hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-      }
-      for (int i = 0; i < MB; ++i) {
-        const int8_t* xq = x.q + i * x.k + b * kBlock + 4 * c;
-        const __m256i xl = broadcast4(xq), xh = broadcast4(xq + 16);
-        for (int g = 0; g < G; ++g) {
-          const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh));
-          sum[g][i] = c == 0 ? t : _mm256_add_epi16(sum[g][i], t);
-        }
-      }
-    }
-    for (int g = 0; g < G; ++g) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-          p + g * group_bytes + b * kGroupBlockBytes)));
-      for (int i = 0; i < MB; ++i) {
-        const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(sum[g][i], ones),
-                                             _mm256_set1_epi32(x.qsum8[4 * b + i]));
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(x.scale[4 * b + i]));
-        acc[g][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[g][i]);
-      }
-    }
-  }
-}
-
-// Groups [g0, g1) against activation rows [m0, m0 + MB) (m0 % 4 == 0).
-template <int MB>
-void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, int64_t m0, int64_t g0,
-            int64_t g1, float* out, int64_t n) {
-  const int64_t nblocks = x.k / kBlock;
-  const Activations xm{x.q + m0 * x.k, x.scale + m0 * nblocks, x.sum + m0 * nblocks, x.k,
-                       x.qsum8 + m0 * nblocks};
-  constexpr int G = MB <= 2 ? 2 : 1;  // 16 vector registers (four groups at one row: no better than two)
-  int64_t g = g0;
-  for (; g + G <= g1; g += G) {
-    __m256 acc[G][MB];
-    tile<G, MB>(packed + g * group_bytes, group_bytes, xm, acc);
-    for (int j = 0; j < G; ++j) {
-      for (int i = 0; i < MB; ++i) store_group(acc[j][i], out, m0 + i, g + j, n);
-    }
-  }
-  for (; g < g1; ++g) {
-    __m256 acc[1][MB];
-    tile<1, MB>(packed + g * group_bytes, group_bytes, xm, acc);
-    for (int i = 0; i < MB; ++i) store_group(acc[0][i], out, m0 + i, g, n);
-  }
-}
+#include "gguf_grouped_q4.h"
 
 // One block of a group: the eight rows' blocks b (rows row_bytes apart from `rows`) into the 144
 // bytes at dst. Each row's 16 quant bytes are four 32-bit words (q[r][0..3]); word c of the output
@@ -147,10 +78,7 @@ void repack_q4_0(const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threa
 
 void gemm_q4_0_interleaved(const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                            int threads) {
-  const int64_t nblocks = x.k / kBlock, group_bytes = nblocks * kGroupBlockBytes;
-  over_groups(n, nblocks * block_bytes(kQ4_0), m, threads, [&](auto MB, int64_t m0, int64_t g0, int64_t g1) {
-    groups<decltype(MB)::value>(packed, group_bytes, x, m0, g0, g1, out, n);
-  });
+  grouped_gemm<kQ4_0>(packed, n, x, m, out, threads);
 }
 
 }  // namespace radixlm::gguf
