@@ -1,9 +1,10 @@
 """Speculative decoding (``--speculative-algorithm NGRAM`` or ``STANDALONE``) on against off, in one run
 (issue 29).
 
-The real SmolLM2-135M (``resolve_model("smollm2-135m")``) greedy-decodes four workloads at batch
-sizes 1, 8 and 32: three copy-heavy ones (rename a variable in a 60-line code file, answer by quoting
-a ~1,500-token document, extract JSON fields present in the prompt) and free-form chat. A scheduler
+The real SmolLM2-135M (``resolve_model("smollm2-135m")``) greedy-decodes five workloads at batch
+sizes 1, 8 and 32: four copy-heavy ones (rename a variable in a 60-line code file, answer by quoting
+a ~1,500-token document, extract JSON fields present in the prompt, an agent's turn restating its
+tool's output) and free-form chat. A scheduler
 is driven directly (no HTTP): decode tok/s counts the tokens after each request's first one over the
 time from the last first token to the end. Reported per cell: off and on tok/s, their ratio, the
 acceptance rate (accepted / proposed draft tokens) and accepted tokens per verify step; and whether
@@ -62,12 +63,43 @@ def _record() -> str:
     )
 
 
-WORKLOADS = {
+def _agent_turns() -> list[dict[str, str]]:
+    """An agent's turns: a request, the assistant's tool call, then the tool's output and the loop's
+    ask to pass it on, which the answer restates."""
+    shelves = ["A1", "A4", "B2", "B7", "C3", "C9", "D5", "E1"]
+    items = [
+        "bolts M6",
+        "washers 8 mm",
+        "hinges",
+        "brackets",
+        "cable ties",
+        "wall plugs",
+        "screws 4x40",
+        "nails",
+    ]
+    lines = [
+        f"- {item} #{i}: {17 * i + 5} units on shelf {shelves[(3 * i) % 8]}"
+        for i, item in enumerate(items * 2)
+    ]
+    return [
+        {"role": "user", "content": "What is in warehouse B?"},
+        {"role": "assistant", "content": 'inventory_lookup(warehouse="B")'},
+        {
+            "role": "user",
+            "content": "Tool result:\n"
+            + "\n".join(lines)
+            + "\n\nCopy the tool result above for me, word for word.",
+        },
+    ]
+
+
+WORKLOADS: dict[str, str | list[dict[str, str]]] = {
     "code-edit": f"Here is a Python file:\n\n{_code_file()}\nRewrite the whole file with the variable "
     "`total` renamed to `running_sum`. Output only the code.",
     "doc-quote": f"{_document()}\n\nQuote sections 1 to 6 of the document above word for word.",
     "json-extract": f"{_record()}\n\nExtract name, email, phone, city, account, plan, joined and the "
     "last order as a JSON object with those keys, values copied exactly from the record.",
+    "agent-loop": _agent_turns(),
     "chat": "Tell me a story about a fox who learns to play the violin.",
 }
 
@@ -97,8 +129,8 @@ def random_draft(tokenizer: Any, vocab_size: int) -> str:
     return out
 
 
-def _prompt_ids(tokenizer: Any, text: str) -> list[int]:
-    messages = [{"role": "user", "content": text}]
+def _prompt_ids(tokenizer: Any, prompt: str | list[dict[str, str]]) -> list[int]:
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return list(tokenizer.encode(text, add_special_tokens=False))
 

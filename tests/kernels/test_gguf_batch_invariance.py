@@ -94,3 +94,24 @@ def test_helpers_watching_or_sleeping_give_the_same_results(watch_us: str) -> No
     }
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fmt,repack", [("q4_0", True), ("q6_k", True), ("q4_0", False)])
+def test_one_pass_products_are_the_same_whatever_their_work_items(fmt: str, repack: bool) -> None:
+    """Decode-sized products share their rows out in longer work items than batched ones; the
+    size decides only which thread computes a row, never its bits (a wrong item bound leaves rows
+    unwritten or written twice)."""
+    gen = torch.Generator().manual_seed(5)
+    n, k = 3000, 512
+    blocks = gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.1, fmt)
+    product = kernels.bind(blocks, gguf_blocks.GGML_TYPES[fmt], k, repack=repack)
+    x = torch.randn(3, k, generator=gen)
+    with kernels.one_pass_chunk_bytes(1):  # the smallest items: kMinChunkRows rows
+        expected = product(x, 1)
+    for nbytes in (1 << 12, 1 << 18, 1 << 21, 1 << 30):
+        with kernels.one_pass_chunk_bytes(nbytes):
+            for threads in (2, 3):
+                assert torch.equal(product(x, threads), expected), f"{nbytes} bytes, {threads} threads"
+    with pytest.raises(ValueError, match="nbytes"):
+        with kernels.one_pass_chunk_bytes(0):
+            pass

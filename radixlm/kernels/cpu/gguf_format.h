@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -25,13 +26,24 @@ constexpr int block_bytes(int fmt) {
 constexpr int block_elems(int fmt) { return is_kquant(fmt) ? kSuperBlock : kBlock; }
 
 constexpr int kMinChunkRows = 16;
-constexpr int64_t kChunkBytes = int64_t{1} << 18;  // weight bytes per work item (at most)
+constexpr int64_t kChunkBytes = int64_t{1} << 18;  // weight bytes per work item (at most)...
 
-// Weight rows per work item of a product with `helpers` helper threads: chunks of ~kChunkBytes (at
-// least four a thread), long runs of the weight that stay in L2 while the passes go over them.
-inline int64_t chunk_rows(int64_t n, int64_t row_bytes, int helpers) {
+// ...and where the m rows take one pass (decode): nothing is read twice then, and longer runs read
+// faster: each chunk's first tile starts cold, and its look-ahead past its end fetches bytes that
+// another item may take (8B Q4_0 layers at one row, Zen 5: 1.05-1.12x with 2 MB for 256 KB,
+// benchmarks/kernels/gguf_chunks.py). A setting only so that benchmark can compare in one process.
+inline std::atomic<int64_t>& one_pass_chunk_bytes() {
+  static std::atomic<int64_t> value{int64_t{2} << 20};
+  return value;
+}
+
+// Weight rows per work item of a product of m activation rows with `helpers` helper threads (at
+// least four items a thread). Over several passes of rows: chunks of ~kChunkBytes, long runs of the
+// weight that stay in L2 while the passes go over them; in one pass, one_pass_chunk_bytes().
+inline int64_t chunk_rows(int64_t n, int64_t row_bytes, int helpers, int64_t m) {
   const int64_t balanced = (n + 4 * (helpers + 1) - 1) / (4 * (helpers + 1));
-  return std::max<int64_t>(kMinChunkRows, std::min<int64_t>(kChunkBytes / row_bytes, balanced));
+  const int64_t bytes = m <= kRowsPerPass ? one_pass_chunk_bytes().load(std::memory_order_relaxed) : kChunkBytes;
+  return std::max<int64_t>(kMinChunkRows, std::min<int64_t>(bytes / row_bytes, balanced));
 }
 
 // Products under this many bytes of blocks run on the calling thread alone (waking a helper costs more).

@@ -277,7 +277,7 @@ template <int FMT>
 void gemm(const uint8_t* w, int64_t n, const Activations& x, int64_t m, float* out, int threads) {
   const int64_t row_bytes = x.k / block_elems(FMT) * block_bytes(FMT);
   const int helpers = n * row_bytes * m >= parallel_min_bytes() ? threads - 1 : 0;
-  const int64_t rows_per_chunk = chunk_rows(n, row_bytes, helpers);
+  const int64_t rows_per_chunk = chunk_rows(n, row_bytes, helpers, m);
   const int64_t chunks = (n + rows_per_chunk - 1) / rows_per_chunk;
   radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t t) {
     const int64_t r0 = t * rows_per_chunk, r1 = std::min(n, r0 + rows_per_chunk);

@@ -82,7 +82,7 @@ template <typename Pass>
 void over_groups(int64_t n, int64_t row_bytes, int64_t m, int threads, Pass&& pass) {
   const int64_t ngroups = (n + kGroup - 1) / kGroup;
   const int helpers = n * row_bytes * m >= parallel_min_bytes() ? threads - 1 : 0;
-  const int64_t per_chunk = (chunk_rows(n, row_bytes, helpers) + kGroup - 1) / kGroup;  // groups
+  const int64_t per_chunk = (chunk_rows(n, row_bytes, helpers, m) + kGroup - 1) / kGroup;  // groups
   const int64_t chunks = (ngroups + per_chunk - 1) / per_chunk;
   radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t t) {
     const int64_t g0 = t * per_chunk, g1 = std::min(ngroups, g0 + per_chunk);

@@ -108,13 +108,18 @@ std::string current_isa() { return use_vnni.load() ? "avx512vnni" : "avx2"; }
 // Callers pass one of available_isas() (radixlm/kernels/cpu/gguf_ops.py checks).
 void set_isa(const std::string& isa) { use_vnni.store(isa == "avx512vnni" && cpu_has_vnni()); }
 
+// The work item size of one-pass products (gguf_format.h); returns the one before.
+int64_t set_one_pass_chunk_bytes(int64_t bytes) {
+  return one_pass_chunk_bytes().exchange(std::max<int64_t>(1, bytes));
+}
+
 // Reads every byte of `weight` in the chunks and threads a matrix-vector product would, and does
 // nothing else: the bandwidth a product can reach here (benchmarks/kernels/gguf_isa.py).
 int64_t read_bytes(torch::Tensor weight, int64_t threads) {
   const int64_t n = weight.size(0), row_bytes = weight.size(1);
   const uint8_t* p = weight.data_ptr<uint8_t>();
   const int helpers = n * row_bytes >= parallel_min_bytes() ? static_cast<int>(threads) - 1 : 0;
-  const int64_t rows_per_chunk = chunk_rows(n, row_bytes, helpers);
+  const int64_t rows_per_chunk = chunk_rows(n, row_bytes, helpers, 1);
   const int64_t chunks = (n + rows_per_chunk - 1) / rows_per_chunk;
   std::vector<int64_t> sums(chunks);
   radixlm::WorkPool::instance().run(chunks, helpers, [&](int64_t t) {
@@ -261,5 +266,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("repack_groups", &repack_groups, "Q4_0/Q4_1/Q4_K/Q6_K blocks -> groups of eight interleaved rows",
           py::call_guard<py::gil_scoped_release>());
   mod.def("gguf_linear_groups", &gguf_linear_groups, "x @ W^T for a weight repacked by repack_groups");
+  mod.def("set_one_pass_chunk_bytes", &set_one_pass_chunk_bytes,
+          "bytes of weight per work item of a one-pass product (a benchmark's knob); returns the old value");
   mod.def("read_bytes", &read_bytes, "read a weight as a matrix-vector product would (a bandwidth probe)");
 }

@@ -68,6 +68,18 @@ class GGUFKernels:
         finally:
             self._compiled.set_isa(before)
 
+    @contextlib.contextmanager
+    def one_pass_chunk_bytes(self, nbytes: int) -> Iterator[None]:
+        """Work items of ``nbytes`` of weight for products of at most four activation rows, for the
+        ``with`` block (process-wide; a benchmark's knob: ``benchmarks/kernels/gguf_chunks.py``)."""
+        if not isinstance(nbytes, int) or nbytes < 1:
+            raise ValueError(f"nbytes must be a positive int, got {nbytes!r}")
+        before = self._compiled.set_one_pass_chunk_bytes(nbytes)
+        try:
+            yield
+        finally:
+            self._compiled.set_one_pass_chunk_bytes(before)
+
     def read_bytes(self, weight: torch.Tensor, threads: int | None = None) -> int:
         """Read every byte of the 2-D uint8 ``weight`` in the chunks and threads a matrix-vector
         product would, and nothing else: the bandwidth such a product can reach (a benchmark probe).
