@@ -8,9 +8,12 @@ the read's bandwidth (near 100%: bandwidth-bound; far below: compute- or latency
 ratio avx2 / vnni (``> 1``: VNNI faster). Weights are read from memory on every call (calls cycle
 through copies larger than the L3 cache), as in a decode step. Shapes: the random 8B Llama file's
 layers (fused qkv, o, fused gate_up, down, all Q4_0) and the 1.5B file's, and a 2048 -> 8192 layer
-in each other format. Both paths' outputs are checked bit-identical on the way.
+in each other format. Both paths' outputs are checked bit-identical on the way. ``--grouped``: the
+weights repacked in groups of eight rows as served (Q4_0, Q4_1, Q4_K, Q6_K; the others as they are),
+the read over the repacked bytes.
 
     python -m benchmarks.kernels.gguf_isa [--batches 1,4,32] [--threads 2] [--iters 40] [--shapes 8b]
+    python -m benchmarks.kernels.gguf_isa --grouped --shapes 1b --batches 1,4,32,128
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import functools
 import itertools
 import statistics
 import time
+from collections.abc import Callable
 
 import radixlm._env  # noqa: F401  (thread policy before torch)  # isort: skip
 import torch
@@ -53,20 +57,24 @@ def timed(fn: functools.partial) -> float:
 
 
 def compare(
-    kernels: GGUFKernels, blocks: list[torch.Tensor], x: torch.Tensor, fmt: str, iters: int, threads: int
+    kernels: GGUFKernels,
+    products: list[Callable[[], torch.Tensor]],
+    weights: list[torch.Tensor],
+    iters: int,
+    threads: int,
 ) -> dict[str, float]:
-    """Median microseconds per call of a pure read, the AVX2 product and the VNNI one, alternating."""
-    ggml_type = gguf_blocks.GGML_TYPES[fmt]
-    weights = itertools.cycle(blocks)
+    """Median microseconds per call of a pure read, the AVX2 product and the VNNI one, alternating;
+    each call on the next copy (``products[i]`` multiplies by ``weights[i]``)."""
+    turn = itertools.cycle(range(len(products)))
     times: dict[str, list[float]] = {"read": [], "avx2": [], "avx512vnni": []}
     for it in range(iters + 3):
         for side, samples in times.items():
-            weight = next(weights)
+            i = next(turn)
             if side == "read":
-                elapsed = timed(functools.partial(kernels.read_bytes, weight, threads))
+                elapsed = timed(functools.partial(kernels.read_bytes, weights[i], threads))
             else:
                 with kernels.use_isa(side):
-                    elapsed = timed(functools.partial(kernels.gguf_linear, x, weight, ggml_type, threads))
+                    elapsed = timed(products[i])
             if it >= 3:
                 samples.append(elapsed)
     return {side: 1e6 * statistics.median(samples) for side, samples in times.items()}
@@ -80,6 +88,7 @@ def main() -> None:
     ap.add_argument(
         "--shapes", default="", help="only shapes whose name contains one of these (comma-separated)"
     )
+    ap.add_argument("--grouped", action="store_true", help="weights repacked in groups of eight, as served")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     kernels = load_gguf_kernels()
@@ -97,16 +106,19 @@ def main() -> None:
         if wanted and not any(w in name for w in wanted):
             continue
         blocks = copies(gguf_blocks.quantize(torch.randn(n, k, generator=gen) * 0.02, fmt))
-        nbytes = blocks[0].numel()
+        ggml_type = gguf_blocks.GGML_TYPES[fmt]
+        bound = [kernels.bind(b, ggml_type, k, repack=args.grouped) for b in blocks]
+        weights = [b.weight for b in bound]  # 2-D uint8: the file's rows, or the groups
+        nbytes = weights[0].numel()
         for bs in (int(b) for b in args.batches.split(",")):
             x = torch.randn(bs, k, generator=gen)
-            ggml_type = gguf_blocks.GGML_TYPES[fmt]
             with kernels.use_isa("avx2"):
-                ref = kernels.gguf_linear(x, blocks[0], ggml_type, args.threads)
+                ref = bound[0](x, args.threads)
             with kernels.use_isa("avx512vnni"):
-                if not torch.equal(kernels.gguf_linear(x, blocks[0], ggml_type, args.threads), ref):
+                if not torch.equal(bound[0](x, args.threads), ref):
                     raise SystemExit(f"{name} batch {bs}: the two paths differ")
-            us = compare(kernels, blocks, x, fmt, args.iters, args.threads)
+            products = [functools.partial(b, x, args.threads) for b in bound]
+            us = compare(kernels, products, weights, args.iters, args.threads)
             read_us, avx2, vnni = us["read"], us["avx2"], us["avx512vnni"]
             print(
                 f"{name:14s} {nbytes / read_us / 1e3:9.1f} {bs:5d} {avx2:9.1f} {vnni:9.1f} "

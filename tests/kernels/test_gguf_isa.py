@@ -107,22 +107,43 @@ def test_a_row_is_bit_identical_alone_and_in_a_batch_on_the_vnni_path() -> None:
             assert torch.equal(_product(VNNI, x[i : i + 1], blocks, fmt, 1), batch[i : i + 1])
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q4_1"])
+# per grouped format with a VNNI build: in_features
+GROUPED_VNNI = {"q4_0": 640, "q4_1": 640, "q4_k": 768, "q6_k": 768}
+
+
+def _extreme_blocks(blocks: torch.Tensor, fmt: str, rows: int) -> torch.Tensor:
+    """``blocks`` with the first ``rows`` rows at the largest integer sums the products can reach:
+    4-bit quants alternating nibbles 0 and 15 (a Q4_K's 6-bit scales and minimums all 63), a
+    Q6_K's quants all -32 with its int8 scales at -128."""
+    out = blocks.clone().view(blocks.shape[0], -1, gguf_blocks.BLOCK_BYTES[fmt])
+    if fmt == "q6_k":  # ql, qh: 0 (q - 32 = -32); scales: -128; d (the last two bytes) kept
+        out[:rows, :, :192] = 0
+        out[:rows, :, 192:208] = 0x80
+        return out.view(blocks.shape[0], -1)
+    quants = {"q4_0": 2, "q4_1": 4, "q4_k": 16}[fmt]  # the first quant byte of a block
+    nibbles = torch.tensor([0x0F, 0xF0], dtype=torch.uint8)
+    out[:rows, :, quants:] = nibbles.repeat((out.shape[-1] - quants) // 2)
+    if fmt == "q4_k":
+        out[:rows, :, 4:16] = 0xFF
+    return out.view(blocks.shape[0], -1)
+
+
+@pytest.mark.parametrize("fmt", list(GROUPED_VNNI))
 def test_grouped_products_give_the_avx2_bits_on_the_vnni_path(fmt: str) -> None:
-    """Weights repacked in groups of eight rows: the VNNI build (dpbusd into int32, two groups a tile
-    at four rows) against the AVX2 one, ragged rows and every pass length, 1 and 2 threads; and the
-    largest magnitudes (every activation at +-127 against nibbles 0 and 15)."""
+    """Weights repacked in groups of eight rows: the VNNI builds (dpbusd into int32; the K-quants:
+    two groups a 512-bit register, scales multiplied in int32, Q6_K's sign trick replaced by q + 32
+    and the activations' half sums) against the AVX2 ones, ragged rows and every pass length, 1 and 2
+    threads; and the largest magnitudes (every activation at +-127 against ``_extreme_blocks``)."""
     _needs_vnni()
     gen = torch.Generator().manual_seed(21)
-    blocks = gguf_blocks.quantize(torch.randn(77, 640, generator=gen) * 0.1, fmt)
-    extreme = blocks.clone().view(77, -1, gguf_blocks.BLOCK_BYTES[fmt])
-    extreme[:9, :, 2 * (1 + (fmt == "q4_1")) :] = torch.tensor([0x0F, 0xF0], dtype=torch.uint8).repeat(8)
-    for weight in (blocks, extreme.view(77, -1)):
-        bound = kernels.bind(weight, gguf_blocks.GGML_TYPES[fmt], 640, repack=True)
+    k = GROUPED_VNNI[fmt]
+    blocks = gguf_blocks.quantize(torch.randn(77, k, generator=gen) * 0.1, fmt)
+    for weight in (blocks, _extreme_blocks(blocks, fmt, 9)):
+        bound = kernels.bind(weight, gguf_blocks.GGML_TYPES[fmt], k, repack=True)
         assert bound.repacked
         for m in (1, 2, 3, 4, 5, 7, 9, 33):
-            x = torch.randn(m, 640, generator=gen)
-            x[: m // 2] = torch.where(torch.arange(640) % 3 == 0, 1.0, -1.0)  # quantized to +-127
+            x = torch.randn(m, k, generator=gen)
+            x[: m // 2] = torch.where(torch.arange(k) % 3 == 0, 1.0, -1.0)  # quantized to +-127
             for threads in (1, 2):
                 with kernels.use_isa("avx2"):
                     avx2 = bound(x, threads)

@@ -44,6 +44,7 @@ MODULES = {  # extension module -> its C++ sources (headers in this folder are i
         "gguf_linear_vnni.cpp",
         "gguf_interleave.cpp",
         "gguf_interleave_k.cpp",
+        "gguf_interleave_k_vnni.cpp",
         "gguf_interleave_q4_1.cpp",
         "gguf_interleave_vnni.cpp",
     ],

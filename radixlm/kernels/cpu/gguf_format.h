@@ -104,5 +104,8 @@ void gemm_q4_1_interleaved_vnni(const uint8_t* packed, int64_t n, const Activati
 void repack_kquant(int fmt, const uint8_t* w, int64_t n, int64_t k, uint8_t* out, int threads);
 void gemm_kquant_interleaved(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
                              int threads);
+// The same products with AVX-512 VNNI, the same bits (gguf_interleave_k_vnni.cpp).
+void gemm_kquant_interleaved_vnni(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m,
+                                  float* out, int threads);
 
 }  // namespace radixlm::gguf

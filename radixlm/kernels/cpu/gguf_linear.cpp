@@ -252,7 +252,10 @@ torch::Tensor gguf_linear_groups(torch::Tensor x, torch::Tensor packed, int64_t 
   switch (fmt) {
     case kQ4_0: (use_vnni.load() ? gemm_q4_0_interleaved_vnni : gemm_q4_0_interleaved)(pp, n, acts, m, op, t); break;
     case kQ4_1: (use_vnni.load() ? gemm_q4_1_interleaved_vnni : gemm_q4_1_interleaved)(pp, n, acts, m, op, t); break;
-    default: gemm_kquant_interleaved(static_cast<int>(fmt), pp, n, acts, m, op, t); break;
+    default:
+      (use_vnni.load() ? gemm_kquant_interleaved_vnni : gemm_kquant_interleaved)(static_cast<int>(fmt), pp, n, acts, m,
+                                                                               op, t);
+      break;
   }
   return out;
 }
