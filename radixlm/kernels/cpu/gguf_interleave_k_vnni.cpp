@@ -14,8 +14,9 @@
 // 1.8x at one activation row, 2.1-2.3x at 2-128.
 //
 // As gguf_interleave_vnni.cpp: the file is built with the AVX2 flags of the others, only the code
-// below the target pragma may use AVX-512, every header is included before it, and gguf_linear.cpp
-// calls this function only where the CPU reports VNNI (use_vnni).
+// between the target pragmas may use AVX-512 (and defines nothing the linker could share with other
+// files), every header is included before it, and gguf_linear.cpp calls this file's product only
+// where the CPU reports VNNI (use_vnni).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -187,17 +188,6 @@ void q6_k_tile(const uint8_t* ga, const uint8_t* gb, const uint8_t* next, const 
   }
 }
 
-// The sum of every 16 activations of each row: [m, k / 16].
-std::vector<int32_t> q6_k_half_sums(const Activations& x, int64_t m) {
-  std::vector<int32_t> hs(m * (x.k / 16));
-  for (int64_t i = 0; i < m * (x.k / 16); ++i) {
-    int32_t s = 0;
-    for (int t = 0; t < 16; ++t) s += x.q[16 * i + t];
-    hs[i] = s;
-  }
-  return hs;
-}
-
 struct Q4KTile {
   template <int MB>
   static void run(const uint8_t* ga, const uint8_t* gb, const uint8_t* next, const Activations& x, const int32_t*,
@@ -237,14 +227,11 @@ void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, co
   }
 }
 
-}  // namespace
-
-void gemm_kquant_interleaved_vnni(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m,
-                                  float* out, int threads) {
+// The product, Q6_K's activation half sums given (q6_k_half_sums).
+void kquant_product(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m, float* out,
+                    int threads, const int32_t* hs) {
   const int64_t nsuper = x.k / kSuperBlock;
   const int64_t group_bytes = nsuper * (fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes);
-  const std::vector<int32_t> half_sums = fmt == kQ6_K ? q6_k_half_sums(x, m) : std::vector<int32_t>{};
-  const int32_t* hs = half_sums.empty() ? nullptr : half_sums.data();
   over_groups(n, nsuper * block_bytes(fmt), m, threads, [&](auto MB, int64_t m0, int64_t g0, int64_t g1) {
     if (fmt == kQ4_K) {
       groups<Q4KTile, decltype(MB)::value>(packed, group_bytes, x, hs, m0, g0, g1, out, n);
@@ -254,6 +241,7 @@ void gemm_kquant_interleaved_vnni(int fmt, const uint8_t* packed, int64_t n, con
   });
 }
 
+}  // namespace
 }  // namespace radixlm::gguf
 
 #if defined(__clang__)
@@ -261,3 +249,29 @@ void gemm_kquant_interleaved_vnni(int fmt, const uint8_t* packed, int64_t n, con
 #else
 #pragma GCC pop_options
 #endif
+
+// Built for AVX2 like the rest (after the pop): the std::vector below would otherwise be
+// instantiated for AVX-512 where the linker could pick it for every other file's code too.
+namespace radixlm::gguf {
+namespace {
+
+// The sum of every 16 activations of each row: [m, k / 16].
+std::vector<int32_t> q6_k_half_sums(const Activations& x, int64_t m) {
+  std::vector<int32_t> hs(m * (x.k / 16));
+  for (int64_t i = 0; i < m * (x.k / 16); ++i) {
+    int32_t s = 0;
+    for (int t = 0; t < 16; ++t) s += x.q[16 * i + t];
+    hs[i] = s;
+  }
+  return hs;
+}
+
+}  // namespace
+
+void gemm_kquant_interleaved_vnni(int fmt, const uint8_t* packed, int64_t n, const Activations& x, int64_t m,
+                                  float* out, int threads) {
+  const std::vector<int32_t> half_sums = fmt == kQ6_K ? q6_k_half_sums(x, m) : std::vector<int32_t>{};
+  kquant_product(fmt, packed, n, x, m, out, threads, half_sums.empty() ? nullptr : half_sums.data());
+}
+
+}  // namespace radixlm::gguf
