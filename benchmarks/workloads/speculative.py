@@ -8,12 +8,15 @@ tool's output) and free-form chat. A scheduler
 is driven directly (no HTTP): decode tok/s counts the tokens after each request's first one over the
 time from the last first token to the end. Reported per cell: off and on tok/s, their ratio, the
 acceptance rate (accepted / proposed draft tokens) and accepted tokens per verify step; and whether
-the greedy outputs were identical. ``--algorithm STANDALONE`` drafts with a draft model
-(``--draft-model``, default SmolLM2-135M itself: a sanity check of the machinery's acceptance, not a
-speed claim, since the draft then costs as much per token as the target).
+the greedy outputs were identical. ``--repeats R``: each cell R times per mode, the modes taking
+turns going first; speeds are the medians, ``ratio_runs`` each repeat's on/off. ``--algorithm
+STANDALONE`` drafts with a draft model (``--draft-model``, default SmolLM2-135M itself: a sanity
+check of the machinery's acceptance, not a speed claim, since the draft then costs as much per token
+as the target).
 
     python -m benchmarks.workloads.speculative                       # ~15 min on 2 shared cores
     python -m benchmarks.workloads.speculative --batches 1 --tokens 64  # smoke
+    python -m benchmarks.workloads.speculative --batches 8,32 --tokens 64 --repeats 4  # the no-loss check
     python -m benchmarks.workloads.speculative --spec-max-batch 64 --batches 1,2,4,8  # threshold
     python -m benchmarks.workloads.speculative --algorithm STANDALONE --batches 1 --num-steps 4
     python -m benchmarks.workloads.speculative --algorithm STANDALONE --draft-model random --batches 1
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from typing import Any
 
@@ -197,6 +201,9 @@ def main() -> None:
         "--draft-model", default="smollm2-135m", help="STANDALONE's draft model; random: a random 1-layer one"
     )
     ap.add_argument("--deterministic", action="store_true", help="enable_deterministic_inference")
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="runs of each cell per mode, taking turns (medians reported)"
+    )
     args = ap.parse_args()
     model = resolve_model("smollm2-135m")
     common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
@@ -225,18 +232,23 @@ def main() -> None:
     for name in args.workloads.split(","):
         ids = _prompt_ids(tokenizer, WORKLOADS[name])
         for batch in (int(b) for b in args.batches.split(",")):
-            cells = {}
-            for mode, sched in scheds.items():
-                run_cell(sched, ids, 1, 4, f"warm-{mode}")  # the prompt is cached for both modes alike
-                cells[mode] = run_cell(sched, ids, batch, args.tokens, f"{name}-{batch}-{mode}")
             key = "tok_s" if batch == 1 else "tok_s_total"
+            runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+            for r in range(args.repeats):  # the modes take turns going first
+                for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                    sched = scheds[mode]
+                    run_cell(sched, ids, 1, 4, f"warm-{mode}")  # the prompt is cached for both modes alike
+                    runs[mode].append(run_cell(sched, ids, batch, args.tokens, f"{name}-{batch}-{mode}-{r}"))
+            cells = {mode: cell[0] for mode, cell in runs.items()}
+            speed = {mode: statistics.median(c[key] for c in cell) for mode, cell in runs.items()}
             row = {
                 "workload": name,
                 "prompt_tokens": len(ids),
                 "batch": batch,
-                "off_tok_s": round(cells["off"][key], 1),
-                "on_tok_s": round(cells["on"][key], 1),
-                "ratio": round(cells["on"][key] / cells["off"][key], 2),
+                "off_tok_s": round(speed["off"], 1),
+                "on_tok_s": round(speed["on"], 1),
+                "ratio": round(speed["on"] / speed["off"], 2),
+                "ratio_runs": [round(on[key] / off[key], 2) for off, on in zip(runs["off"], runs["on"])],
                 "accept_rate": round(cells["on"]["accept_rate"], 2),
                 "accepted_per_verify": round(cells["on"]["accepted_per_verify"], 2),
                 "tokens_per_verify": round(cells["on"]["tokens_per_verify"], 2),
@@ -248,7 +260,7 @@ def main() -> None:
                 "on_decode_step_ms": cells["on"]["decode_step_ms"],
                 # verify steps whose attention read each request's rows as one group, all cells so far
                 "grouped_steps": getattr(scheds["on"].runner.attn_backend, "grouped_decode_steps", None),
-                "identical": cells["on"]["outputs"] == cells["off"]["outputs"],
+                "identical": all(c["outputs"] == cells["off"]["outputs"] for c in runs["off"] + runs["on"]),
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
