@@ -30,8 +30,9 @@ constexpr int64_t kChunkBytes = int64_t{1} << 18;  // weight bytes per work item
 
 // ...and where the m rows take one pass (decode): nothing is read twice then, and longer runs read
 // faster: each chunk's first tile starts cold, and its look-ahead past its end fetches bytes that
-// another item may take (8B Q4_0 layers at one row, Zen 5: 1.05-1.12x with 2 MB for 256 KB,
-// benchmarks/kernels/gguf_chunks.py). A setting only so that benchmark can compare in one process.
+// another item may take (at one row, Zen 5: 8B Q4_0 layers 1.02-1.12x and a Q6_K LM head
+// 1.10-1.30x with 2 MB for 256 KB, benchmarks/kernels/gguf_chunks.py). A setting only so that
+// benchmark can compare in one process.
 inline std::atomic<int64_t>& one_pass_chunk_bytes() {
   static std::atomic<int64_t> value{int64_t{2} << 20};
   return value;

@@ -188,25 +188,9 @@ void q6_k_tile(const uint8_t* ga, const uint8_t* gb, const uint8_t* next, const 
   }
 }
 
-struct Q4KTile {
-  template <int MB>
-  static void run(const uint8_t* ga, const uint8_t* gb, const uint8_t* next, const Activations& x, const int32_t*,
-                  __m512 (&acc)[MB]) {
-    q4_k_tile<MB>(ga, gb, next, x, acc);
-  }
-};
-
-struct Q6KTile {
-  template <int MB>
-  static void run(const uint8_t* ga, const uint8_t* gb, const uint8_t* next, const Activations& x, const int32_t* hs,
-                  __m512 (&acc)[MB]) {
-    q6_k_tile<MB>(ga, gb, next, x, hs, acc);
-  }
-};
-
 // Groups [g0, g1) against activation rows [m0, m0 + MB) (m0 % 4 == 0), two at a time (hs: the
 // activation rows' half sums, Q6_K only).
-template <typename Tile, int MB>
+template <int FMT, int MB>
 void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, const int32_t* half_sums, int64_t m0,
             int64_t g0, int64_t g1, float* out, int64_t n) {
   const int64_t nblocks = x.k / kBlock;
@@ -216,7 +200,12 @@ void groups(const uint8_t* packed, int64_t group_bytes, const Activations& x, co
     const uint8_t* ga = packed + g * group_bytes;
     const bool pair = g + 1 < g1;
     __m512 acc[MB];
-    Tile::template run<MB>(ga, pair ? ga + group_bytes : ga, ga + 2 * group_bytes, xm, hs, acc);
+    const uint8_t* gb = pair ? ga + group_bytes : ga;
+    if constexpr (FMT == kQ4_K) {
+      q4_k_tile<MB>(ga, gb, ga + 2 * group_bytes, xm, acc);
+    } else {
+      q6_k_tile<MB>(ga, gb, ga + 2 * group_bytes, xm, hs, acc);
+    }
     for (int i = 0; i < MB; ++i) {
       store_group(_mm512_castps512_ps256(acc[i]), out, m0 + i, g, n);
       if (pair) {
@@ -234,9 +223,9 @@ void kquant_product(int fmt, const uint8_t* packed, int64_t n, const Activations
   const int64_t group_bytes = nsuper * (fmt == kQ4_K ? kQ4KGroupBytes : kQ6KGroupBytes);
   over_groups(n, nsuper * block_bytes(fmt), m, threads, [&](auto MB, int64_t m0, int64_t g0, int64_t g1) {
     if (fmt == kQ4_K) {
-      groups<Q4KTile, decltype(MB)::value>(packed, group_bytes, x, hs, m0, g0, g1, out, n);
+      groups<kQ4_K, decltype(MB)::value>(packed, group_bytes, x, hs, m0, g0, g1, out, n);
     } else {
-      groups<Q6KTile, decltype(MB)::value>(packed, group_bytes, x, hs, m0, g0, g1, out, n);
+      groups<kQ6_K, decltype(MB)::value>(packed, group_bytes, x, hs, m0, g0, g1, out, n);
     }
   });
 }
