@@ -1,11 +1,14 @@
 """Speculation on or off, the same tokens: greedy and seeded sampling, logprobs, stops, grammars,
-batching and retraction; and the per-request off switch."""
+batching, retraction, chunked prefill beside verify steps and mixed chunks; and the per-request off
+switch."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+from radixlm.runtime.scheduler.scheduled_batch import BatchKind
+from tests.helpers.engines import tiny_scheduler
+from tests.runtime.speculative.spec_helpers import SPEC, repetitive_prompt, request, serve
 
 MANY = {"speculative_max_batch": 64}  # speculate at every batch size these tests run
 
@@ -107,3 +110,52 @@ def test_streaming_sends_an_accepted_run_in_one_output(tiny_llama_dir):
     _assert_same(off, on)
     assert stats["spec_accepted_tokens"] > 0
     assert on["st"]["outs"] < off["st"]["outs"]
+
+
+def _short_streams_then_long_prompts(model_dir: str, speculate: bool, **chunking) -> tuple[dict, list, list]:
+    """Two short requests decode (verifying drafts when ``speculate``), then two long prompts
+        arrive and are prefilled in chunks. Every request's tokens, and the kinds of the steps run before
+    and after they arrived."""
+    args = {**(SPEC if speculate else {}), **MANY, **chunking}
+    kinds: list[BatchKind] = []
+    got: dict[str, list[int]] = {}
+    with tiny_scheduler(model_dir, **args) as sched:
+        schedule = sched._schedule
+
+        def recording():
+            batch = schedule()
+            if batch is not None:
+                kinds.append(batch.kind)
+            return batch
+
+        def step() -> None:
+            for out in sched.step():
+                got.setdefault(out.rid, []).extend(out.new_token_ids.tolist())
+
+        sched._schedule = recording
+        for i in range(2):
+            sched.handle(request(f"short{i}", repetitive_prompt(30 + 5 * i, 3 + i), max_new_tokens=60))
+        while len(got.get("short0", [])) < 12:
+            step()
+        arrival = len(kinds)
+        for i in range(2):
+            sched.handle(request(f"long{i}", repetitive_prompt(150 + 30 * i, 5 + i), max_new_tokens=30))
+        while sched.has_work():
+            step()
+        sched.check_kv_integrity()
+    return got, kinds[:arrival], kinds[arrival:]
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_prompts_chunked_between_verify_steps(tiny_llama_dir, mixed):
+    """Long prompts in 16-token chunks arrive while short requests verify drafts: each step is a
+    chunk (with ``enable_mixed_chunk``, with a decode token of each running request) or a verify
+    step, and every request gets the tokens it gets without speculation."""
+    chunking = {"chunked_prefill_size": 16, "enable_mixed_chunk": mixed, "mixed_chunk_size": 16}
+    off, _, _ = _short_streams_then_long_prompts(tiny_llama_dir, False, **chunking)
+    on, before, after = _short_streams_then_long_prompts(tiny_llama_dir, True, **chunking)
+    assert on == off
+    assert BatchKind.VERIFY in before, before
+    chunk = BatchKind.MIXED_CHUNK if mixed else BatchKind.EXTEND
+    assert after[0] is chunk and after.count(chunk) >= 2, after  # 150+ tokens in 16-token chunks
+    assert BatchKind.VERIFY in after[after.index(chunk) :], after
