@@ -30,7 +30,7 @@ import statistics
 import time
 from typing import Any
 
-from radixlm.runtime.messages import TokenizedGenerateReq
+from radixlm.runtime.messages import FlushCacheReq, TokenizedGenerateReq
 from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from radixlm.runtime.server_args import ServerArgs
@@ -139,6 +139,14 @@ def _prompt_ids(tokenizer: Any, prompt: str | list[dict[str, str]]) -> list[int]
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
+def prepare(sched: Scheduler, ids: list[int], tag: str) -> None:
+    """Empty the radix cache, then cache the prompt alone: each cell starts from the same state in
+    both modes, and no earlier cell's answer is there for the n-gram proposer's tree lookup to copy
+    (an earlier repeat's identical greedy answer would draft the whole run)."""
+    sched.handle(FlushCacheReq())
+    run_cell(sched, ids, 1, 1, tag)  # one new token: sampled from the prompt's logits, never cached
+
+
 def run_cell(sched: Scheduler, ids: list[int], batch: int, tokens: int, tag: str) -> dict[str, Any]:
     before = dict(sched.stats())
     for i in range(batch):
@@ -236,8 +244,8 @@ def main() -> None:
             runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
             for r in range(args.repeats):  # the modes take turns going first
                 for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                    prepare(scheds[mode], ids, f"warm-{mode}-{r}")
                     sched = scheds[mode]
-                    run_cell(sched, ids, 1, 4, f"warm-{mode}")  # the prompt is cached for both modes alike
                     runs[mode].append(run_cell(sched, ids, batch, args.tokens, f"{name}-{batch}-{mode}-{r}"))
             cells = {mode: cell[0] for mode, cell in runs.items()}
             speed = {mode: statistics.median(c[key] for c in cell) for mode, cell in runs.items()}

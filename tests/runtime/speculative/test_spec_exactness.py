@@ -4,6 +4,8 @@ switch."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind
@@ -63,22 +65,38 @@ def test_retraction_under_kv_pressure_keeps_tokens(tiny_llama_dir):
     assert stats["num_retractions"] > 0 and stats["spec_accepted_tokens"] > 0
 
 
+def _late_text(tokenizer, ids: list[int], start: int) -> str:
+    """Text of a token at or after ``start`` whose first appearance in the decoded output is there."""
+    text = tokenizer.decode(ids)
+    for i in range(start, len(ids)):
+        piece = tokenizer.decode(ids[i : i + 1])
+        if piece.strip() and "\ufffd" not in piece and text.find(piece) >= len(tokenizer.decode(ids[:i])):
+            return piece
+    raise AssertionError("no text first appears late in the output")
+
+
 def test_stops_inside_an_accepted_run_cut_it(tiny_llama_dir):
+    from transformers import AutoTokenizer
+
     plain, _ = serve(tiny_llama_dir, [request("p", repetitive_prompt(50, 4), max_new_tokens=60)], False)
     ids = plain["p"]["ids"]
     stop_id = ids[12]  # a token that comes back inside the copied run
+    late = re.escape(_late_text(AutoTokenizer.from_pretrained(tiny_llama_dir), ids, 20))
 
     def make():
         return [
             request("id", repetitive_prompt(50, 4), max_new_tokens=60, stop_token_ids=[stop_id]),
             request("len", repetitive_prompt(50, 4), max_new_tokens=17),
             request("str", repetitive_prompt(50, 4), max_new_tokens=60, stop=["\x1f"]),
+            request("regex", repetitive_prompt(50, 4), max_new_tokens=60, stop_regex=[late]),
         ]
 
-    off, on, _ = _both(tiny_llama_dir, make)
+    off, on, stats = _both(tiny_llama_dir, make)
     _assert_same(off, on)
     assert len(on["len"]["ids"]) == 17
     assert on["id"]["ids"][-1] == stop_id
+    assert on["regex"]["finish"]["type"] == "stop" and 20 < len(on["regex"]["ids"]) < 60
+    assert stats["spec_accepted_tokens"] > 0
 
 
 @pytest.mark.parametrize("jump_forward", [False, True])
