@@ -13,9 +13,11 @@ logger = logging.getLogger(__name__)
 
 # NGRAM: prompt lookup (ngram.py); STANDALONE: a draft model (draft_model.py)
 ALGORITHMS = ("NGRAM", "STANDALONE")
-# NOTE: provisional: from this many running requests on, a CPU decode step is taken to be compute-bound,
-# where verifying drafts would cost more than the accepted tokens save. The shared 2-core machine was
-# too noisy to measure it (benchmarks/log/speculative.md); a GPU stays memory-bound much longer.
+# NOTE: on the CPU, requests speculate while at most this many run. Measured on a quiet 2-core box
+# with speculation allowed at every size (benchmarks/log/speculative.md, 2026-12-04): at 4 running
+# requests copy-heavy work still gains 1.09-1.30x and chat breaks even; at 8 the gain is <= 1.07x
+# with single runs at 0.96x; at 16 and 32 a verify step costs 3-7x a plain one and the speed check's
+# warm-up, its probes and the proposals alone lose 4-14%. A GPU stays memory-bound much longer.
 CPU_DEFAULT_MAX_BATCH = 4
 DEFAULT_MAX_DRAFT_LEN = 8
 
