@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve, standalone
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -25,14 +25,7 @@ def test_verify_steps_on_cuda_keep_greedy_output(tiny_llama_dir, cuda_graph):
     gpu = {"device": "cuda", "attention_backend": "triton", "disable_cuda_graph": not cuda_graph}
     off, _ = serve(tiny_llama_dir, _requests(), False, **gpu)
     ngram, ngram_stats = serve(tiny_llama_dir, _requests(), True, speculative_max_batch=64, **gpu)
-    self_draft = {
-        "speculative_algorithm": "STANDALONE",
-        "speculative_draft_model_path": tiny_llama_dir,
-        "speculative_num_steps": 4,
-        "speculative_max_batch": 64,
-        "speculative_speed_check": False,
-    }
-    drafted, draft_stats = serve(tiny_llama_dir, _requests(), False, **self_draft, **gpu)
+    drafted, draft_stats = serve(tiny_llama_dir, _requests(), False, **standalone(tiny_llama_dir), **gpu)
     for rid in off:
         assert ngram[rid]["ids"] == off[rid]["ids"], rid
         assert drafted[rid]["ids"] == off[rid]["ids"], rid

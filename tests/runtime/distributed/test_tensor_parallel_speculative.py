@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.model_helpers import save_tiny_model, tiny_llama_config, tiny_qwen2_config
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve, standalone
 
 TP = {"tp_size": 2, "max_total_tokens": 640}  # a small pool: six 180-token requests retract
 
@@ -41,14 +41,7 @@ def test_tp2_speculation_keeps_greedy_output(models: tuple[str, str]) -> None:
     target, draft = models
     off, _ = serve(target, _requests(), False, **TP)
     ngram, ngram_stats = serve(target, _requests(), True, speculative_max_batch=64, **TP)
-    standalone = {
-        "speculative_algorithm": "STANDALONE",
-        "speculative_draft_model_path": draft,
-        "speculative_num_steps": 4,
-        "speculative_max_batch": 64,
-        "speculative_speed_check": False,
-    }
-    drafted, draft_stats = serve(target, _requests(), False, **standalone, **TP)
+    drafted, draft_stats = serve(target, _requests(), False, **standalone(draft), **TP)
     _same(off, ngram)
     _same(off, drafted)
     for stats in (ngram_stats, draft_stats):

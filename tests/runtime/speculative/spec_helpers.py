@@ -15,6 +15,19 @@ from tests.helpers.engines import tiny_scheduler
 SPEC = {"speculative_algorithm": "NGRAM", "speculative_num_steps": 6, "speculative_speed_check": False}
 
 
+def standalone(draft: str, **more: Any) -> dict[str, Any]:
+    """Scheduler options for ``draft`` as a STANDALONE draft model, every draft verified at any batch
+    size (the speed check off)."""
+    return {
+        "speculative_algorithm": "STANDALONE",
+        "speculative_draft_model_path": draft,
+        "speculative_num_steps": 4,
+        "speculative_max_batch": 64,
+        "speculative_speed_check": False,
+        **more,
+    }
+
+
 def repetitive_prompt(length: int, period: int, first: int = 3) -> np.ndarray:
     """A prompt that repeats a ``period``-token pattern: n-gram proposals find copies in it."""
     return ((np.arange(length) % period) * 7 + first) % 250 + 3

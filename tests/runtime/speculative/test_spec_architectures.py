@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.model_helpers import save_tiny_model
 from tests.runtime.models import test_dense_families, test_gemma, test_moe, test_transformers_fallback
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve, standalone
 
 CONFIGS = {
     **test_gemma.CONFIGS,
@@ -32,14 +32,7 @@ def test_greedy_is_unchanged_by_ngram_and_self_drafts(name: str, tmp_path) -> No
     model = str(save_tiny_model(CONFIGS[name](), tmp_path))
     off, _ = serve(model, _requests(), False)
     ngram, _ = serve(model, _requests(), True, speculative_max_batch=64)
-    self_draft = {
-        "speculative_algorithm": "STANDALONE",
-        "speculative_draft_model_path": model,
-        "speculative_num_steps": 4,
-        "speculative_max_batch": 64,
-        "speculative_speed_check": False,
-    }
-    drafted, draft_stats = serve(model, _requests(), False, **self_draft)
+    drafted, draft_stats = serve(model, _requests(), False, **standalone(model))
     for rid in off:
         assert ngram[rid]["ids"] == off[rid]["ids"], (name, "ngram", rid)
         assert drafted[rid]["ids"] == off[rid]["ids"], (name, "self-draft", rid)

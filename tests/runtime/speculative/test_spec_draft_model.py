@@ -11,7 +11,7 @@ from radixlm.runtime.messages import AbortReq, FlushCacheReq
 from radixlm.runtime.server_args import ServerArgs
 from tests.helpers.engines import make_engine, tiny_scheduler
 from tests.helpers.model_helpers import save_tiny_model, tiny_qwen2_config
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, run_all, serve
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, run_all, serve, standalone
 
 
 @pytest.fixture(scope="module")
@@ -21,19 +21,8 @@ def draft_dir(tmp_path_factory) -> str:
     return str(save_tiny_model(config, tmp_path_factory.mktemp("tiny-draft"), seed=7))
 
 
-def _standalone(draft: str, **more) -> dict:
-    return {
-        "speculative_algorithm": "STANDALONE",
-        "speculative_draft_model_path": draft,
-        "speculative_num_steps": 4,
-        "speculative_max_batch": 64,
-        "speculative_speed_check": False,
-        **more,
-    }
-
-
 def _serve_draft(model: str, draft: str, reqs: list, **more) -> tuple[dict, dict]:
-    with tiny_scheduler(model, **_standalone(draft, **more)) as sched:
+    with tiny_scheduler(model, **standalone(draft, **more)) as sched:
         got = run_all(sched, reqs)  # checks the target's and the draft's KV ownership when idle
         dm = sched.speculator.draft_model  # type: ignore[union-attr]
         assert dm is not None and not dm.seqs
@@ -69,7 +58,7 @@ def test_greedy_identical_with_another_draft_model(tiny_llama_dir, draft_dir):
 
 def test_a_later_request_reuses_the_drafts_prefix_cache(tiny_llama_dir, draft_dir):
     prompt = repetitive_prompt(80, 5)
-    with tiny_scheduler(tiny_llama_dir, **_standalone(draft_dir)) as sched:
+    with tiny_scheduler(tiny_llama_dir, **standalone(draft_dir)) as sched:
         dm = sched.speculator.draft_model  # type: ignore[union-attr]
         first = run_all(sched, [request("a", prompt, max_new_tokens=20)])
         assert dm is not None and dm.tree.total_size() >= len(prompt)
@@ -105,7 +94,7 @@ def test_retraction_keeps_tokens_and_frees_the_draft_pool(tiny_llama_dir, no_cac
 
 
 def test_abort_mid_generation_frees_the_draft_rows(tiny_llama_dir, draft_dir):
-    with tiny_scheduler(tiny_llama_dir, **_standalone(draft_dir)) as sched:
+    with tiny_scheduler(tiny_llama_dir, **standalone(draft_dir)) as sched:
         for r in _batch(3, max_new_tokens=200):
             sched.handle(r)
         for _ in range(6):
@@ -132,14 +121,14 @@ def test_a_draft_with_another_tokenizer_is_refused(tiny_llama_dir, tmp_path):
     tok.add_tokens(["<not-in-the-target>"])
     tok.save_pretrained(str(other))
     with pytest.raises(ValueError, match="another tokenizer than the target"):
-        with tiny_scheduler(tiny_llama_dir, **_standalone(str(other))):
+        with tiny_scheduler(tiny_llama_dir, **standalone(str(other))):
             pass
 
 
 def test_a_draft_without_tokenizer_needs_the_same_vocabulary_size(tiny_llama_dir, tmp_path):
     other = save_tiny_model(tiny_qwen2_config(vocab_size=300), tmp_path / "bare", with_tokenizer=False)
     with pytest.raises(ValueError, match="vocabulary size 300 differs"):
-        with tiny_scheduler(tiny_llama_dir, **_standalone(str(other))):
+        with tiny_scheduler(tiny_llama_dir, **standalone(str(other))):
             pass
 
 
@@ -167,7 +156,7 @@ def test_seeded_sampling_and_grammars_are_unchanged(tiny_llama_dir, draft_dir):
 
 
 def test_a_failing_draft_forward_costs_only_the_drafts(tiny_llama_dir):
-    with tiny_scheduler(tiny_llama_dir, **_standalone(tiny_llama_dir)) as sched:
+    with tiny_scheduler(tiny_llama_dir, **standalone(tiny_llama_dir)) as sched:
         dm = sched.speculator.draft_model  # type: ignore[union-attr]
         assert dm is not None
         real_forward, calls = dm.runner.forward, []
@@ -193,7 +182,7 @@ def test_engine_with_a_draft_model_reports_acceptance(tiny_llama_dir):
     ids = repetitive_prompt(48, 4).tolist()
     params = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
     plain, _ = serve(tiny_llama_dir, [request("p", ids, max_new_tokens=24)], False)
-    spec = _standalone(tiny_llama_dir)
+    spec = standalone(tiny_llama_dir)
     engine = make_engine(tiny_llama_dir, device="cpu", dtype="float32", num_threads=1, **spec)
     try:
         out = engine.generate(input_ids=ids, sampling_params=params)
