@@ -71,6 +71,8 @@ class Speculator:
         if self.draft_model is not None:
             if not self._pays(running, ks):  # decided before the draft model's forward is spent
                 return None
+            if self._probing():
+                ks = [min(k, 1) for k in ks]
             try:
                 drafts = self.draft_model.propose(running, ks)
             except Exception:  # noqa: BLE001 - a failed draft forward costs only the speedup
@@ -83,12 +85,20 @@ class Speculator:
                 drafts[i] = _grammar_prefix(req.grammar, drafts[i])
         if not any(drafts):
             return None
-        if self.draft_model is None and not self._pays(running, [len(d) for d in drafts]):
-            for req, draft in zip(running, drafts):
-                if draft and req.spec is not None:
-                    req.spec.unverified_guess = draft[0]
-            return None
+        if self.draft_model is None:
+            if not self._pays(running, [len(d) for d in drafts]):
+                for req, draft in zip(running, drafts):
+                    if draft and req.spec is not None:
+                        req.spec.unverified_guess = draft[0]
+                return None
+            if self._probing():
+                drafts = [d[:1] for d in drafts]
         return drafts
+
+    def _probing(self) -> bool:
+        """Whether the speed check lets this step verify only to probe the cost (then one draft
+        token a request is enough, and costs least)."""
+        return self.speed is not None and self.speed.probing
 
     def _pays(self, running: list[Req], lens: list[int]) -> bool:
         """Whether verifying drafts of ``lens`` tokens is expected to beat a plain step (the speed

@@ -53,6 +53,18 @@ def test_drafts_that_do_not_pay_are_kept_plain_but_probed():
     assert check.skipped_steps == len(later) - sum(later)
 
 
+def test_only_probes_are_flagged_as_probing():
+    check = SpeedCheck()
+    _decisions(check, 1, 2 * MIN_SAMPLES, expected=1.2, drafted=2, plain_s=1.0, row_s=0.3)
+    flags = []
+    for _ in range(3 * PROBE_EVERY):
+        run = check.wants_speculation(1, 1.2, 2)
+        flags.append((run, check.probing))
+    assert {flag for flag in flags if flag[0]} == {(True, True)} and (False, False) in flags
+    check.wants_speculation(1, 8.0, 2)  # drafts that pay are verified as themselves
+    assert not check.probing
+
+
 def test_each_step_is_decided_by_its_own_drafts():
     """The point of splitting cost from gain: in one bucket, a step whose drafts look good verifies
     and the next, whose drafts look poor, does not (a quote, then free text)."""
@@ -105,6 +117,26 @@ def test_the_scheduler_stops_verifying_where_speculation_is_slower(tiny_llama_di
     assert stats["spec_slower_steps"] > 0, stats
     steps = stats["spec_verify_steps"] + stats["spec_slower_steps"]
     assert stats["spec_verify_steps"] <= MIN_SAMPLES + steps // PROBE_EVERY + 1, stats
+
+
+class _AlwaysProbes(SpeedCheck):
+    def wants_speculation(self, batch_size: int, expected_tokens: float, draft_tokens: int) -> bool:
+        self.probing = True
+        return True
+
+
+def test_a_probe_verifies_one_draft_token_a_request(tiny_llama_dir):
+    make = lambda: [request(f"r{i}", repetitive_prompt(60, 5 + i), max_new_tokens=40) for i in range(2)]  # noqa: E731
+    with tiny_scheduler(tiny_llama_dir) as plain:
+        reference = run_all(plain, make())
+    with tiny_scheduler(tiny_llama_dir, **{**SPEC, "speculative_speed_check": True}) as sched:
+        assert sched.speculator is not None
+        sched.speculator.speed = _AlwaysProbes()
+        got = run_all(sched, make())
+        stats = sched.stats()
+    assert {rid: g["ids"] for rid, g in got.items()} == {rid: r["ids"] for rid, r in reference.items()}
+    assert stats["spec_verify_steps"] > 0 and stats["spec_draft_tokens"] == stats["spec_verify_steps"]
+    assert stats["spec_accepted_tokens"] > 0
 
 
 class _NeverPays(SpeedCheck):
