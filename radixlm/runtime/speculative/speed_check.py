@@ -16,10 +16,10 @@ A step speculates when its expected tokens per second beat a plain step's. The f
 ``MIN_SAMPLES`` steps of a bucket run plain, the next ``MIN_SAMPLES`` speculate (to measure both),
 and every ``PROBE_EVERY``-th step runs the other choice, so a change of cost is noticed; a losing
 configuration thus spends at most 1/16 of its steps speculating. A probe of speculation verifies
-one token a request (``probing``): it measures the cost of a draft token all the same, and full
-drafts made chat at batch 1 lose 2-3% to its probes alone (a verify step of 8 draft tokens there
-costs 1.7x a plain one). A request kept plain has its
-acceptance measured all the same, from its drafts' first tokens (``SpecState.on_guess_checked``).
+one token a request (``probing``): it measures the cost of a draft token all the same, where whole
+drafts cost chat at batch 1 up to 1.7x a plain step a probe (1-2% of its speed:
+``benchmarks/workloads/speculative_probes.py``). A request kept plain has its acceptance measured
+all the same, from its drafts' first tokens (``SpecState.on_guess_checked``).
 """
 
 from __future__ import annotations
