@@ -244,8 +244,8 @@ def main() -> None:
             runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
             for r in range(args.repeats):  # the modes take turns going first
                 for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
-                    prepare(scheds[mode], ids, f"warm-{mode}-{r}")
                     sched = scheds[mode]
+                    prepare(sched, ids, f"warm-{mode}-{r}")
                     runs[mode].append(run_cell(sched, ids, batch, args.tokens, f"{name}-{batch}-{mode}-{r}"))
             cells = {mode: cell[0] for mode, cell in runs.items()}
             speed = {mode: statistics.median(c[key] for c in cell) for mode, cell in runs.items()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.runtime.speculative.spec_helpers import request, serve
+from tests.runtime.speculative.spec_helpers import request, serve, standalone
 
 DOC = (
     "The harbor was rebuilt in 1871 after the flood. Its keeper kept a ledger of every visitor, "
@@ -47,11 +47,10 @@ def test_real_model_drafting_for_itself_accepts_nearly_everything(real_model_dir
     def make():
         return [request(f"d{i}", p, max_new_tokens=32) for i, p in enumerate(prompts)]
 
-    common = {"enable_deterministic_inference": True, "max_total_tokens": 200, "speculative_max_batch": 8}
+    common = {"enable_deterministic_inference": True, "max_total_tokens": 200}
     off, _ = serve(real_model_dir, make(), False, **common)
-    draft = {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": real_model_dir}
-    draft["speculative_speed_check"] = False
-    on, stats = serve(real_model_dir, make(), False, speculative_num_steps=4, **draft, **common)
+    draft = standalone(real_model_dir, speculative_max_batch=8)
+    on, stats = serve(real_model_dir, make(), False, **draft, **common)
     for rid in off:
         assert on[rid]["ids"] == off[rid]["ids"], rid
     assert stats["spec_accepted_tokens"] > 0.9 * stats["spec_draft_tokens"], stats
