@@ -217,7 +217,7 @@ def main() -> None:
     common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
     if args.deterministic:
         common["enable_deterministic_inference"] = True
-    off = Scheduler(ServerArgs(**common))
+    off = Scheduler(ServerArgs(**common, speculative_algorithm="NONE"))
     draft = None
     if args.algorithm == "STANDALONE":
         draft = resolve_model(args.draft_model) if args.draft_model != "random" else None

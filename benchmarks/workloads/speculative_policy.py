@@ -35,7 +35,11 @@ def greedy_answer(workload: str, tokens: int) -> tuple[list[int], list[int]]:
     if cache.exists():
         ids, out = json.loads(cache.read_text())
         return ids, out
-    sched = Scheduler(ServerArgs(model=resolve_model("smollm2-135m"), device="cpu", num_threads=2))
+    sched = Scheduler(
+        ServerArgs(
+            model=resolve_model("smollm2-135m"), device="cpu", num_threads=2, speculative_algorithm="NONE"
+        )
+    )
     ids = _prompt_ids(sched.tokenizer, WORKLOADS[workload])
     sched.handle(TokenizedGenerateReq("a", list(ids), SamplingParams(temperature=0, max_new_tokens=tokens)))
     out: list[int] = []

@@ -31,7 +31,7 @@ def main() -> None:
     model = resolve_model("smollm2-135m")
     common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
     scheds = {
-        "off": Scheduler(ServerArgs(**common)),
+        "off": Scheduler(ServerArgs(**common, speculative_algorithm="NONE")),
         "whole": Scheduler(ServerArgs(**common, speculative_algorithm="NGRAM")),
         "one": Scheduler(ServerArgs(**common, speculative_algorithm="NGRAM")),
     }

@@ -179,7 +179,7 @@ def main() -> None:
     print("load average", os.getloadavg())
     model = resolve_model("smollm2-135m")
     common = {"model": model, "device": "cpu", "num_threads": 2, "max_total_tokens": 96_000}
-    off = Scheduler(ServerArgs(**common))
+    off = Scheduler(ServerArgs(**common, speculative_algorithm="NONE"))
     on = Scheduler(
         ServerArgs(
             **common,

@@ -125,8 +125,9 @@ class ServerArgs:
     jump_forward_max_batch: int | None = None
     # Speculative decoding (runtime/speculative/): "NGRAM" guesses a request's next tokens from its
     # own prompt and output, "STANDALONE" has a small draft model (same vocabulary) propose them;
-    # the model verifies them in one step and output is unchanged (exact).
-    speculative_algorithm: str | None = None
+    # the model verifies them in one step and output is unchanged (exact). AUTO (the default): NGRAM
+    # on the CPU, STANDALONE when a draft model is named; NONE (or None): no speculation.
+    speculative_algorithm: str | None = "AUTO"
     speculative_draft_model_path: str | None = None  # STANDALONE's draft model (a name or path)
     speculative_num_steps: int | None = None  # longest draft (a chain); None: num_draft_tokens - 1, or 8
     speculative_num_draft_tokens: int | None = None  # positions verified per step: num_steps + 1
@@ -243,6 +244,8 @@ class ServerArgs:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_parallel_args(self)
+        if self.speculative_algorithm is None:  # spelled out, so that launch lines carry it
+            object.__setattr__(self, "speculative_algorithm", "NONE")
         check_speculative_args(
             self.speculative_algorithm,
             self.speculative_num_steps,

@@ -51,7 +51,8 @@ FIELD_HELP: dict[str, str] = {
     "enable_jump_forward": "append the tokens a grammar forces without decoding them",
     "jump_forward_max_batch": "jump forward only while at most this many requests run (None: 8 on the CPU)",
     "speculative_algorithm": "NGRAM: guess tokens from the request's own text; STANDALONE: a draft model's "
-    "greedy tokens; either is verified in one pass",
+    "greedy tokens; either is verified in one pass. AUTO: NGRAM on the CPU (STANDALONE with a draft "
+    "model); NONE: off",
     "speculative_draft_model_path": "STANDALONE's draft model: a smaller model with the same tokenizer",
     "speculative_num_steps": "longest speculative draft (default: num_draft_tokens - 1, else 8)",
     "speculative_num_draft_tokens": "positions verified per speculative step (the draft plus one)",

@@ -138,7 +138,8 @@ IMPLEMENTED = [
     _impl(
         "--speculative-algorithm",
         "speculative_algorithm",
-        "NGRAM (prompt lookup) or STANDALONE (a draft model); lossless",
+        "NGRAM (prompt lookup) or STANDALONE (a draft model); lossless; default AUTO: NGRAM on the CPU, "
+        "NONE turns it off",
         values={
             a: Nearest("NGRAM", "no EAGLE heads or MTP layers here; n-gram speculation (lossless) serves")
             for a in ("EAGLE", "EAGLE3", "NEXTN")

@@ -13,6 +13,13 @@ logger = logging.getLogger(__name__)
 
 # NGRAM: prompt lookup (ngram.py); STANDALONE: a draft model (draft_model.py)
 ALGORITHMS = ("NGRAM", "STANDALONE")
+# --speculative-algorithm's values: an algorithm, AUTO (the default) or NONE (no speculation)
+CHOICES = ("AUTO", *ALGORITHMS, "NONE")
+# NOTE: AUTO speculates (NGRAM) on the devices where the verify path has been measured to pay and
+# checked exact: the CPU (benchmarks/log/speculative.md). The CUDA verify step (its CUDA graphs,
+# tests/kernels/test_gpu_speculative.py) has not yet run on a GPU: there it waits for an explicit
+# --speculative-algorithm NGRAM until benchmarks/gpu_check.sh has passed it on one.
+AUTO_DEVICES = ("cpu",)
 # NOTE: on the CPU, requests speculate while at most this many run. Measured on a quiet 2-core box
 # with speculation allowed at every size (benchmarks/log/speculative.md, 2026-12-04): at 4 running
 # requests copy-heavy work still gains 1.09-1.30x and chat breaks even; at 8 the gain is <= 1.07x
@@ -20,6 +27,18 @@ ALGORITHMS = ("NGRAM", "STANDALONE")
 # warm-up, its probes and the proposals alone lose 4-14%. A GPU stays memory-bound much longer.
 CPU_DEFAULT_MAX_BATCH = 4
 DEFAULT_MAX_DRAFT_LEN = 8
+
+
+def resolve_algorithm(algorithm: str | None, draft_model_path: str | None, device_type: str) -> str | None:
+    """The algorithm a scheduler on ``device_type`` runs, None for none. AUTO: STANDALONE when a draft
+    model is named, NGRAM on the devices of ``AUTO_DEVICES``, else none; None and NONE: none."""
+    if algorithm is None or algorithm == "NONE":
+        return None
+    if algorithm != "AUTO":
+        return algorithm
+    if draft_model_path:
+        return "STANDALONE"
+    return "NGRAM" if device_type in AUTO_DEVICES else None
 
 
 def resolve_spec_max_batch(max_batch: int | None, device_type: str) -> int:
@@ -45,11 +64,11 @@ def check_speculative_args(
     algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
 ) -> None:
     """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
-    if algorithm is not None and algorithm not in ALGORITHMS:
-        raise ValueError(f"speculative_algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm is not None and algorithm not in CHOICES:
+        raise ValueError(f"speculative_algorithm must be one of {CHOICES}, got {algorithm!r}")
     if algorithm == "STANDALONE" and not draft_model_path:
         raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")
-    if draft_model_path and algorithm != "STANDALONE":
+    if draft_model_path and algorithm not in ("STANDALONE", "AUTO"):
         # SGLang's EAGLE launch lines name an EAGLE head here; they are served by NGRAM
         logger.warning("speculative_draft_model_path is ignored: only STANDALONE runs a draft model")
     resolve_max_draft_len(num_steps, num_draft_tokens)

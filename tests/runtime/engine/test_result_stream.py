@@ -86,10 +86,13 @@ def test_a_failed_submission_ends_the_stream():
 
 
 def test_async_stream_matches_sync_stream_on_the_engine(tiny_engine):
-    sync_chunks = list(tiny_engine.generate("stream me", GREEDY, stream=True))
+    # one token a chunk: speculating, the second run would verify the first's answer (in the radix
+    # tree) as one draft and send it in one chunk
+    params = {**GREEDY, "speculative": False}
+    sync_chunks = list(tiny_engine.generate("stream me", params, stream=True))
 
     async def read() -> list[dict]:
-        return [chunk async for chunk in await tiny_engine.async_generate("stream me", GREEDY, stream=True)]
+        return [chunk async for chunk in await tiny_engine.async_generate("stream me", params, stream=True)]
 
     async_chunks = asyncio.run(read())
     assert [c["text"] for c in async_chunks] == [c["text"] for c in sync_chunks]

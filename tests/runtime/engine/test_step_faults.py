@@ -44,7 +44,8 @@ def test_a_failing_request_raises_and_its_batch_mates_complete(engine, monkeypat
     real = sampler.apply_row_penalties
 
     def faulty(logits, i, req, eos):
-        if req.rid == "faulty" and len(req.output_ids) == 5:
+        # >=: a verify step may accept a run of drafts past any one length
+        if req.rid == "faulty" and len(req.output_ids) >= 5:
             raise OverflowError("penalty table overflow")
         real(logits, i, req, eos)
 

@@ -11,6 +11,8 @@ from radixlm.runtime.sampling.sampling_params import SamplingParams
 from radixlm.runtime.scheduler.scheduler import Scheduler
 from tests.helpers.engines import tiny_scheduler
 
+# speculation off, as a baseline (the default speculates on the CPU)
+PLAIN = {"speculative_algorithm": "NONE"}
 # the speed check off: these tests need every draft verified, however fast
 SPEC = {"speculative_algorithm": "NGRAM", "speculative_num_steps": 6, "speculative_speed_check": False}
 
@@ -68,7 +70,7 @@ def run_all(sched: Scheduler, reqs: list[TokenizedGenerateReq], max_steps: int =
 
 def serve(model_dir: str, reqs: list[TokenizedGenerateReq], speculate: bool, **overrides: Any) -> tuple:
     """(outputs by rid, scheduler stats) of one scheduler serving ``reqs``."""
-    args = {**(SPEC if speculate else {}), **overrides}
+    args = {**(SPEC if speculate else PLAIN), **overrides}
     with tiny_scheduler(model_dir, **args) as sched:
         got = run_all(sched, reqs)
         return got, sched.stats()

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.stats import chi2_contingency
 
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import request, run_all
+from tests.runtime.speculative.spec_helpers import PLAIN, request, run_all
 
 SAMPLES = 400
 POSITIONS = (1, 2, 3)  # output 0 comes from the prefill; the later ones from verify steps
@@ -36,7 +36,7 @@ def _outputs(model_dir: str, first_seed: int, draft_token: int | None) -> tuple[
         request(f"d{i}", prompt, temperature=1.0, top_k=4, seed=first_seed + i, max_new_tokens=4)
         for i in range(SAMPLES)
     ]
-    args = {"max_running_requests": SAMPLES}
+    args: dict = {"max_running_requests": SAMPLES, **PLAIN}
     if draft_token is not None:
         args |= {
             "speculative_algorithm": "NGRAM",

@@ -10,7 +10,7 @@ import pytest
 
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import SPEC, repetitive_prompt, request, serve
+from tests.runtime.speculative.spec_helpers import PLAIN, SPEC, repetitive_prompt, request, serve
 
 MANY = {"speculative_max_batch": 64}  # speculate at every batch size these tests run
 
@@ -134,7 +134,7 @@ def _short_streams_then_long_prompts(model_dir: str, speculate: bool, **chunking
     """Two short requests decode (verifying drafts when ``speculate``), then two long prompts
         arrive and are prefilled in chunks. Every request's tokens, and the kinds of the steps run before
     and after they arrived."""
-    args = {**(SPEC if speculate else {}), **MANY, **chunking}
+    args = {**(SPEC if speculate else PLAIN), **MANY, **chunking}
     kinds: list[BatchKind] = []
     got: dict[str, list[int]] = {}
     with tiny_scheduler(model_dir, **args) as sched:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from radixlm.kernels.cpu.build import decode_kernels_if_ready
 from tests.helpers.built_kernels import needs_cpu_kernels
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import SPEC, repetitive_prompt, request, run_all
+from tests.runtime.speculative.spec_helpers import PLAIN, SPEC, repetitive_prompt, request, run_all
 
 pytestmark = needs_cpu_kernels
 
@@ -18,7 +18,7 @@ def _make():
 
 def test_verify_rows_take_the_grouped_kernel_and_match_plain_greedy(tiny_llama_dir):
     assert decode_kernels_if_ready() is not None
-    with tiny_scheduler(tiny_llama_dir) as sched:
+    with tiny_scheduler(tiny_llama_dir, **PLAIN) as sched:
         off = run_all(sched, _make())
         assert sched.runner.attn_backend.grouped_decode_steps == 0
     with tiny_scheduler(tiny_llama_dir, **SPEC, speculative_max_batch=64) as sched:

@@ -11,7 +11,9 @@ from tests.runtime.speculative.spec_helpers import repetitive_prompt
 def test_engine_meta_info_and_n_samples(tiny_llama_dir):
     ids = repetitive_prompt(48, 4).tolist()
     params = {"temperature": 0, "max_new_tokens": 32, "ignore_eos": True}
-    plain = make_engine(tiny_llama_dir, device="cpu", dtype="float32", num_threads=1)
+    plain = make_engine(
+        tiny_llama_dir, device="cpu", dtype="float32", num_threads=1, speculative_algorithm="NONE"
+    )
     try:
         expected = plain.generate(input_ids=ids, sampling_params=params)
         assert "spec_verify_ct" not in expected["meta_info"]

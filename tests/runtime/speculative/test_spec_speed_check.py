@@ -15,7 +15,7 @@ from radixlm.runtime.speculative.speed_check import (
     expected_accepted,
 )
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import SPEC, repetitive_prompt, request, run_all
+from tests.runtime.speculative.spec_helpers import PLAIN, SPEC, repetitive_prompt, request, run_all
 
 
 def _decisions(
@@ -106,7 +106,7 @@ class _SlowVerify(SpeedCheck):
 def test_the_scheduler_stops_verifying_where_speculation_is_slower(tiny_llama_dir):
     new = 120
     make = lambda: [request("r", repetitive_prompt(60, 5), max_new_tokens=new)]  # noqa: E731
-    with tiny_scheduler(tiny_llama_dir) as plain:
+    with tiny_scheduler(tiny_llama_dir, **PLAIN) as plain:
         reference = run_all(plain, make())["r"]
     with tiny_scheduler(tiny_llama_dir, **{**SPEC, "speculative_speed_check": True}) as sched:
         assert sched.speculator is not None
@@ -127,7 +127,7 @@ class _AlwaysProbes(SpeedCheck):
 
 def test_a_probe_verifies_one_draft_token_a_request(tiny_llama_dir):
     make = lambda: [request(f"r{i}", repetitive_prompt(60, 5 + i), max_new_tokens=40) for i in range(2)]  # noqa: E731
-    with tiny_scheduler(tiny_llama_dir) as plain:
+    with tiny_scheduler(tiny_llama_dir, **PLAIN) as plain:
         reference = run_all(plain, make())
     with tiny_scheduler(tiny_llama_dir, **{**SPEC, "speculative_speed_check": True}) as sched:
         assert sched.speculator is not None
@@ -151,7 +151,7 @@ def test_a_request_kept_plain_still_has_its_acceptance_measured(tiny_llama_dir, 
     token the plain step chose, so a quote that resumes is noticed without waiting for a probe."""
     new = 30
     make = lambda: [request("r", repetitive_prompt(40, 5), max_new_tokens=new)]  # noqa: E731
-    with tiny_scheduler(tiny_llama_dir) as plain:
+    with tiny_scheduler(tiny_llama_dir, **PLAIN) as plain:
         reference = run_all(plain, make())["r"]["ids"]
     with tiny_scheduler(tiny_llama_dir, **{**SPEC, "speculative_speed_check": True}) as sched:
         speculator = sched.speculator

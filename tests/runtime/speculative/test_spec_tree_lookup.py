@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import SPEC, request, run_all
+from tests.runtime.speculative.spec_helpers import PLAIN, SPEC, request, run_all
 
 NEW = 24
 
@@ -20,7 +20,7 @@ def test_a_repeated_request_drafts_the_first_ones_output_from_the_tree(tiny_llam
     with tiny_scheduler(tiny_llama_dir, **SPEC, speculative_max_batch=64) as sched:
         first = run_all(sched, [request("first", _prompt(), max_new_tokens=NEW)])["first"]
         again = run_all(sched, [request("again", _prompt(), max_new_tokens=NEW)])["again"]
-    with tiny_scheduler(tiny_llama_dir) as plain:
+    with tiny_scheduler(tiny_llama_dir, **PLAIN) as plain:
         reference = run_all(plain, [request("plain", _prompt(), max_new_tokens=NEW)])["plain"]
     assert first["ids"] == again["ids"] == reference["ids"]
     # the tree holds the first output but its last token (no KV yet); the second request's first
