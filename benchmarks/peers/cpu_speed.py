@@ -3,7 +3,7 @@
 Sections (``--sections``, default all):
 
 - ``single``: one streaming chat, a ~300-token prompt, up to 128 greedy tokens: TTFT and decode
-  tok/s (median of ``--repeats``), radixlm, ``python -m llama_cpp.server`` and llama.cpp's native
+  tok/s (median of ``--repeats``, each on another question after the same notes), radixlm, ``python -m llama_cpp.server`` and llama.cpp's native
   ``llama-server --parallel 8``;
 - ``concurrent``: 8 and 32 streaming chat clients (``benchmarks.workloads.serving``'s client): aggregate
   tok/s, TTFT and TPOT p50/p99, all three servers;
@@ -34,13 +34,19 @@ from benchmarks.peers.llama_cpp_peer import cache_dir, launch_llama_cpp_server, 
 from benchmarks.workloads.serving import run_level
 
 FACT = "Note {i}: the lighthouse keeper logged {n} ships passing the northern reef that week."
-QUESTION = "Using the notes above, write a long, detailed story about the lighthouse keeper."
+QUESTION = "Using the notes above, write a long, detailed story about {subject}."
+# NOTE: each repeat of the single stream asks about another subject: a repeated question's greedy
+# answer would be served from the first one, which speculation drafts from the radix tree (measured:
+# 540-624 "decode tok/s" as the median of three identical questions, 144 without speculation).
+SUBJECTS = ("the lighthouse keeper", "the ships' captains", "the northern reef", "the keeper's logbook")
 
 
-def long_prompt(approx_tokens: int) -> str:
-    """Distinct numbered sentences (~22 tokens each), then a question that invites a long answer."""
+def long_prompt(approx_tokens: int, variant: int = 0) -> str:
+    """Distinct numbered sentences (~22 tokens each), then a question that invites a long answer
+    (about one of ``SUBJECTS``, picked by ``variant``)."""
     count = max(1, approx_tokens // 22)
-    return "\n".join(FACT.format(i=i, n=(i * 37) % 101) for i in range(count)) + "\n\n" + QUESTION
+    notes = "\n".join(FACT.format(i=i, n=(i * 37) % 101) for i in range(count))
+    return notes + "\n\n" + QUESTION.format(subject=SUBJECTS[variant % len(SUBJECTS)])
 
 
 def default_gguf() -> str:
@@ -86,10 +92,11 @@ async def stream_chat(
     return {"start": start, "times": times, "usage": usage}
 
 
-async def single_stream(url: str, prompt: str, max_tokens: int, repeats: int) -> dict[str, Any]:
+async def single_stream(url: str, prompt_tokens: int, max_tokens: int, repeats: int) -> dict[str, Any]:
+    """``repeats`` streaming chats one after another, each on another question after the same notes."""
     async with httpx.AsyncClient(base_url=url, timeout=3600) as client:
         await stream_chat(client, "Say hello.", 8)  # warm-up
-        runs = [await stream_chat(client, prompt, max_tokens) for _ in range(repeats)]
+        runs = [await stream_chat(client, long_prompt(prompt_tokens, r), max_tokens) for r in range(repeats)]
     ttfts = [r["times"][0] - r["start"] for r in runs]
     tokens = [r["usage"].get("completion_tokens") or len(r["times"]) for r in runs]
     rates = [(n - 1) / (r["times"][-1] - r["times"][0]) for r, n in zip(runs, tokens) if n > 1]
@@ -151,7 +158,7 @@ def run_peer(name: str, start, args: argparse.Namespace, sections: set[str]) -> 
         row: dict[str, Any] = {"server": name}
         if "single" in sections:
             row["single"] = asyncio.run(
-                single_stream(server.url, long_prompt(300), args.max_tokens, args.repeats)
+                single_stream(server.url, 300, args.max_tokens, args.repeats)
             )
             print(name, "single", json.dumps(row["single"]), flush=True)
         if "concurrent" in sections:
