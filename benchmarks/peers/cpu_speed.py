@@ -3,8 +3,8 @@
 Sections (``--sections``, default all):
 
 - ``single``: one streaming chat, a ~300-token prompt, up to 128 greedy tokens: TTFT and decode
-  tok/s (median of ``--repeats``, each on another question after the same notes), radixlm, ``python -m llama_cpp.server`` and llama.cpp's native
-  ``llama-server --parallel 8``;
+  tok/s (median of ``--repeats``, each on another question after the same notes), radixlm,
+  ``python -m llama_cpp.server`` and llama.cpp's native ``llama-server --parallel 8``;
 - ``concurrent``: 8 and 32 streaming chat clients (``benchmarks.workloads.serving``'s client): aggregate
   tok/s, TTFT and TPOT p50/p99, all three servers;
 - ``long``: radixlm alone, 16 running streams, then one ~2,000-token prompt arrives: the streams'
@@ -157,9 +157,7 @@ def run_peer(name: str, start, args: argparse.Namespace, sections: set[str]) -> 
     try:
         row: dict[str, Any] = {"server": name}
         if "single" in sections:
-            row["single"] = asyncio.run(
-                single_stream(server.url, 300, args.max_tokens, args.repeats)
-            )
+            row["single"] = asyncio.run(single_stream(server.url, 300, args.max_tokens, args.repeats))
             print(name, "single", json.dumps(row["single"]), flush=True)
         if "concurrent" in sections:
             row["concurrent"] = []
