@@ -41,6 +41,8 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}"  # tests import tests.helpers
 python3 -c 'import radixlm.runtime.executor.model_runner' || { echo "radixlm does not import"; status=1; }
 
 # The GPU tests first (the files that name CUDA), so that a slow CPU-kernel run cannot cut them off.
+# test_gpu_speculative.py passing here is what AUTO_DEVICES (runtime/speculative/spec_args.py) waits
+# for before speculation is on by default on CUDA too.
 gpu_tests=$(grep -l -i cuda tests/kernels/test_*.py | tr '\n' ' ')
 step "GPU tests: $gpu_tests"
 timeout 200 python3 -m pytest -q -p no:cacheprovider --timeout 150 -rfs $gpu_tests 2>&1 \
