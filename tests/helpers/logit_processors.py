@@ -19,6 +19,15 @@ class ForceToken(CustomLogitProcessor):
         return out
 
 
+class BanToken(CustomLogitProcessor):
+    """Every row may emit anything but its ``custom_params["token_id"]``."""
+
+    def __call__(self, logits: torch.Tensor, custom_param_list: list[dict[str, Any]]) -> torch.Tensor:
+        for row, params in enumerate(custom_param_list):
+            logits[row, params["token_id"]] = float("-inf")
+        return logits
+
+
 class Identity(CustomLogitProcessor):
     def __call__(self, logits: torch.Tensor, custom_param_list: list[dict[str, Any]]) -> torch.Tensor:
         return logits

@@ -1,6 +1,6 @@
-"""Speculation on or off, the same tokens: greedy and seeded sampling, logprobs, stops, grammars,
-batching, retraction, chunked prefill beside verify steps and mixed chunks; and the per-request off
-switch."""
+"""Speculation on or off, the same tokens: greedy and seeded sampling, every sampling option, logprobs,
+stops, grammars, batching, retraction, chunked prefill beside verify steps and mixed chunks; and the
+per-request off switch."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from radixlm.runtime.scheduler.scheduled_batch import BatchKind
 from tests.helpers.engines import tiny_scheduler
+from tests.helpers.logit_processors import BanToken
 from tests.runtime.speculative.spec_helpers import PLAIN, SPEC, repetitive_prompt, request, serve
 
 MANY = {"speculative_max_batch": 64}  # speculate at every batch size these tests run
@@ -54,6 +55,30 @@ def test_seeded_sampling_is_identical(tiny_llama_dir):
     off, on, stats = _both(tiny_llama_dir, make)
     _assert_same(off, on)
     assert stats["spec_verify_steps"] > 0
+
+
+def test_every_sampling_option_keeps_its_output(tiny_llama_dir):
+    """Options that make a verify row depend on the tokens accepted before it in the same step
+    (penalties, bias, a minimum length, a custom processor, seeded top-p / min-p draws): each row
+    is sampled as the plain step at its position would."""
+    prompt = repetitive_prompt(48, 4)
+    options = [
+        {"logit_bias": {"7": 2.5, "11": -4.0}},
+        {"presence_penalty": 0.6, "frequency_penalty": 0.2},
+        {"repetition_penalty": 1.3},
+        {"min_new_tokens": 30, "ignore_eos": False},
+        {"custom_logit_processor": BanToken.to_str(), "custom_params": {"token_id": int(prompt[-1])}},
+        {"temperature": 0.7, "top_p": 0.9, "seed": 5},
+        {"temperature": 0.9, "min_p": 0.2, "seed": 6},
+    ]
+
+    def make():
+        # greedy ones without logprobs: those could take the one-argmax path (spec_greedy.py)
+        return [request(f"o{i}", prompt, logprobs="seed" in o, **o) for i, o in enumerate(options)]
+
+    off, on, stats = _both(tiny_llama_dir, make, enable_custom_logit_processor=True)
+    _assert_same(off, on)
+    assert stats["spec_verify_steps"] > 0 and stats["spec_accepted_tokens"] > 0, stats
 
 
 def test_retraction_under_kv_pressure_keeps_tokens(tiny_llama_dir):
