@@ -244,8 +244,9 @@ class ServerArgs:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_parallel_args(self)
-        if self.speculative_algorithm is None:  # spelled out, so that launch lines carry it
-            object.__setattr__(self, "speculative_algorithm", "NONE")
+        # None spelled out, so that launch lines carry it; any case (``--speculative-algorithm none``)
+        algorithm = "NONE" if self.speculative_algorithm is None else self.speculative_algorithm.upper()
+        object.__setattr__(self, "speculative_algorithm", algorithm)
         check_speculative_args(
             self.speculative_algorithm,
             self.speculative_num_steps,

@@ -35,6 +35,7 @@ def test_server_args_default_and_off_switch():
     # a launch line built from the arguments keeps speculation off (None would have been left out,
     # and the server would have started with the default)
     assert server_flags(off)[-2:] == ["--speculative-algorithm", "NONE"]
+    assert ServerArgs(speculative_algorithm="none").speculative_algorithm == "NONE"
     with pytest.raises(ValueError, match="speculative_algorithm must be one of"):
         ServerArgs(speculative_algorithm="MEDUSA")
 
