@@ -245,7 +245,7 @@ class ServerArgs:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_parallel_args(self)
         # None spelled out, so that launch lines carry it; any case (``--speculative-algorithm none``)
-        algorithm = "NONE" if self.speculative_algorithm is None else self.speculative_algorithm.upper()
+        algorithm = "NONE" if self.speculative_algorithm is None else str(self.speculative_algorithm).upper()
         object.__setattr__(self, "speculative_algorithm", algorithm)
         check_speculative_args(
             self.speculative_algorithm,

@@ -49,6 +49,12 @@ def test_cli_turns_it_off(monkeypatch):
     assert seen["args"].speculative_algorithm == "NONE"
 
 
+def test_naming_a_draft_model_is_enough(tiny_llama_dir):
+    """SGLang needs STANDALONE spelled out beside the draft model; AUTO takes the path as the ask."""
+    with tiny_scheduler(tiny_llama_dir, speculative_draft_model_path=tiny_llama_dir) as sched:
+        assert sched.speculator is not None and sched.speculator.draft_model is not None
+
+
 def test_default_scheduler_speculates_and_keeps_greedy_output(tiny_llama_dir):
     """With no speculative option the CPU scheduler runs NGRAM behind the speed check, whose first
     steps of a batch size verify drafts to measure their cost: the repeating prompt's drafts are
