@@ -248,7 +248,7 @@ class ServerArgs:
         algorithm = "NONE" if self.speculative_algorithm is None else str(self.speculative_algorithm).upper()
         object.__setattr__(self, "speculative_algorithm", algorithm)
         check_speculative_args(
-            self.speculative_algorithm,
+            algorithm,
             self.speculative_num_steps,
             self.speculative_num_draft_tokens,
             self.speculative_draft_model_path,

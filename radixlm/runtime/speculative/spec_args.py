@@ -61,10 +61,11 @@ def resolve_max_draft_len(num_steps: int | None, num_draft_tokens: int | None) -
 
 
 def check_speculative_args(
-    algorithm: str | None, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
+    algorithm: str, num_steps: int | None, num_draft_tokens: int | None, draft_model_path: str | None
 ) -> None:
-    """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it)."""
-    if algorithm is not None and algorithm not in CHOICES:
+    """Raise ValueError naming a bad speculative option (``ServerArgs`` calls it, ``None`` already
+    spelled ``NONE``)."""
+    if algorithm not in CHOICES:
         raise ValueError(f"speculative_algorithm must be one of {CHOICES}, got {algorithm!r}")
     if algorithm == "STANDALONE" and not draft_model_path:
         raise ValueError("speculative_algorithm STANDALONE needs speculative_draft_model_path")

@@ -9,7 +9,7 @@ from radixlm.runtime.server.serve_cli import main as serve_main
 from radixlm.runtime.server_args import ServerArgs
 from radixlm.runtime.speculative.spec_args import resolve_algorithm
 from tests.helpers.engines import tiny_scheduler
-from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, serve
+from tests.runtime.speculative.spec_helpers import repetitive_prompt, request, run_all, serve
 
 
 @pytest.mark.parametrize(
@@ -63,12 +63,7 @@ def test_default_scheduler_speculates_and_keeps_greedy_output(tiny_llama_dir):
     off, _ = serve(tiny_llama_dir, [request("r", prompt, max_new_tokens=48)], False)
     with tiny_scheduler(tiny_llama_dir) as sched:
         assert sched.speculator is not None and sched.speculator.speed is not None
-        sched.handle(request("r", prompt, max_new_tokens=48))
-        ids: list[int] = []
-        while sched.has_work():
-            for out in sched.step():
-                ids.extend(out.new_token_ids.tolist())
+        on = run_all(sched, [request("r", prompt, max_new_tokens=48)])  # also checks every KV slot
         stats = sched.stats()
-        sched.check_kv_integrity()
-    assert ids == off["r"]["ids"]
+    assert on["r"]["ids"] == off["r"]["ids"]
     assert stats["spec_verify_steps"] > 0 and stats["spec_accepted_tokens"] > 0, stats
